@@ -1,0 +1,106 @@
+"""Engines and sessions for Novella's databases (API, cells, placement).
+
+One place decides how a connection URL becomes an engine, so SQLite,
+PostgreSQL and MySQL/MariaDB behave alike for every service.
+"""
+import contextlib
+import threading
+
+import sqlalchemy as sa
+from sqlalchemy import event, orm
+
+_engines = {}
+_lock = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_conn, _record):
+    cur = dbapi_conn.cursor()
+    # WAL lets readers proceed while one writer commits; busy_timeout makes
+    # concurrent writers queue instead of failing with "database is locked".
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def normalise_url(url):
+    """Accept the URL spellings oslo.db users write in nova.conf."""
+    if url.startswith("mysql://"):
+        url = "mysql+pymysql://" + url[len("mysql://"):]
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    return url
+
+
+def get_engine(url):
+    """Return the process-wide engine for a URL (created once)."""
+    url = normalise_url(url)
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = _create_engine(url)
+            _engines[url] = engine
+        return engine
+
+
+def _create_engine(url):
+    if url.startswith("sqlite"):
+        kwargs = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+        if url in ("sqlite://", "sqlite:///:memory:"):
+            kwargs["poolclass"] = sa.pool.StaticPool
+        engine = sa.create_engine(url, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        # pysqlite's own transaction handling defers BEGIN; issue it ourselves
+        # so a read-then-write transaction holds its snapshot.
+        @event.listens_for(engine, "connect")
+        def _no_autobegin(dbapi_conn, _rec):
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+        return engine
+    kwargs = {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
+    if url.startswith("mysql"):
+        kwargs["isolation_level"] = "READ COMMITTED"
+    return sa.create_engine(url, **kwargs)
+
+
+def dispose_all():
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+class Database:
+    """A database reached through one URL, with ORM sessions.
+
+    ``with db.session() as s:`` opens a transaction that commits on success and
+    rolls back on any exception, so a failure half-way writes nothing.
+    """
+
+    def __init__(self, url):
+        self.url = normalise_url(url)
+        self.engine = get_engine(self.url)
+
+    @contextlib.contextmanager
+    def connection(self, write=False):
+        """A Core connection in one transaction (commit on success).
+
+        ``write=True`` takes SQLite's write lock at BEGIN, so two writers
+        queue instead of failing when the second upgrades its read lock.
+        """
+        with self.engine.connect() as conn:
+            conn.info["write"] = write
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def session(self, write=False):
+        """An ORM session in one transaction (commit on success)."""
+        with self.connection(write) as conn:
+            with orm.Session(bind=conn, expire_on_commit=False) as s:
+                yield s
+                s.flush()
