@@ -1,0 +1,102 @@
+"""Server states, named exactly as the reference names them."""
+
+# vm_state
+ACTIVE = "active"
+BUILDING = "building"
+PAUSED = "paused"
+SUSPENDED = "suspended"
+STOPPED = "stopped"
+RESCUED = "rescued"
+RESIZED = "resized"
+SOFT_DELETED = "soft-delete"
+DELETED = "deleted"
+ERROR = "error"
+SHELVED = "shelved"
+SHELVED_OFFLOADED = "shelved_offloaded"
+
+
+class task_states:  # noqa: N801 - a namespace, spelled as in the reference
+    SCHEDULING = "scheduling"
+    BLOCK_DEVICE_MAPPING = "block_device_mapping"
+    NETWORKING = "networking"
+    SPAWNING = "spawning"
+    REBOOTING = "rebooting"
+    REBOOTING_HARD = "rebooting_hard"
+    REBOOT_PENDING = "reboot_pending"
+    REBOOT_STARTED = "reboot_started"
+    POWERING_OFF = "powering-off"
+    POWERING_ON = "powering-on"
+    RESIZE_PREP = "resize_prep"
+    RESIZE_MIGRATING = "resize_migrating"
+    RESIZE_MIGRATED = "resize_migrated"
+    RESIZE_FINISH = "resize_finish"
+    RESIZE_REVERTING = "resize_reverting"
+    RESIZE_CONFIRMING = "resize_confirming"
+    MIGRATING = "migrating"
+    REBUILDING = "rebuilding"
+    SHELVING = "shelving"
+    SHELVING_OFFLOADING = "shelving_offloading"
+    UNSHELVING = "unshelving"
+    DELETING = "deleting"
+
+
+class power_state:  # noqa: N801
+    NOSTATE = 0
+    RUNNING = 1
+    PAUSED = 3
+    SHUTDOWN = 4
+    CRASHED = 6
+    SUSPENDED = 7
+    NAMES = {0: "NOSTATE", 1: "RUNNING", 3: "PAUSED", 4: "SHUTDOWN", 6: "CRASHED", 7: "SUSPENDED"}
+
+
+# Server "status" shown by the API, from (vm_state, task_state).
+def server_status(vm_state, task_state):
+    if vm_state == BUILDING:
+        return "BUILD"
+    if vm_state == ACTIVE:
+        if task_state in (task_states.REBOOTING, task_states.REBOOT_PENDING,
+                          task_states.REBOOT_STARTED):
+            return "REBOOT"
+        if task_state in (task_states.REBOOTING_HARD,):
+            return "HARD_REBOOT"
+        if task_state in (task_states.RESIZE_PREP, task_states.RESIZE_MIGRATING,
+                          task_states.RESIZE_MIGRATED, task_states.RESIZE_FINISH):
+            return "RESIZE"
+        if task_state == task_states.MIGRATING:
+            return "MIGRATING"
+        if task_state == task_states.REBUILDING:
+            return "REBUILD"
+        return "ACTIVE"
+    if vm_state == STOPPED:
+        if task_state in (task_states.RESIZE_PREP, task_states.RESIZE_MIGRATING,
+                          task_states.RESIZE_MIGRATED, task_states.RESIZE_FINISH):
+            return "RESIZE"
+        if task_state == task_states.REBUILDING:
+            return "REBUILD"
+        return "SHUTOFF"
+    if vm_state == RESIZED:
+        if task_state == task_states.RESIZE_REVERTING:
+            return "REVERT_RESIZE"
+        return "VERIFY_RESIZE"
+    return {
+        PAUSED: "PAUSED", SUSPENDED: "SUSPENDED", RESCUED: "RESCUE",
+        SOFT_DELETED: "SOFT_DELETED", DELETED: "DELETED", ERROR: "ERROR",
+        SHELVED: "SHELVED", SHELVED_OFFLOADED: "SHELVED_OFFLOADED",
+    }.get(vm_state, "UNKNOWN")
+
+
+# Migration statuses
+class migration_status:  # noqa: N801
+    PRE_MIGRATING = "pre-migrating"
+    MIGRATING = "migrating"
+    POST_MIGRATING = "post-migrating"
+    FINISHED = "finished"
+    CONFIRMING = "confirming"
+    CONFIRMED = "confirmed"
+    REVERTING = "reverting"
+    REVERTED = "reverted"
+    ERROR = "error"
+    FAILED = "failed"
+    DONE = "done"
+    ACCEPTED = "accepted"

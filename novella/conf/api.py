@@ -1,0 +1,20 @@
+from oslo_config import cfg
+
+api_opts = [
+    cfg.StrOpt("auth_strategy", default="keystone", choices=["keystone", "noauth2"],
+               help="keystone: tokens validated by keystonemiddleware; "
+                    "noauth2: trust the X-Auth-Token as user:project (tests only)."),
+    cfg.IntOpt("max_limit", default=1000, help="Largest page a list returns."),
+    cfg.StrOpt("compute_link_prefix"),
+    cfg.BoolOpt("list_records_by_skipping_down_cells", default=True),
+    cfg.IntOpt("instance_list_per_project_cells", default=0),
+]
+wsgi_opts = [
+    cfg.StrOpt("osapi_compute_listen", default="127.0.0.1"),
+    cfg.PortOpt("osapi_compute_listen_port", default=8774),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(api_opts, group="api")
+    conf.register_opts(wsgi_opts)

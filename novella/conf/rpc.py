@@ -1,0 +1,22 @@
+from oslo_config import cfg
+
+opts = [
+    cfg.StrOpt("transport_url", default="inproc://default", secret=True,
+               help="Message transport: inproc://NAME for the in-process transport, "
+                    "rabbit://user:pass@host:port/vhost for RabbitMQ."),
+    cfg.IntOpt("rpc_response_timeout", default=60,
+               help="Seconds to wait for the answer to an RPC call."),
+    cfg.IntOpt("long_rpc_timeout", default=1800,
+               help="Seconds to wait for RPC calls known to be long "
+                    "(e.g. the steps of a cross-cell resize)."),
+]
+notification_opts = [
+    cfg.StrOpt("notification_format", default="versioned",
+               choices=["unversioned", "versioned", "both"]),
+    cfg.ListOpt("versioned_notifications_topics", default=["versioned_notifications"]),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts)
+    conf.register_opts(notification_opts, group="notifications")

@@ -1,0 +1,168 @@
+"""The API database: what is global to the deployment (cells v2 model).
+
+Cell mappings, host and instance mappings, flavors, request specs, build
+requests, server groups, aggregates and key pairs. JSON documents (request
+specs, build requests) are stored as text so every backend treats them alike.
+"""
+import datetime
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+class Base(orm.DeclarativeBase):
+    pass
+
+
+class Timestamps:
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
+
+
+class CellMapping(Timestamps, Base):
+    __tablename__ = "cell_mappings"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    transport_url: orm.Mapped[str] = orm.mapped_column(sa.Text)
+    database_connection: orm.Mapped[str] = orm.mapped_column(sa.Text)
+    disabled: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class HostMapping(Timestamps, Base):
+    __tablename__ = "host_mappings"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    cell_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("cell_mappings.id"))
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255), unique=True)
+
+
+class InstanceMapping(Timestamps, Base):
+    """Where a server lives: the authority for which cell holds it."""
+    __tablename__ = "instance_mappings"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    cell_id: orm.Mapped[int | None] = orm.mapped_column(sa.ForeignKey("cell_mappings.id"))
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255), index=True)
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    queued_for_delete: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class Flavor(Timestamps, Base):
+    __tablename__ = "flavors"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    flavorid: orm.Mapped[str] = orm.mapped_column(sa.String(255), unique=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255), unique=True)
+    memory_mb: orm.Mapped[int]
+    vcpus: orm.Mapped[int]
+    root_gb: orm.Mapped[int] = orm.mapped_column(default=0)
+    ephemeral_gb: orm.Mapped[int] = orm.mapped_column(default=0)
+    swap: orm.Mapped[int] = orm.mapped_column(default=0)
+    rxtx_factor: orm.Mapped[float] = orm.mapped_column(default=1.0)
+    vcpu_weight: orm.Mapped[int | None]
+    disabled: orm.Mapped[bool] = orm.mapped_column(default=False)
+    is_public: orm.Mapped[bool] = orm.mapped_column(default=True)
+    description: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    extra_specs: orm.Mapped[list["FlavorExtraSpec"]] = orm.relationship(
+        cascade="all, delete-orphan", lazy="selectin")
+    projects: orm.Mapped[list["FlavorProject"]] = orm.relationship(
+        cascade="all, delete-orphan", lazy="selectin")
+
+
+class FlavorExtraSpec(Base):
+    __tablename__ = "flavor_extra_specs"
+    __table_args__ = (sa.UniqueConstraint("flavor_id", "key"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    flavor_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("flavors.id", ondelete="CASCADE"))
+    key: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    value: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+
+
+class FlavorProject(Base):
+    __tablename__ = "flavor_projects"
+    __table_args__ = (sa.UniqueConstraint("flavor_id", "project_id"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    flavor_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("flavors.id", ondelete="CASCADE"))
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+
+
+class RequestSpec(Timestamps, Base):
+    """What the scheduler was asked for a server; kept for every later move."""
+    __tablename__ = "request_specs"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    spec: orm.Mapped[str] = orm.mapped_column(sa.Text)  # JSON document
+
+
+class BuildRequest(Timestamps, Base):
+    """A server accepted by the API but not yet in a cell."""
+    __tablename__ = "build_requests"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255), index=True)
+    instance: orm.Mapped[str] = orm.mapped_column(sa.Text)  # JSON of the instance fields
+    block_device_mappings: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    tags: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+
+
+class InstanceGroup(Timestamps, Base):
+    __tablename__ = "instance_groups"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    policy: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    rules: orm.Mapped[str | None] = orm.mapped_column(sa.Text)  # JSON
+    members: orm.Mapped[list["InstanceGroupMember"]] = orm.relationship(
+        cascade="all, delete-orphan", lazy="selectin")
+
+
+class InstanceGroupMember(Base):
+    __tablename__ = "instance_group_member"
+    __table_args__ = (sa.UniqueConstraint("group_id", "instance_uuid"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    group_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("instance_groups.id", ondelete="CASCADE"))
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), index=True)
+
+
+class Aggregate(Timestamps, Base):
+    __tablename__ = "aggregates"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255), unique=True)
+    hosts: orm.Mapped[list["AggregateHost"]] = orm.relationship(
+        cascade="all, delete-orphan", lazy="selectin")
+    metadata_items: orm.Mapped[list["AggregateMetadata"]] = orm.relationship(
+        cascade="all, delete-orphan", lazy="selectin")
+
+
+class AggregateHost(Base):
+    __tablename__ = "aggregate_hosts"
+    __table_args__ = (sa.UniqueConstraint("aggregate_id", "host"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    aggregate_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("aggregates.id", ondelete="CASCADE"))
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+
+
+class AggregateMetadata(Base):
+    __tablename__ = "aggregate_metadata"
+    __table_args__ = (sa.UniqueConstraint("aggregate_id", "key"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    aggregate_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("aggregates.id", ondelete="CASCADE"))
+    key: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    value: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+
+
+class KeyPair(Timestamps, Base):
+    __tablename__ = "key_pairs"
+    __table_args__ = (sa.UniqueConstraint("user_id", "name"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    fingerprint: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    public_key: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    type: orm.Mapped[str] = orm.mapped_column(sa.String(10), default="ssh")

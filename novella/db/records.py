@@ -1,0 +1,149 @@
+"""Record keeping every service shares on a cell database.
+
+Instance updates guarded by the expected task state (so two racing requests
+cannot both win), instance actions and their events, and instance faults.
+"""
+import contextlib
+import datetime
+import json
+import traceback as tb_mod
+
+import sqlalchemy as sa
+
+from novella.db import cell_models as m
+
+
+class InstanceNotFound(Exception):
+    code = 404
+
+
+class UnexpectedTaskStateError(Exception):
+    code = 409
+
+
+def utcnow():
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+_UNSET = object()
+
+
+def get_instance(s, instance_uuid, read_deleted=False):
+    q = sa.select(m.Instance).where(m.Instance.uuid == instance_uuid)
+    if not read_deleted:
+        q = q.where(m.Instance.deleted == 0)
+    inst = s.scalars(q).first()
+    if inst is None:
+        raise InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+    return inst
+
+
+def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
+                    expected_vm_state=_UNSET, **values):
+    """Update an instance only if it is in the expected state(s).
+
+    ``expected_task_state`` may be a value or a tuple of values (None allowed).
+    Raises UnexpectedTaskStateError when another request got there first.
+    """
+    with cell_db.session(write=True) as s:
+        q = sa.update(m.Instance).where(m.Instance.uuid == instance_uuid,
+                                        m.Instance.deleted == 0)
+        for column, expected in ((m.Instance.task_state, expected_task_state),
+                                 (m.Instance.vm_state, expected_vm_state)):
+            if expected is _UNSET:
+                continue
+            options = expected if isinstance(expected, (tuple, list)) else (expected,)
+            conds = [column.is_(None) if v is None else column == v for v in options]
+            q = q.where(sa.or_(*conds))
+        values.setdefault("updated_at", utcnow())
+        if s.execute(q.values(**values)).rowcount != 1:
+            inst = s.scalars(sa.select(m.Instance).where(
+                m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
+            if inst is None:
+                raise InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+            raise UnexpectedTaskStateError(
+                f"Conflict updating instance {instance_uuid}. Expected: "
+                f"task_state={expected_task_state if expected_task_state is not _UNSET else 'any'}. "
+                f"Actual: task_state={inst.task_state}, vm_state={inst.vm_state}")
+        return get_instance(s, instance_uuid)
+
+
+def start_action(cell_db, ctxt, instance_uuid, action):
+    """Record that a user asked for ``action`` (e.g. 'create', 'resize')."""
+    with cell_db.session(write=True) as s:
+        row = m.InstanceAction(action=action, instance_uuid=instance_uuid,
+                               request_id=ctxt.request_id, user_id=ctxt.user_id,
+                               project_id=ctxt.project_id, start_time=utcnow())
+        s.add(row)
+    return row.id
+
+
+def _find_action(s, instance_uuid, request_id):
+    q = (sa.select(m.InstanceAction)
+         .where(m.InstanceAction.instance_uuid == instance_uuid,
+                m.InstanceAction.request_id == request_id)
+         .order_by(m.InstanceAction.id.desc()))
+    return s.scalars(q).first()
+
+
+@contextlib.contextmanager
+def action_event(cell_db, ctxt, instance_uuid, event, host=None):
+    """Record one step of the current action: start, finish and result.
+
+    On an exception the event gets result 'Error' and the traceback, the
+    action gets the message 'Error', and the exception propagates.
+    """
+    with cell_db.session(write=True) as s:
+        action = _find_action(s, instance_uuid, ctxt.request_id)
+        if action is None:  # a step outside any user request (e.g. periodic)
+            action = m.InstanceAction(action=event, instance_uuid=instance_uuid,
+                                      request_id=ctxt.request_id, user_id=ctxt.user_id,
+                                      project_id=ctxt.project_id, start_time=utcnow())
+            s.add(action)
+            s.flush()
+        ev = m.InstanceActionEvent(action_id=action.id, event=event,
+                                   start_time=utcnow(), host=host)
+        s.add(ev)
+    try:
+        yield
+    except BaseException as exc:
+        _finish_event(cell_db, ev.id, "Error", "".join(tb_mod.format_exception(exc)))
+        raise
+    _finish_event(cell_db, ev.id, "Success", None)
+
+
+def _finish_event(cell_db, event_id, result, traceback):
+    with cell_db.session(write=True) as s:
+        ev = s.get(m.InstanceActionEvent, event_id)
+        if ev is None:
+            return
+        ev.finish_time = utcnow()
+        ev.result = result
+        ev.traceback = traceback
+        if result == "Error":
+            action = s.get(m.InstanceAction, ev.action_id)
+            action.message = "Error"
+
+
+def finish_action(cell_db, ctxt, instance_uuid):
+    with cell_db.session(write=True) as s:
+        action = _find_action(s, instance_uuid, ctxt.request_id)
+        if action is not None:
+            action.finish_time = utcnow()
+
+
+def add_fault(cell_db, instance_uuid, exc, host=None, code=500):
+    """Record why a server went wrong, as the reference's instance fault."""
+    code = getattr(exc, "code", code) if isinstance(getattr(exc, "code", None), int) else code
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    details = "".join(tb_mod.format_exception(exc)) if code >= 500 else ""
+    with cell_db.session(write=True) as s:
+        s.add(m.InstanceFault(instance_uuid=instance_uuid, code=code,
+                              message=message[:255], details=details, host=host))
+
+
+def flavor_of(instance, which="cur"):
+    """The flavor document ('cur', 'old' or 'new') stored with the instance."""
+    if instance.extra is None or not instance.extra.flavor:
+        return None
+    return json.loads(instance.extra.flavor).get(which)
