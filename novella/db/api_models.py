@@ -166,3 +166,5 @@ class KeyPair(Timestamps, Base):
     fingerprint: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     public_key: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     type: orm.Mapped[str] = orm.mapped_column(sa.String(10), default="ssh")
+
+metadata = Base.metadata

@@ -239,3 +239,5 @@ class ComputeNode(Timestamps, SoftDelete, Base):
     pci_stats: orm.Mapped[str | None] = orm.mapped_column(sa.Text)      # JSON
     numa_topology: orm.Mapped[str | None] = orm.mapped_column(sa.Text)  # JSON
     mapped: orm.Mapped[int] = orm.mapped_column(default=0)
+
+metadata = Base.metadata
