@@ -6,11 +6,11 @@ that every compute-side service reads. Placement has its own ConfigOpts
 """
 from oslo_config import cfg
 
-from novella.conf import api, compute, database, rpc, scheduler, services
+from novella.conf import api, compute, database, embedded, messaging, rpc, scheduler, services
 
 CONF = cfg.CONF
 
-for _module in (api, compute, database, rpc, scheduler, services):
+for _module in (api, compute, database, embedded, messaging, rpc, scheduler, services):
     _module.register_opts(CONF)
 
 

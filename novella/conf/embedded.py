@@ -1,0 +1,27 @@
+"""Where the embedded image, volume and network services keep their state.
+
+Each service has a database of its own, so a real Glance, Cinder or Neutron
+can take its place without touching the compute databases.
+"""
+from oslo_config import cfg
+
+image_opts = [
+    cfg.StrOpt("connection", secret=True, help="Database URL of the embedded image service."),
+    cfg.StrOpt("data_dir", help="Directory holding image data files."),
+]
+volume_opts = [
+    cfg.StrOpt("connection", secret=True, help="Database URL of the embedded volume service."),
+]
+network_opts = [
+    cfg.StrOpt("connection", secret=True, help="Database URL of the embedded network service."),
+    cfg.StrOpt("default_network_name", default="private",
+               help="Name of the network created when the service starts empty."),
+    cfg.StrOpt("default_network_cidr", default="10.0.0.0/24",
+               help="CIDR of the default network's subnet."),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(image_opts, group="image_service")
+    conf.register_opts(volume_opts, group="volume_service")
+    conf.register_opts(network_opts, group="network_service")
