@@ -1,0 +1,349 @@
+"""Placement's own gabbi HTTP suite, run against our Placement service.
+
+The YAML files are loaded from the installed ``openstack-placement`` package
+(a test-only dependency); nothing is copied into this repository.  There is
+one pytest test per YAML file: the tests inside a file depend on each other
+and run in order, in one process, against a fresh application and database
+built by the fixtures in :mod:`tests.conformance.placement_fixtures`.
+
+A gabbi test may fail only if it is listed, with a reason, in
+``docs/conformance.md``; any other failure fails the pytest test of its
+file.  ``NOVELLA_GABBI_TARGET=reference`` runs the very same suite against
+the reference implementation, where everything passes.
+"""
+import collections
+import importlib.util
+import json
+import os
+import pathlib
+import tempfile
+import unittest
+import uuid
+import warnings
+
+import pytest
+
+from tests.conformance import placement_fixtures
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+STATUS_DOC = REPO_ROOT / "docs" / "conformance.md"
+
+# What openstack-placement 16.0.0 ships.
+EXPECTED_PACKAGE_VERSION = "16.0.0"
+EXPECTED_FILES = 79
+EXPECTED_TESTS = 1316
+
+KNOWN_SECTION = "## Known failures"
+
+
+class ConformanceSummary(UserWarning):
+    """Carries the one-line summary of the whole gabbi run."""
+
+
+# ---------------------------------------------------------------------------
+# Locating and reading the suite
+# ---------------------------------------------------------------------------
+
+def gabbits_dir():
+    spec = importlib.util.find_spec("placement")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for base in spec.submodule_search_locations:
+        path = pathlib.Path(base) / "tests" / "functional" / "gabbits"
+        if path.is_dir():
+            return path
+    return None
+
+
+def placement_version():
+    from importlib import metadata
+    try:
+        return metadata.version("openstack-placement")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def yaml_files():
+    directory = gabbits_dir()
+    if directory is None:
+        return []
+    return sorted(directory.glob("*.yaml"))
+
+
+def load_yaml(path):
+    from gabbi import utils
+    return utils.load_yaml(yaml_file=str(path), safe=True)
+
+
+def yaml_test_names(path):
+    return [t["name"] for t in load_yaml(path)["tests"]]
+
+
+def known_failures(doc=STATUS_DOC):
+    """Parse the known-failure table of docs/conformance.md.
+
+    Rows look like ``| file.yaml | test name | reason |`` and must follow
+    the ``## Known failures`` heading (until the next heading).
+    Returns {(file, test name): reason}.
+    """
+    known = {}
+    if not doc.exists():
+        return known
+    in_section = False
+    for line in doc.read_text().splitlines():
+        if line.startswith("#"):
+            in_section = line.strip().lower() == KNOWN_SECTION.lower()
+            continue
+        if not in_section or not line.lstrip().startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].strip("`").endswith(".yaml"):
+            continue  # header or separator row
+        known[(cells[0].strip("`"), cells[1].strip("`"))] = cells[2]
+    return known
+
+
+# ---------------------------------------------------------------------------
+# Running one YAML file
+# ---------------------------------------------------------------------------
+
+class _Recorder(unittest.TestResult):
+    """Records one outcome per gabbi test case."""
+
+    def __init__(self):
+        super().__init__()
+        self.outcomes = {}
+
+    def _set(self, test, outcome, detail=""):
+        self.outcomes[id(test)] = (outcome, detail)
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._set(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._set(test, "failed", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        # A fixture error is reported against the first test; keep it.
+        self._set(test, "failed", self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        if self.outcomes.get(id(test), ("",))[0] != "failed":
+            self._set(test, "skipped", reason)
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._set(test, "xfailed")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._set(test, "failed", "unexpected success of an xfail test")
+
+
+def run_yaml_file(path):
+    """Run one gabbi YAML file; return [(test name, outcome, detail)]."""
+    from gabbi import handlers
+    from gabbi import suitemaker
+
+    handler_objects = [handler() for handler in handlers.RESPONSE_HANDLERS]
+    loader = unittest.TestLoader()
+    suite = suitemaker.test_suite_from_dict(
+        loader, "placement_" + path.stem.replace("-", "_").replace(".", "_"),
+        load_yaml(path), str(path.parent), str(uuid.uuid4()), None,
+        placement_fixtures, placement_fixtures.setup_app, prefix="",
+        handlers=handler_objects, test_loader_name=__name__)
+    cases = list(suite)  # a suite forgets its tests once they have run
+    result = _Recorder()
+    suite.run(result)
+    rows = []
+    for case in cases:
+        outcome, detail = result.outcomes.get(
+            id(case), ("not run", "no outcome recorded"))
+        rows.append((case.test_data["name"], outcome, detail))
+    return rows
+
+
+def _short(detail, limit=1500):
+    detail = detail.strip()
+    # Keep the end of the traceback: that is where gabbi says what differed.
+    if len(detail) > limit:
+        detail = "..." + detail[-limit:]
+    return detail
+
+
+# ---------------------------------------------------------------------------
+# Cross-process summary (pytest-xdist runs files in several workers)
+# ---------------------------------------------------------------------------
+
+def _run_id(config):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and "testrunuid" in workerinput:
+        return workerinput["testrunuid"]
+    if not hasattr(config, "_placement_gabbi_run_id"):
+        config._placement_gabbi_run_id = uuid.uuid4().hex
+    return config._placement_gabbi_run_id
+
+
+def _selected_files(session):
+    files = set()
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        if (getattr(item, "originalname", None) == "test_gabbi_file"
+                and callspec is not None):
+            files.add(callspec.id)
+    return files
+
+
+def _record_and_maybe_summarise(request, yaml_name, counts):
+    """Store this file's counts; the last file of the run emits the summary."""
+    results_dir = (pathlib.Path(tempfile.gettempdir())
+                   / ("placement-gabbi-" + _run_id(request.config)))
+    results_dir.mkdir(exist_ok=True)
+    tmp = results_dir / (yaml_name + ".tmp")
+    tmp.write_text(json.dumps(counts))
+    tmp.replace(results_dir / (yaml_name + ".json"))
+
+    expected = _selected_files(request.session)
+    done = {p.stem for p in results_dir.glob("*.json")}
+    if not expected or not expected <= done:
+        return
+    try:
+        fd = os.open(results_dir / "summary.lock",
+                     os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    total = collections.Counter()
+    for name in expected:
+        total.update(json.loads((results_dir / (name + ".json")).read_text()))
+    for name in expected:
+        (results_dir / (name + ".json")).unlink(missing_ok=True)
+    line = summary_line(total, len(expected))
+    print(line)
+    warnings.warn(ConformanceSummary(line), stacklevel=1)
+
+
+def summary_line(counts, files):
+    return ("placement gabbi conformance [target=%s]: %d tests in %d files:"
+            " %d passed, %d failed (%d known, %d unexpected),"
+            " %d known-failing now passing, %d skipped, %d xfailed"
+            % (placement_fixtures.current_target(), counts["tests"], files,
+               counts["passed"], counts["failed"], counts["known_failed"],
+               counts["unexpected_failed"], counts["known_passed"],
+               counts["skipped"], counts["xfailed"]))
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+
+_FILES = yaml_files()
+
+
+def test_suite_is_installed_and_complete():
+    """The suite is really there: 79 files, 1316 tests (placement 16.0.0)."""
+    assert gabbits_dir() is not None, (
+        "openstack-placement is not installed; `pip install -e .[test]`")
+    total = sum(len(yaml_test_names(p)) for p in _FILES)
+    assert _FILES and total > 0
+    if placement_version() == EXPECTED_PACKAGE_VERSION:
+        assert (len(_FILES), total) == (EXPECTED_FILES, EXPECTED_TESTS)
+
+
+def test_known_failures_name_real_tests():
+    """Every entry of docs/conformance.md names an existing test."""
+    known = known_failures()
+    existing = {(p.name, name) for p in _FILES for name in yaml_test_names(p)}
+    stale = sorted(set(known) - existing)
+    assert not stale, "docs/conformance.md lists unknown tests: %s" % stale
+    empty = sorted(k for k, reason in known.items() if not reason)
+    assert not empty, "known failures without a reason: %s" % empty
+
+
+@pytest.mark.parametrize("yaml_path", _FILES, ids=[p.stem for p in _FILES])
+def test_gabbi_file(yaml_path, request):
+    names = yaml_test_names(yaml_path)
+    known = known_failures()
+    rows = run_yaml_file(yaml_path)
+
+    # The harness must really have run every test of the file.
+    assert len(rows) == len(names) > 0, (
+        "%s: %d tests in the YAML, %d run" % (yaml_path.name, len(names),
+                                              len(rows)))
+    assert [r[0] for r in rows] == names
+    not_run = [name for name, outcome, _ in rows if outcome == "not run"]
+    assert not not_run, "%s: tests never executed: %s" % (yaml_path.name,
+                                                          not_run)
+
+    counts = collections.Counter(tests=len(rows), passed=0, failed=0,
+                                 known_failed=0, unexpected_failed=0,
+                                 known_passed=0, skipped=0, xfailed=0)
+    unexpected = []
+    for name, outcome, detail in rows:
+        counts[outcome] += 1
+        is_known = (yaml_path.name, name) in known
+        if outcome == "failed":
+            if is_known:
+                counts["known_failed"] += 1
+            else:
+                counts["unexpected_failed"] += 1
+                unexpected.append((name, detail))
+        elif is_known:
+            counts["known_passed"] += 1
+    assert sum(counts[k] for k in ("passed", "failed", "skipped",
+                                   "xfailed")) == len(rows)
+
+    print("%s: %d tests, %d passed, %d failed (%d known), %d skipped"
+          % (yaml_path.name, counts["tests"], counts["passed"],
+             counts["failed"], counts["known_failed"], counts["skipped"]))
+    _record_and_maybe_summarise(request, yaml_path.stem, dict(counts))
+
+    if unexpected:
+        lines = ["%s: %d of %d tests failed and are not listed in %s:"
+                 % (yaml_path.name, len(unexpected), len(rows),
+                    STATUS_DOC.relative_to(REPO_ROOT))]
+        for name, detail in unexpected:
+            lines.append("--- %s\n%s" % (name, _short(detail)))
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+def test_status_table_parser(tmp_path):
+    """The known-failure table format of docs/conformance.md is understood."""
+    doc = tmp_path / "conformance.md"
+    doc.write_text(
+        "# Status\n\n| file | test | reason |\n|---|---|---|\n"
+        "| `x.yaml` | ignored | not in section |\n\n"
+        "## Known failures\n\n"
+        "| File | Test | Reason |\n|------|------|--------|\n"
+        "| `a.yaml` | get a thing | not implemented |\n"
+        "| b.yaml | `post: it` | wrong code |\n\n"
+        "## Other\n| `c.yaml` | t | r |\n")
+    assert known_failures(doc) == {("a.yaml", "get a thing"): "not implemented",
+                                   ("b.yaml", "post: it"): "wrong code"}
+
+
+def test_recorder_counts_every_outcome():
+    """The result recorder sees passes, failures, errors and skips."""
+    class Case(unittest.TestCase):
+        def test_pass(self):
+            pass
+
+        def test_fail(self):
+            self.fail("no")
+
+        def test_error(self):
+            raise RuntimeError("boom")
+
+        def test_skip(self):
+            self.skipTest("later")
+
+    suite = unittest.TestLoader().loadTestsFromTestCase(Case)
+    result = _Recorder()
+    suite.run(result)
+    got = sorted(outcome for outcome, _ in result.outcomes.values())
+    assert got == ["failed", "failed", "passed", "skipped"]
+
