@@ -1,8 +1,10 @@
+import os
+
 from oslo_config import cfg
 
 default_opts = [
     cfg.StrOpt("host", help="Name of this service's host."),
-    cfg.StrOpt("state_path", default="$pwd/data",
+    cfg.StrOpt("state_path", default=os.path.join(os.getcwd(), "data"), sample_default="$pwd/data",
                help="Where the all-in-one keeps its databases and simulated disks."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
                help="Root of the simulated hosts' disk directories."),
@@ -24,6 +26,10 @@ default_opts = [
     cfg.IntOpt("reserved_host_disk_mb", default=0),
     cfg.IntOpt("reserved_host_cpus", default=0),
     cfg.StrOpt("compute_driver", default="simulated"),
+    cfg.IntOpt("update_resources_interval", default=60,
+               help="Seconds between resource tracker runs (update_available_resource)."),
+    cfg.IntOpt("reboot_timeout", default=0),
+    cfg.BoolOpt("resume_guests_state_on_host_boot", default=False),
 ]
 simulated_opts = [
     cfg.IntOpt("vcpus", default=16),
@@ -31,10 +37,23 @@ simulated_opts = [
     cfg.IntOpt("local_gb", default=1000),
     cfg.IntOpt("numa_cells", default=1),
     cfg.ListOpt("pci_devices", default=[],
-                help="vendor_id:product_id:count triples exposed as PCI devices."),
+                help="vendor_id:product_id:count triples exposed as PCI devices "
+                     "(spread over the NUMA cells)."),
+    cfg.ListOpt("traits", default=[],
+                help="Extra traits (os-traits or CUSTOM_*) the simulated host reports."),
+    cfg.IntOpt("disk_content_kb", default=4,
+               help="Real bytes written per simulated disk, after its size header."),
+    cfg.StrOpt("hypervisor_type", default="fake"),
+]
+pci_opts = [
+    cfg.MultiStrOpt("alias", default=[],
+                    help='JSON PCI alias, e.g. {"name": "a1", "vendor_id": "8086", '
+                         '"product_id": "1520", "device_type": "type-PCI"}; flavors ask '
+                         'for devices with the extra spec pci_passthrough:alias=a1:2.'),
 ]
 
 
 def register_opts(conf):
     conf.register_opts(default_opts)
     conf.register_opts(simulated_opts, group="simulated")
+    conf.register_opts(pci_opts, group="pci")

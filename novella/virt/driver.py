@@ -1,0 +1,150 @@
+"""The interface between a compute host and its hypervisor.
+
+The compute manager talks to guests only through a ``ComputeDriver``. Every
+argument is plain data:
+
+- ``instance``: a dict with at least ``uuid``, ``name``, ``flavor``
+  (``memory_mb, vcpus, root_gb, ephemeral_gb, swap, extra_specs``),
+  ``image_ref``, ``project_id``, ``host`` and ``node``;
+- ``image_meta``: ``{"id", "properties": {}}``;
+- ``network_info``: the list of VIF dicts the network service returned;
+- ``block_device_info``: ``{"block_device_mapping": [{"volume_id",
+  "connection_info", "mount_device", "boot_index"}], "root_device_name"}``;
+- ``migration``: a dict with ``uuid, source_compute, dest_compute,
+  source_node, dest_node, migration_type``.
+
+Methods a driver does not support raise ``NotImplementedError``.
+"""
+import importlib
+
+
+class ComputeDriver:
+    """Base class; the simulated driver is the reference implementation."""
+
+    capabilities = {
+        "supports_migrate_to_same_host": True,
+        "supports_attach_interface": True,
+        "supports_multiattach": True,
+    }
+
+    def __init__(self, host):
+        self.host = host
+
+    # -- host ----------------------------------------------------------------
+
+    def init_host(self, host):
+        """Prepare the hypervisor for this host (called once at service start)."""
+
+    def cleanup_host(self, host):
+        """Release what init_host took (service stop)."""
+
+    def get_available_nodes(self, refresh=False):
+        """Names of the nodes (resource providers) this host manages."""
+        raise NotImplementedError
+
+    def get_available_resource(self, nodename):
+        """The node as a dict.
+
+        ``vcpus, memory_mb, local_gb`` (capacity), ``vcpus_used,
+        memory_mb_used, local_gb_used`` (what the guests on it use),
+        ``hypervisor_type, hypervisor_version, hypervisor_hostname,
+        cpu_info`` (JSON text), ``numa_topology``: ``{"cells": [{"id",
+        "cpus": [...], "memory_mb"}]}`` or None, and
+        ``pci_passthrough_devices``: ``[{"address", "vendor_id",
+        "product_id", "dev_type", "numa_node"}]``.
+        """
+        raise NotImplementedError
+
+    def get_traits(self, nodename):
+        """os-traits names (or CUSTOM_*) describing what the node can do."""
+        return []
+
+    def list_instances(self):
+        """uuids of the guests the hypervisor knows."""
+        raise NotImplementedError
+
+    def instance_exists(self, instance):
+        return instance["uuid"] in self.list_instances()
+
+    def get_volume_connector(self, instance):
+        """What a volume service needs to export a volume to this host."""
+        return {"host": self.host, "initiator": f"iqn.2010-10.org.openstack:{self.host}"}
+
+    # -- guest lifecycle -------------------------------------------------------
+
+    def spawn(self, ctxt, instance, image_meta, network_info=None,
+              block_device_info=None, power_on=True):
+        """Create the guest: disks, then boot it (unless power_on is False)."""
+        raise NotImplementedError
+
+    def destroy(self, ctxt, instance, network_info=None, block_device_info=None,
+                destroy_disks=True):
+        """Stop the guest and forget it; a guest already gone is not an error."""
+        raise NotImplementedError
+
+    def power_off(self, instance, timeout=0, retry_interval=0):
+        raise NotImplementedError
+
+    def power_on(self, ctxt, instance, network_info=None, block_device_info=None):
+        raise NotImplementedError
+
+    def reboot(self, ctxt, instance, network_info=None, reboot_type="SOFT",
+               block_device_info=None):
+        raise NotImplementedError
+
+    def get_info(self, instance):
+        """``{"state": power_state}`` (novella.compute.states.power_state)."""
+        raise NotImplementedError
+
+    def attach_volume(self, ctxt, connection_info, instance, mountpoint):
+        raise NotImplementedError
+
+    def detach_volume(self, ctxt, connection_info, instance, mountpoint):
+        raise NotImplementedError
+
+    # -- moves ---------------------------------------------------------------
+
+    def migrate_disk_and_power_off(self, ctxt, instance, dest_host, flavor,
+                                   network_info=None, block_device_info=None):
+        """Source side of a cold move: power off and copy the disks to dest_host.
+
+        The source keeps its copy until the move is confirmed or reverted.
+        Returns ``disk_info`` (JSON) for finish_migration.
+        """
+        raise NotImplementedError
+
+    def finish_migration(self, ctxt, migration, instance, disk_info, network_info,
+                         image_meta, resize_instance, block_device_info=None,
+                         power_on=True):
+        """Destination side: adopt the copied disks (resized to the flavor), start."""
+        raise NotImplementedError
+
+    def confirm_migration(self, ctxt, migration, instance, network_info=None):
+        """Source side after confirm: drop the copy kept for a revert."""
+        raise NotImplementedError
+
+    def finish_revert_migration(self, ctxt, instance, network_info=None, migration=None,
+                                block_device_info=None, power_on=True):
+        """Source side after revert: bring the kept copy back and start it."""
+        raise NotImplementedError
+
+    def snapshot(self, ctxt, instance, image_id, update_task_state=None):
+        """Upload the root disk's bytes as image ``image_id``."""
+        raise NotImplementedError
+
+
+DRIVERS = {
+    "simulated": "novella.virt.simulated.SimulatedDriver",
+    "fake": "novella.virt.simulated.SimulatedDriver",
+}
+
+
+def load_compute_driver(conf, host, name=None, **kwargs):
+    """Build the driver named by ``[DEFAULT] compute_driver`` for one host.
+
+    ``kwargs`` are per-host settings (e.g. ``vcpus=8``) that win over the
+    configuration, so one process can run hosts of different sizes.
+    """
+    path = DRIVERS.get(name or conf.compute_driver, name or conf.compute_driver)
+    module, _, cls = path.rpartition(".")
+    return getattr(importlib.import_module(module), cls)(host, conf=conf, **kwargs)
