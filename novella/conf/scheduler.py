@@ -3,23 +3,39 @@ from oslo_config import cfg
 scheduler_opts = [
     cfg.IntOpt("max_attempts", default=3, min=1,
                help="Hosts tried for one build or move: the selected one plus alternates."),
-    cfg.IntOpt("max_placement_results", default=1000, min=1),
+    cfg.IntOpt("max_placement_results", default=1000, min=1,
+               help="The 'limit' of the allocation-candidates query."),
     cfg.IntOpt("discover_hosts_in_cells_interval", default=-1, min=-1),
+    cfg.BoolOpt("limit_tenants_to_placement_aggregate", default=False,
+                help="Restrict a tenant to the placement aggregates whose host "
+                     "aggregate metadata names it in a filter_tenant_id* key."),
+    cfg.BoolOpt("placement_aggregate_required_for_tenants", default=False,
+                help="With limit_tenants_to_placement_aggregate: a tenant named "
+                     "by no aggregate gets no host at all."),
+    cfg.BoolOpt("query_placement_for_availability_zone", default=False,
+                help="Ask placement for the hosts of the requested zone "
+                     "(member_of the zone's aggregates), instead of relying on "
+                     "AvailabilityZoneFilter alone. Needs host aggregates "
+                     "mirrored into placement aggregates."),
 ]
 filter_scheduler_opts = [
     cfg.ListOpt("enabled_filters", default=[
         "ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
         "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-        "ServerGroupAffinityFilter"]),
-    cfg.ListOpt("weight_classes", default=["all"]),
-    cfg.IntOpt("host_subset_size", default=1, min=1),
+        "ServerGroupAffinityFilter"],
+        help="Filter plugin class names, run in this order."),
+    cfg.ListOpt("weight_classes", default=["all"],
+                help="Weigher plugin class names; 'all' enables every weigher."),
+    cfg.IntOpt("host_subset_size", default=1, min=1,
+               help="Pick at random among this many best-weighed hosts."),
+    cfg.BoolOpt("shuffle_best_same_weighed_hosts", default=False),
     cfg.FloatOpt("ram_weight_multiplier", default=1.0),
     cfg.FloatOpt("cpu_weight_multiplier", default=1.0),
     cfg.FloatOpt("disk_weight_multiplier", default=1.0),
     cfg.FloatOpt("io_ops_weight_multiplier", default=-1.0),
     cfg.FloatOpt("build_failure_weight_multiplier", default=1000000.0),
-    cfg.FloatOpt("soft_affinity_weight_multiplier", default=1.0),
-    cfg.FloatOpt("soft_anti_affinity_weight_multiplier", default=1.0),
+    cfg.FloatOpt("soft_affinity_weight_multiplier", default=1.0, min=0.0),
+    cfg.FloatOpt("soft_anti_affinity_weight_multiplier", default=1.0, min=0.0),
     cfg.FloatOpt("cross_cell_move_weight_multiplier", default=1000000.0),
     cfg.StrOpt("aggregate_image_properties_isolation_namespace"),
     cfg.StrOpt("aggregate_image_properties_isolation_separator", default="."),

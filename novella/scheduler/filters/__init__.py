@@ -1,0 +1,41 @@
+"""Host filters: named plugins, one per file, each with ``host_passes(host_state, spec)``.
+
+A filter is a subclass of BaseHostFilter in any module of this package; its
+class name is the name ``[filter_scheduler] enabled_filters`` lists. Adding
+a filter is adding a file.
+"""
+import importlib
+import pkgutil
+
+
+class BaseHostFilter:
+    """Decide whether one host can take the request spec (a dict)."""
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def host_passes(self, host_state, spec):
+        raise NotImplementedError
+
+
+def all_filters():
+    """{class name: class} of every filter plugin in this package."""
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    found = {}
+    todo = list(BaseHostFilter.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def load_filters(conf, names):
+    """Instances of the named filters, in the given order."""
+    available = all_filters()
+    unknown = [n for n in names if n.rsplit(".", 1)[-1] not in available]
+    if unknown:
+        raise ValueError(f"unknown scheduler filters: {', '.join(unknown)}")
+    return [available[n.rsplit(".", 1)[-1]](conf) for n in names]

@@ -1,0 +1,73 @@
+"""Host weighers: named plugins, one per file, each with ``weigh(host_state, spec)``.
+
+Each weigher's raw values are normalised to 0..1 over the candidate hosts,
+multiplied by the weigher's ``[filter_scheduler] *_weight_multiplier``
+(overridable per host by the same key in its aggregates' metadata) and
+summed; the highest total wins. ``[filter_scheduler] weight_classes`` names
+the enabled ones (``all`` for every plugin in this package).
+"""
+import importlib
+import pkgutil
+
+
+class BaseHostWeigher:
+    multiplier_option = None  # the [filter_scheduler] option scaling this weigher
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def weigh(self, host_state, spec):
+        """The raw weight; larger is better before the multiplier."""
+        raise NotImplementedError
+
+    def weight_multiplier(self, host_state):
+        for value in sorted(host_state.metadata_values(self.multiplier_option)):
+            try:
+                return float(value)
+            except ValueError:
+                continue
+        return getattr(self.conf.filter_scheduler, self.multiplier_option)
+
+
+def all_weighers():
+    """{class name: class} of every weigher plugin in this package."""
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    found = {}
+    todo = list(BaseHostWeigher.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def load_weighers(conf, names):
+    available = all_weighers()
+    short = [n.rsplit(".", 1)[-1] for n in names]
+    if any(n in ("all", "all_weighers") for n in short):
+        return [available[n](conf) for n in sorted(available)]
+    unknown = [n for n in short if n not in available]
+    if unknown:
+        raise ValueError(f"unknown scheduler weighers: {', '.join(unknown)}")
+    return [available[n](conf) for n in short]
+
+
+def _normalise(values):
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return [0.0] * len(values)
+    return [(v - lo) / (hi - lo) for v in values]
+
+
+def weigh_hosts(weighers, hosts, spec):
+    """Hosts sorted best first (stable for equal weights), with their weights."""
+    totals = [0.0] * len(hosts)
+    if hosts:
+        for w in weighers:
+            norm = _normalise([float(w.weigh(h, spec)) for h in hosts])
+            for i, h in enumerate(hosts):
+                totals[i] += w.weight_multiplier(h) * norm[i]
+    order = sorted(range(len(hosts)), key=lambda i: -totals[i])
+    return [(totals[i], hosts[i]) for i in order]

@@ -1,0 +1,232 @@
+"""The scheduler service: ``select_destinations`` on topic ``scheduler``.
+
+One request spec becomes one allocation-candidates query; the hosts behind
+the candidates are filtered and weighed, and for each instance the best host
+whose allocation request placement accepts (PUT /allocations, the instance as
+consumer) is chosen. Alternates from the same cell follow it, unclaimed, so
+the conductor can reschedule without asking again.
+"""
+import copy
+import logging
+import random
+
+import sqlalchemy as sa
+
+from novella.db import api_models as am
+from novella.db import cell_models as cm
+from novella.db import cells as cells_mod
+from novella.placement import client as placement_client
+from novella.scheduler import filters as filters_mod
+from novella.scheduler import weighers as weighers_mod
+from novella.scheduler.errors import NoValidHost
+from novella.scheduler.host_manager import HostManager
+from novella.scheduler.utils import ResourceRequest, selection
+
+LOG = logging.getLogger(__name__)
+
+
+class SchedulerManager:
+    def __init__(self, conf, api_db, placement):
+        self.conf = conf
+        self.api_db = api_db
+        self.placement = placement
+        self.host_manager = HostManager(conf, api_db)
+        self.filters = filters_mod.load_filters(conf, conf.filter_scheduler.enabled_filters)
+        self.weighers = weighers_mod.load_weighers(conf, conf.filter_scheduler.weight_classes)
+
+    # -- RPC endpoint --------------------------------------------------------------
+    def select_destinations(self, ctxt, request_spec, instance_uuids, return_alternates=True):
+        spec = copy.deepcopy(request_spec)
+        instance_uuids = list(instance_uuids or []) or [spec.get("instance_uuid")]
+        self._refresh_instance_group(spec)
+        rr = self.resource_request(spec)
+        try:
+            candidates = self.placement.get_allocation_candidates(
+                rr.query_groups(), limit=rr.limit, group_policy=rr.group_policy)
+        except placement_client.PlacementError as exc:
+            raise NoValidHost(f"Placement rejected the request: {exc.detail}") from exc
+        if not len(candidates):
+            raise NoValidHost("There are not enough hosts available "
+                              "(placement returned no allocation candidates).")
+        hosts = self._candidate_hosts(candidates, spec)
+
+        project_id = spec.get("project_id") or ctxt.project_id
+        user_id = spec.get("user_id") or ctxt.user_id
+        max_alternates = self.conf.scheduler.max_attempts - 1 if return_alternates else 0
+        claimed, result = [], []
+        try:
+            for instance_uuid in instance_uuids:
+                weighed = self._filter_and_weigh(hosts, spec, len(candidates))
+                chosen, request = self._claim_first(weighed, instance_uuid, project_id, user_id)
+                if chosen is None:
+                    raise NoValidHost("There are not enough hosts available "
+                                      "(every claim in placement was refused).")
+                claimed.append(instance_uuid)
+                chosen.consume(rr.total_resources(), instance_uuid)
+                group = spec.get("instance_group")
+                if group:
+                    group.setdefault("hosts", []).append(chosen.host)
+                    group.setdefault("members", []).append(instance_uuid)
+                version = self.placement.microversion
+                alternates = [h for h in weighed if h is not chosen and h.cell_uuid == chosen.cell_uuid]
+                result.append([selection(chosen, request, version)] +
+                              [selection(h, h.allocation_requests[0], version)
+                               for h in alternates[:max_alternates]])
+        except Exception:
+            for consumer in claimed:  # all instances of a request or none
+                self.placement.delete_allocations(consumer)
+            raise
+        return result
+
+    # -- request building ------------------------------------------------------
+    def resource_request(self, spec):
+        """The allocation-candidates query for ``spec``, pre-filters applied."""
+        in_tree = self._destination_node(spec)
+        limit = self.conf.scheduler.max_placement_results
+        if spec.get("force_hosts") or spec.get("force_nodes") or in_tree:
+            limit = None  # the forced host must not be cut out by the limit
+        return ResourceRequest.from_request_spec(spec, limit=limit, in_tree=in_tree,
+                                                 member_of=self._member_of(spec))
+
+    def _destination_node(self, spec):
+        """The compute node uuid when the destination names exactly one node."""
+        dest = spec.get("requested_destination") or {}
+        host, node = dest.get("host"), dest.get("node")
+        if not host and not node:
+            return None
+        states = [h for h in self.host_manager.get_host_states(
+                      hosts=[host] if host else None, cell_uuid=dest.get("cell_uuid"))
+                  if not node or h.nodename == node]
+        if not states:
+            raise NoValidHost(f"Compute host {host or ''} node {node or ''} could not be found.")
+        return states[0].uuid if len(states) == 1 else None
+
+    def _member_of(self, spec):
+        """Aggregate restrictions: tenant isolation, zone, requested aggregates."""
+        member_of = []
+        sched = self.conf.scheduler
+        if sched.limit_tenants_to_placement_aggregate:
+            project = spec.get("project_id")
+            aggs = [uuid for uuid, md in self.host_manager.aggregates_with_metadata(
+                        key_prefix="filter_tenant_id")
+                    if any(k.startswith("filter_tenant_id") and project in v.split(",")
+                           for k, v in md.items())]
+            if aggs:
+                member_of.append(aggs)
+            elif sched.placement_aggregate_required_for_tenants:
+                raise NoValidHost(f"No host aggregate is assigned to project {project}.")
+        az = (spec.get("availability_zone") or "").split(":", 1)[0]
+        if sched.query_placement_for_availability_zone and az:
+            aggs = [uuid for uuid, _ in self.host_manager.aggregates_with_metadata(
+                        key="availability_zone", value=az)]
+            if aggs:
+                member_of.append(aggs)
+        for aggs in (spec.get("requested_destination") or {}).get("aggregates") or []:
+            member_of.append(aggs.split(",") if isinstance(aggs, str) else list(aggs))
+        return member_of
+
+    def _refresh_instance_group(self, spec):
+        """Fill the group's members and their hosts (one entry per member) from the databases."""
+        group = spec.get("instance_group")
+        if not group or not group.get("uuid"):
+            return
+        with self.api_db.session() as s:
+            row = s.scalars(sa.select(am.InstanceGroup).where(
+                am.InstanceGroup.uuid == group["uuid"])).first()
+            if row is None:
+                return
+            members = [m.instance_uuid for m in row.members]
+            group["policy"] = group.get("policy") or row.policy
+            mappings = s.execute(
+                sa.select(am.InstanceMapping.instance_uuid, am.InstanceMapping.cell_id)
+                .where(am.InstanceMapping.instance_uuid.in_(members))).all()
+        by_cell = {}
+        for uuid, cell_id in mappings:
+            if cell_id is not None:
+                by_cell.setdefault(cell_id, []).append(uuid)
+        hosts = []
+        for cell in cells_mod.list_cells(self.api_db):
+            uuids = by_cell.get(cell.id)
+            if not uuids:
+                continue
+            with cells_mod.cell_database(cell).session() as s:
+                hosts.extend(s.scalars(sa.select(cm.Instance.host).where(
+                    cm.Instance.uuid.in_(uuids), cm.Instance.deleted == 0,
+                    cm.Instance.host.is_not(None))))
+        group["members"] = members
+        group["hosts"] = hosts
+
+    # -- hosts -------------------------------------------------------------------
+    def _candidate_hosts(self, candidates, spec):
+        """HostStates of the compute nodes behind the candidates, destination rules applied."""
+        summaries = candidates.provider_summaries
+        roots_of = {}
+        for ar in candidates.allocation_requests:
+            roots_of[id(ar)] = {summaries.get(rp, {}).get("root_provider_uuid", rp)
+                                for rp in ar["allocations"]}
+        all_roots = set().union(*roots_of.values())
+        dest = spec.get("requested_destination") or {}
+        states = {h.uuid: h for h in self.host_manager.get_host_states(
+            provider_uuids=all_roots, cell_uuid=dest.get("cell_uuid"))}
+        for ar in candidates.allocation_requests:
+            for root in roots_of[id(ar)]:
+                if root in states:  # sharing providers have no compute node
+                    states[root].allocation_requests.append(ar)
+                    break
+        hosts = [h for h in states.values() if h.allocation_requests]
+        for h in hosts:
+            h.apply_provider_summary(summaries.get(h.uuid, {}))
+        ignored = set(spec.get("ignore_hosts") or [])
+        tried = {tuple(hn) for hn in (spec.get("retry") or {}).get("hosts") or []}
+        hosts = [h for h in hosts
+                 if h.host not in ignored and (h.host, h.nodename) not in tried
+                 and (not dest.get("host") or h.host == dest["host"])
+                 and (not dest.get("node") or h.nodename == dest["node"])]
+        # Keep placement's order as the tie-break between equal weights.
+        order = {uuid: i for i, uuid in enumerate(candidates.providers())}
+        return sorted(hosts, key=lambda h: order.get(h.uuid, len(order)))
+
+    def _filter_and_weigh(self, hosts, spec, n_candidates):
+        forced = self._forced(hosts, spec)
+        if forced is not None:
+            passing = forced  # forced hosts bypass the filters, as an admin asked
+        else:
+            passing = hosts
+            for f in self.filters:
+                passing = [h for h in passing if f.host_passes(h, spec)]
+                if not passing:
+                    raise NoValidHost(
+                        f"There are not enough hosts available ({n_candidates} allocation "
+                        f"candidates; filter {type(f).__name__} returned 0 hosts).")
+        weighed = [h for _, h in weighers_mod.weigh_hosts(self.weighers, passing, spec)]
+        subset = min(self.conf.filter_scheduler.host_subset_size, len(weighed))
+        if subset > 1:
+            weighed.insert(0, weighed.pop(random.randrange(subset)))
+        return weighed
+
+    @staticmethod
+    def _forced(hosts, spec):
+        force_hosts = set(spec.get("force_hosts") or [])
+        force_nodes = set(spec.get("force_nodes") or [])
+        if not force_hosts and not force_nodes:
+            return None
+        forced = [h for h in hosts if (not force_hosts or h.host in force_hosts)
+                  and (not force_nodes or h.nodename in force_nodes)]
+        if not forced:
+            raise NoValidHost(f"The forced hosts {sorted(force_hosts | force_nodes)} "
+                              "are not among the candidates.")
+        return forced
+
+    def _claim_first(self, weighed, consumer, project_id, user_id):
+        """Claim on the best host whose allocation request placement accepts."""
+        for host in weighed:
+            for request in host.allocation_requests:
+                try:
+                    self.placement.put_allocations(
+                        consumer, request["allocations"], project_id, user_id,
+                        consumer_generation=None, mappings=request.get("mappings"))
+                    return host, request
+                except placement_client.Conflict as exc:
+                    # Someone took the room since the query: try the next one.
+                    LOG.info("claim for %s on %s refused: %s", consumer, host.host, exc)
+        return None, None
