@@ -1,0 +1,230 @@
+"""Versioned notifications, shaped as OpenStack consumers expect them.
+
+    notifier = Notifier(transport, "nova-compute:host1")
+    notifier.notify(ctxt, "instance.resize.start", instance_payload(instance, flavor))
+
+A versioned payload is an object envelope::
+
+    {"nova_object.name": "InstanceActionPayload", "nova_object.namespace": "nova",
+     "nova_object.version": "1.8", "nova_object.data": {...}}
+
+``[notifications] notification_format`` chooses what goes out: ``versioned``
+(the default), ``unversioned`` (the same data with the envelopes removed, on
+the legacy ``notifications`` topic) or ``both``.
+"""
+import datetime
+import threading
+import traceback
+
+from novella.compute import states
+
+POWER_STATE_NAMES = {0: "pending", 1: "running", 3: "paused", 4: "shutdown",
+                     6: "crashed", 7: "suspended"}
+
+
+def _conf():
+    from novella.conf import CONF
+    return CONF
+
+
+class Notifier:
+    def __init__(self, transport, publisher_id):
+        self.transport = transport
+        self.publisher_id = publisher_id
+
+    def prepare(self, publisher_id):
+        """The same notifier under another publisher id."""
+        return Notifier(self.transport, publisher_id)
+
+    def notify(self, ctxt, event_type, payload, priority="INFO"):
+        fmt = _conf().notifications.notification_format
+        if fmt in ("versioned", "both"):
+            self.transport.notify(ctxt, self.publisher_id, event_type,
+                                  payload if is_versioned(payload) else versioned("EventPayload", payload),
+                                  priority)
+        if fmt in ("unversioned", "both"):
+            self.transport.notify(ctxt, self.publisher_id, event_type, unwrap(payload), priority)
+
+    def info(self, ctxt, event_type, payload):
+        self.notify(ctxt, event_type, payload, "INFO")
+
+    def error(self, ctxt, event_type, payload):
+        self.notify(ctxt, event_type, payload, "ERROR")
+
+    # Compatible with the plain ``notify(ctxt, publisher, event_type, payload)``
+    # callables that services accept.
+    def __call__(self, ctxt, publisher_id, event_type, payload, priority="INFO"):
+        (self.prepare(publisher_id) if publisher_id else self).notify(
+            ctxt, event_type, payload, priority)
+
+
+# --- payloads ------------------------------------------------------------------
+
+def versioned(name, data, version="1.0", namespace="nova"):
+    return {"nova_object.name": name, "nova_object.namespace": namespace,
+            "nova_object.version": version, "nova_object.data": data}
+
+
+def is_versioned(payload):
+    return isinstance(payload, dict) and "nova_object.data" in payload
+
+
+def unwrap(payload):
+    """The legacy (unversioned) form: envelopes removed, recursively."""
+    if is_versioned(payload):
+        return unwrap(payload["nova_object.data"])
+    if isinstance(payload, dict):
+        return {k: unwrap(v) for k, v in payload.items()}
+    if isinstance(payload, list):
+        return [unwrap(v) for v in payload]
+    return payload
+
+
+def _get(row, key, default=None):
+    if isinstance(row, dict):
+        return row.get(key, default)
+    return getattr(row, key, default)
+
+
+def _time(value):
+    if isinstance(value, datetime.datetime):
+        return value.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+    return value
+
+
+def flavor_payload(flavor):
+    flavor = flavor or {}
+    return versioned("FlavorPayload", {
+        "flavorid": flavor.get("flavorid"), "name": flavor.get("name"),
+        "memory_mb": flavor.get("memory_mb"), "vcpus": flavor.get("vcpus"),
+        "root_gb": flavor.get("root_gb"), "ephemeral_gb": flavor.get("ephemeral_gb"),
+        "swap": flavor.get("swap", 0), "rxtx_factor": flavor.get("rxtx_factor", 1.0),
+        "vcpu_weight": flavor.get("vcpu_weight", 0), "disabled": flavor.get("disabled", False),
+        "is_public": flavor.get("is_public", True),
+        "extra_specs": dict(flavor.get("extra_specs") or {}),
+        "projects": flavor.get("projects"), "description": flavor.get("description"),
+    }, version="1.4")
+
+
+def ip_payloads(network_info):
+    """IpPayload objects from a network_info list (see NetworkAPI)."""
+    out = []
+    for vif in network_info or []:
+        for subnet in vif.get("network", {}).get("subnets", []):
+            for ip in subnet.get("ips", []):
+                out.append(versioned("IpPayload", {
+                    "label": vif["network"].get("label"), "mac": vif.get("address"),
+                    "meta": {}, "port_uuid": vif.get("id"),
+                    "version": ip.get("version", 4), "address": ip.get("address"),
+                    "device_name": vif.get("devname")}))
+    return out
+
+
+def exception_payload(exc):
+    tb = exc.__traceback__
+    frames = traceback.extract_tb(tb) if tb else []
+    last = frames[-1] if frames else None
+    return versioned("ExceptionPayload", {
+        "module_name": type(exc).__module__,
+        "function_name": last.name if last else None,
+        "exception": type(exc).__name__,
+        "exception_message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)) if tb else None,
+    }, version="1.1")
+
+
+def instance_payload(instance, flavor, name="InstanceActionPayload", version="1.8",
+                     network_info=None, fault=None, ctxt=None, **extra):
+    """An instance payload from an instance row (ORM object or dict) and its flavor dict.
+
+    ``extra`` adds the fields particular to a payload type, e.g.
+    ``new_flavor`` for instance.resize_prep or ``migration`` for live migration.
+    """
+    power = _get(instance, "power_state", states.power_state.NOSTATE) or 0
+    data = {
+        "uuid": _get(instance, "uuid"),
+        "user_id": _get(instance, "user_id"),
+        "tenant_id": _get(instance, "project_id"),
+        "reservation_id": _get(instance, "reservation_id"),
+        "display_name": _get(instance, "display_name"),
+        "display_description": _get(instance, "display_description"),
+        "host_name": _get(instance, "hostname"),
+        "host": _get(instance, "host"),
+        "node": _get(instance, "node"),
+        "os_type": _get(instance, "os_type"),
+        "architecture": _get(instance, "architecture"),
+        "availability_zone": _get(instance, "availability_zone"),
+        "flavor": flavor_payload(flavor),
+        "image_uuid": _get(instance, "image_ref"),
+        "key_name": _get(instance, "key_name"),
+        "kernel_id": _get(instance, "kernel_id") or "",
+        "ramdisk_id": _get(instance, "ramdisk_id") or "",
+        "created_at": _time(_get(instance, "created_at")),
+        "launched_at": _time(_get(instance, "launched_at")),
+        "terminated_at": _time(_get(instance, "terminated_at")),
+        "deleted_at": _time(_get(instance, "deleted_at")),
+        "updated_at": _time(_get(instance, "updated_at")),
+        "state": _get(instance, "vm_state"),
+        "power_state": POWER_STATE_NAMES.get(power, "pending"),
+        "task_state": _get(instance, "task_state"),
+        "progress": _get(instance, "progress") or 0,
+        "ip_addresses": ip_payloads(network_info),
+        "block_devices": [],
+        "metadata": {},
+        "locked": bool(_get(instance, "locked", False)),
+        "locked_reason": _get(instance, "locked_reason"),
+        "auto_disk_config": "MANUAL",
+        "action_initiator_user": ctxt.user_id if ctxt is not None else None,
+        "action_initiator_project": ctxt.project_id if ctxt is not None else None,
+        "request_id": ctxt.request_id if ctxt is not None else None,
+        "fault": exception_payload(fault) if isinstance(fault, BaseException) else fault,
+    }
+    data.update(extra)
+    return versioned(name, data, version=version)
+
+
+# --- recording (tests) -----------------------------------------------------------
+
+class FakeNotifications:
+    """Records every notification a transport carries; waits without polling.
+
+        notes = FakeNotifications(transport)
+        ...
+        [msg] = notes.wait_for("instance.resize.end")
+    """
+
+    def __init__(self, transport=None):
+        self.messages = []
+        self._cond = threading.Condition()
+        if transport is not None:
+            transport.listen_notifications(self)
+
+    def __call__(self, message):
+        with self._cond:
+            self.messages.append(message)
+            self._cond.notify_all()
+
+    def of_type(self, event_type):
+        with self._cond:
+            return [m for m in self.messages if m["event_type"] == event_type]
+
+    @property
+    def event_types(self):
+        with self._cond:
+            return [m["event_type"] for m in self.messages]
+
+    def wait_for(self, event_type, count=1, timeout=10):
+        """The first ``count`` notifications of a type; AssertionError on timeout."""
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: sum(m["event_type"] == event_type for m in self.messages) >= count,
+                timeout)
+            found = [m for m in self.messages if m["event_type"] == event_type]
+        if not ok:
+            raise AssertionError(f"expected {count} {event_type!r} notification(s), got "
+                                 f"{len(found)}; seen: {self.event_types}")
+        return found[:count]
+
+    def clear(self):
+        with self._cond:
+            self.messages.clear()
