@@ -1,0 +1,192 @@
+"""Allocation candidates computed over the in-memory read model.
+
+A request is a set of groups. The unsuffixed group may spread its resource
+classes over several providers of one tree (plus sharing providers tied to
+the tree by an aggregate); every suffixed group must be met by one provider.
+For each tree that can serve every group, the choices are combined and
+checked together (capacity of the consolidated amounts, group_policy,
+same_subtree, collective traits of the unsuffixed group).
+"""
+import itertools
+
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+
+class Group:
+    __slots__ = ("suffix", "resources", "required", "forbidden", "member_of",
+                 "forbidden_aggs", "in_tree", "same_provider")
+
+    def __init__(self, suffix):
+        self.suffix = suffix
+        self.same_provider = bool(suffix)
+        self.resources, self.required, self.forbidden = {}, [], set()
+        self.member_of, self.forbidden_aggs, self.in_tree = [], set(), None
+
+
+class Search:
+    def __init__(self, state, groups, group_policy=None, same_subtrees=(),
+                 root_required=(), root_forbidden=(), nested=True):
+        self.st = state
+        self.groups = groups
+        self.isolate = group_policy == "isolate"
+        self.same_subtrees = [list(s) for s in same_subtrees]
+        self.root_required, self.root_forbidden = set(root_required), set(root_forbidden)
+        self.nested = nested
+        self._anchors = self._sharing_anchors()
+
+    # -- sharing providers ---------------------------------------------------------
+    def _sharing_anchors(self):
+        """{sharing provider id: set of root providers it serves}."""
+        sharing = [p for p in self.st.by_id.values() if SHARING_TRAIT in p.traits]
+        if not sharing:
+            return {}
+        wanted = set().union(*(s.aggs for s in sharing))
+        by_agg = {}
+        for p in self.st.by_id.values():
+            for a in p.aggs & wanted:
+                by_agg.setdefault(a, []).append(p)
+        out = {}
+        for s in sharing:
+            roots = {s.root}
+            for a in s.aggs:
+                roots.update(p.root for p in by_agg.get(a, ()))
+            out[s.id] = roots
+        return out
+
+    def _roots_of(self, p, in_tree):
+        if in_tree is None and p.id in self._anchors:
+            return self._anchors[p.id]
+        return (p.root,)
+
+    # -- per group filters ------------------------------------------------------------
+    @staticmethod
+    def _aggs_ok(g, p, root):
+        if g.member_of:
+            def match(q):
+                return all(q.aggs & s for s in g.member_of)
+            if not (match(p) or match(root)):
+                return False
+        if g.forbidden_aggs and (p.aggs & g.forbidden_aggs or root.aggs & g.forbidden_aggs):
+            return False
+        return True
+
+    @staticmethod
+    def _traits_ok(g, traits):
+        return (all(traits & s for s in g.required) and
+                not (g.forbidden and traits & g.forbidden))
+
+    def _tree_filter(self, g):
+        if g.in_tree is None:
+            return None
+        p = self.st.by_uuid.get(g.in_tree)
+        return p.root if p is not None else False
+
+    def _options(self, g, rc_amounts, check_traits):
+        """{root: [providers]} of providers meeting ``rc_amounts`` for group g."""
+        tree = self._tree_filter(g)
+        if tree is False:
+            return {}
+        out = {}
+        pool = tree.descendants() if tree is not None else self.st.by_id.values()
+        items = list(rc_amounts.items())
+        for p in pool:
+            inv, used = p.inv, p.used
+            ok = True
+            for rc, n in items:
+                i = inv.get(rc)
+                if i is None or not i.fits(used.get(rc, 0), n):
+                    ok = False
+                    break
+            if not ok:
+                continue
+            if check_traits and not self._traits_ok(g, p.traits):
+                continue
+            if not check_traits and g.forbidden and p.traits & g.forbidden:
+                continue
+            for root in self._roots_of(p, g.in_tree):
+                if self._aggs_ok(g, p, root):
+                    out.setdefault(root, []).append(p)
+        return out
+
+    # -- search -----------------------------------------------------------------------------
+    def run(self):
+        """Return [(allocations {p: {rc: n}}, mappings {suffix: [p]})]."""
+        slots = []  # (group, resource class or None, {root: [providers]})
+        for g in self.groups:
+            if g.same_provider:
+                slots.append((g, None, self._options(g, g.resources, True)))
+            else:
+                for rc, n in g.resources.items():
+                    slots.append((g, rc, self._options(g, {rc: n}, False)))
+        if not slots:
+            return []
+        roots = set(slots[0][2])
+        for _g, _rc, opts in slots[1:]:
+            roots &= set(opts)
+        if self.root_required or self.root_forbidden:
+            roots = {r for r in roots if self.root_required <= r.traits
+                     and not (r.traits & self.root_forbidden)}
+        out = []
+        unsuffixed = [i for i, s in enumerate(slots) if not s[0].same_provider]
+        granular = [i for i, s in enumerate(slots) if s[0].same_provider]
+        for root in sorted(roots, key=lambda r: r.id):
+            choices = [s[2][root] for s in slots]
+            if len(slots) == 1 or all(len(c) == 1 for c in choices):
+                combos = [tuple(c[0] for c in choices)]
+            else:
+                combos = itertools.product(*choices)
+            for combo in combos:
+                found = self._check(slots, combo, unsuffixed, granular)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _check(self, slots, combo, unsuffixed, granular):
+        if self.isolate and len(granular) > 1:
+            chosen = [combo[i] for i in granular]
+            if len(set(chosen)) != len(chosen):
+                return None
+        if unsuffixed:
+            g = slots[unsuffixed[0]][0]
+            if g.required or g.forbidden:
+                traits = set()
+                for i in unsuffixed:
+                    traits |= combo[i].traits
+                if not self._traits_ok(g, traits):
+                    return None
+        allocs = {}
+        for (g, rc, _o), p in zip(slots, combo):
+            res = allocs.setdefault(p, {})
+            amounts = {rc: g.resources[rc]} if rc else g.resources
+            for k, n in amounts.items():
+                res[k] = res.get(k, 0) + n
+        for p, res in allocs.items():
+            for rc, n in res.items():
+                inv = p.inv[rc]
+                if p.used.get(rc, 0) + n > inv.capacity() or n > inv[3]:
+                    return None
+        allocs = {p: r for p, r in allocs.items() if r}
+        if not self.nested:
+            roots = [p.root for p in allocs]
+            if len(roots) != len(set(roots)):
+                return None
+        mappings = {}
+        for (g, _rc, _o), p in zip(slots, combo):
+            lst = mappings.setdefault(g.suffix, [])
+            if p not in lst:
+                lst.append(p)
+        for suffixes in self.same_subtrees:
+            members = set()
+            for s in suffixes:
+                members.update(mappings.get(s, ()))
+            if not any(all(_is_ancestor(a, m) for m in members) for a in members):
+                return None
+        return allocs, mappings
+
+
+def _is_ancestor(a, p):
+    while p is not None:
+        if p is a:
+            return True
+        p = p.parent
+    return False

@@ -1,0 +1,57 @@
+"""Placement's own configuration object, named as in placement.conf.
+
+Placement keeps a private ``cfg.ConfigOpts`` so it can be embedded in a
+process whose other services read a different configuration.
+"""
+from oslo_config import cfg
+from oslo_policy import opts as policy_opts
+
+_OPTS = {
+    "placement_database": [
+        cfg.StrOpt("connection", default="sqlite://", secret=True,
+                   help="SQLAlchemy URL of the placement database."),
+        cfg.BoolOpt("sync_on_startup", default=True,
+                    help="Create or upgrade the schema when the app starts."),
+    ],
+    "api": [
+        cfg.StrOpt("auth_strategy", default="keystone",
+                   choices=("keystone", "noauth2"),
+                   help="How requests are authenticated."),
+    ],
+    "placement": [
+        cfg.BoolOpt("randomize_allocation_candidates", default=False,
+                    help="Shuffle allocation candidates before applying limit."),
+        cfg.StrOpt("incomplete_consumer_project_id",
+                   default="00000000-0000-0000-0000-000000000000"),
+        cfg.StrOpt("incomplete_consumer_user_id",
+                   default="00000000-0000-0000-0000-000000000000"),
+        cfg.IntOpt("max_allocation_candidates", default=-1,
+                   help="Upper bound of candidates computed per request (-1: none)."),
+        cfg.StrOpt("allocation_candidates_generation_strategy",
+                   default="depth-first", choices=("depth-first", "breadth-first")),
+    ],
+}
+
+
+def register_opts(conf):
+    for group, opts in _OPTS.items():
+        conf.register_opts(opts, group=group)
+    for group, opts in policy_opts.list_opts():
+        conf.register_opts(opts, group=group)
+    from oslo_middleware import cors
+    conf.register_opts(cors.CORS_OPTS, "cors")
+
+
+def make_conf(args=None, default_config_files=None, overrides=None):
+    """Build and parse a ConfigOpts for placement.
+
+    ``overrides`` maps group -> {option: value} and is applied after parsing.
+    """
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf(args or [], project="placement",
+         default_config_files=default_config_files or [])
+    for group, values in (overrides or {}).items():
+        for name, value in values.items():
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+    return conf
