@@ -12,6 +12,8 @@ file.  ``NOVELLA_GABBI_TARGET=reference`` runs the very same suite against
 the reference implementation, where everything passes.
 """
 import collections
+import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -144,6 +146,39 @@ class _Recorder(unittest.TestResult):
         self._set(test, "failed", "unexpected success of an xfail test")
 
 
+class _CachedJsonPath:
+    """Stands in for ``jsonpath_ng.ext`` inside gabbi's JSON handler.
+
+    Building a JSONPath parser regenerates its parse tables each time, which
+    costs more than the HTTP request being checked.  The suite uses a few
+    hundred distinct paths, so parsed expressions are remembered.
+    """
+
+    def __init__(self, module):
+        self._module = module
+        self.parse = functools.lru_cache(maxsize=4096)(module.parse)
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+@contextlib.contextmanager
+def _fast_jsonpath():
+    from gabbi.handlers import jsonhandler
+
+    original = jsonhandler.json_parser
+    if not isinstance(original, _CachedJsonPath):
+        jsonhandler.json_parser = _CACHED_JSONPATH.setdefault(
+            "parser", _CachedJsonPath(original))
+    try:
+        yield
+    finally:
+        jsonhandler.json_parser = original
+
+
+_CACHED_JSONPATH = {}
+
+
 def run_yaml_file(path):
     """Run one gabbi YAML file; return [(test name, outcome, detail)]."""
     from gabbi import handlers
@@ -158,7 +193,8 @@ def run_yaml_file(path):
         handlers=handler_objects, test_loader_name=__name__)
     cases = list(suite)  # a suite forgets its tests once they have run
     result = _Recorder()
-    suite.run(result)
+    with _fast_jsonpath():
+        suite.run(result)
     rows = []
     for case in cases:
         outcome, detail = result.outcomes.get(
