@@ -1,0 +1,336 @@
+"""Boot N servers through the Compute API on the all-in-one, then delete them.
+
+Prints servers/s, API latency p50/p95, boot-to-ACTIVE and delete times of a
+single server, peak memory, and beside them the reference's boot-to-ACTIVE and
+delete in its own functional harness (measured in the same run), with the
+ratio per operation. Ends by checking that placement usages are back to zero.
+
+    python3 bench/boot.py                       # 500 servers, 4 cells x 25 hosts
+    python3 bench/boot.py --servers 100 --cells 2 --hosts 5 --skip-reference
+"""
+import argparse
+import concurrent.futures
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import common  # noqa: E402
+
+TOKEN = "admin:admin"
+PREFIX = "/v2.1"
+
+
+class ComputeClient:
+    """Calls the Compute API WSGI app in-process, as an HTTP client would."""
+
+    def __init__(self, app, token=TOKEN, microversion=None):
+        import webob
+        self._webob = webob
+        self.app = app
+        self.token = token
+        self.microversion = microversion
+
+    def request(self, method, path, body=None):
+        headers = {"X-Auth-Token": self.token, "Accept": "application/json"}
+        if self.microversion:
+            headers["OpenStack-API-Version"] = f"compute {self.microversion}"
+        req = self._webob.Request.blank(PREFIX + path, method=method, headers=headers)
+        if body is not None:
+            req.body = json.dumps(body).encode()
+            req.content_type = "application/json"
+        resp = req.get_response(self.app)
+        data = json.loads(resp.body) if resp.body else None
+        return resp.status_int, data
+
+    def expect(self, method, path, body=None, ok=(200, 201, 202, 204)):
+        status, data = self.request(method, path, body)
+        if status not in ok:
+            raise RuntimeError(f"{method} {path} -> {status}: {data}")
+        return data
+
+    def list_servers(self, page=500, max_pages=1000):
+        """Every server of the project, following the paging marker."""
+        out, marker = [], None
+        for _ in range(max_pages):
+            q = f"/servers/detail?limit={page}" + (f"&marker={marker}" if marker else "")
+            batch = self.expect("GET", q)["servers"]
+            out += batch
+            if len(batch) < page:
+                break
+            marker = batch[-1]["id"]
+        return out
+
+
+class Completion:
+    """Records when each server reaches the end of a create or delete.
+
+    Listens to the versioned notifications the services send on the
+    in-process transports (instance.create.end / instance.delete.end), so the
+    time from the API request to ACTIVE is measured without polling.
+    """
+
+    EVENTS = {"instance.create.end": "create", "instance.delete.end": "delete",
+              "instance.create.error": "create_error"}
+
+    def __init__(self, transports):
+        self.lock = threading.Lock()
+        self.seen = {kind: {} for kind in self.EVENTS.values()}
+        for t in transports:
+            t.listen_notifications(self._on)
+
+    @staticmethod
+    def _uuid(payload):
+        if not isinstance(payload, dict):
+            return None
+        data = payload.get("nova_object.data", payload)
+        if isinstance(data, dict):
+            for key in ("uuid", "instance_uuid", "instance_id"):
+                if isinstance(data.get(key), str):
+                    return data[key]
+        return None
+
+    def _on(self, msg):
+        kind = self.EVENTS.get(msg.get("event_type"))
+        if not kind:
+            return
+        uuid = self._uuid(msg.get("payload"))
+        if uuid:
+            with self.lock:
+                self.seen[kind].setdefault(uuid, time.perf_counter())
+
+
+def make_aio(data_dir, cells, hosts):
+    from novella.allinone import AllInOne
+    aio = AllInOne(data_dir, cells=cells, hosts_per_cell=hosts, http=False,
+                   log=lambda *a: print(*a, file=sys.stderr))
+    return aio.start()
+
+
+def all_transports(aio):
+    from novella import rpc
+    from novella.allinone import SUPER_TRANSPORT
+    urls = [SUPER_TRANSPORT] + [c.transport_url for c in aio.cells]
+    return [rpc.get_transport(u) for u in urls]
+
+
+def server_body(aio, name, flavor):
+    return {"server": {"name": name, "imageRef": aio.demo_image["id"], "flavorRef": flavor,
+                       "networks": [{"uuid": aio.demo_network["id"]}]}}
+
+
+def run_requests(fn, items, concurrency):
+    """Run fn(item) for every item with ``concurrency`` client threads.
+
+    Returns (results in item order, per-request latencies, submit times)."""
+    latencies = [None] * len(items)
+    results = [None] * len(items)
+    started = [None] * len(items)
+
+    def one(i):
+        started[i] = time.perf_counter()
+        results[i] = fn(items[i])
+        latencies[i] = time.perf_counter() - started[i]
+
+    if concurrency <= 1:
+        for i in range(len(items)):
+            one(i)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+            for f in [pool.submit(one, i) for i in range(len(items))]:
+                f.result()
+    return results, latencies, started
+
+
+def placement_leftovers(aio):
+    """(providers with non-zero usage, total usage) over every provider."""
+    nonzero = {}
+    for rp in aio.placement.list_resource_providers():
+        _gen, usages = aio.placement.get_provider_usages(rp["uuid"])
+        used = {rc: v for rc, v in usages.items() if v}
+        if used:
+            nonzero[rp.get("name") or rp["uuid"]] = used
+    return nonzero
+
+
+def single_ops(aio, api, flavor, count, deadline):
+    """Boot then delete one server at a time: the per-operation latency."""
+    boots, deletes = [], []
+    for i in range(count):
+        if time.monotonic() > deadline:
+            break
+        t0 = time.perf_counter()
+        server = api.expect("POST", "/servers", server_body(aio, f"single-{i}", flavor))["server"]
+        aio.wait_idle()
+        boots.append(time.perf_counter() - t0)
+        status = api.expect("GET", f"/servers/{server['id']}")["server"]["status"]
+        if status != "ACTIVE":
+            raise RuntimeError(f"single boot ended in {status}")
+        t0 = time.perf_counter()
+        api.expect("DELETE", f"/servers/{server['id']}")
+        aio.wait_idle()
+        deletes.append(time.perf_counter() - t0)
+    return boots, deletes
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--servers", type=int, default=500)
+    ap.add_argument("--cells", type=int, default=4)
+    ap.add_argument("--hosts", type=int, default=25, help="simulated hosts per cell")
+    ap.add_argument("--flavor", default="1")
+    ap.add_argument("--concurrency", type=int, default=1, help="client threads sending API requests")
+    ap.add_argument("--single", type=int, default=10,
+                    help="servers booted and deleted one at a time for the per-operation figures")
+    ap.add_argument("--repeat", type=int, default=3, help="reference repetitions per operation")
+    ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--data-dir", help="kept after the run (default: a temporary directory, removed)")
+    ap.add_argument("--timeout", type=float, default=900, help="bound on the whole Novella run, seconds")
+    ap.add_argument("--json", action="store_true", help="also print the figures as one JSON document")
+    args = ap.parse_args(argv)
+
+    logging.basicConfig(level=logging.WARNING)
+    deadline = time.monotonic() + args.timeout
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="novella-bench-boot-")
+    figures = {"servers": args.servers, "cells": args.cells, "hosts_per_cell": args.hosts,
+               "concurrency": args.concurrency}
+    rss_before = common.peak_rss_mb()
+    t0 = time.perf_counter()
+    aio = make_aio(data_dir, args.cells, args.hosts)
+    figures["startup_s"] = time.perf_counter() - t0
+    figures["rss_after_start_mb"] = common.pid_rss_mb(os.getpid())[0]
+    try:
+        api = ComputeClient(aio.compute_api_app)
+        done = Completion(all_transports(aio))
+
+        # Warm up (imports, caches), then per-operation latency, one at a time.
+        single_boot, single_delete = single_ops(aio, api, args.flavor, max(args.single, 1), deadline)
+        figures["single_boot_s"] = common.summary(single_boot)
+        figures["single_delete_s"] = common.summary(single_delete)
+
+        # Bulk boot.
+        names = [f"bench-{i:05d}" for i in range(args.servers)]
+        t_boot = time.perf_counter()
+        created, boot_lat, boot_sent = run_requests(
+            lambda n: api.expect("POST", "/servers", server_body(aio, n, args.flavor))["server"]["id"],
+            names, args.concurrency)
+        t_accepted = time.perf_counter()
+        aio.wait_idle(timeout=max(deadline - time.monotonic(), 1))
+        t_active = time.perf_counter()
+        servers = api.list_servers()
+        statuses = {}
+        for s in servers:
+            statuses[s["status"]] = statuses.get(s["status"], 0) + 1
+        active = statuses.get("ACTIVE", 0)
+        to_active = [done.seen["create"][u] - boot_sent[i]
+                     for i, u in enumerate(created) if u in done.seen["create"]]
+        figures["boot"] = {
+            "wall_s": t_active - t_boot, "accept_s": t_accepted - t_boot,
+            "servers_per_s": args.servers / (t_active - t_boot),
+            "api_latency_s": common.summary(boot_lat),
+            "to_active_s": common.summary(to_active) if to_active else None,
+            "statuses": statuses,
+        }
+        # Where they landed, by cell (the instance mapping is the authority).
+        hosts = {}
+        for s in servers:
+            h = s.get("OS-EXT-SRV-ATTR:host")
+            if h:
+                cell = h.split("-host")[0]
+                hosts[cell] = hosts.get(cell, 0) + 1
+        figures["boot"]["by_cell"] = hosts
+
+        # Bulk delete.
+        ids = [s["id"] for s in servers]
+        t_del = time.perf_counter()
+        _r, del_lat, del_sent = run_requests(lambda u: api.expect("DELETE", f"/servers/{u}"),
+                                             ids, args.concurrency)
+        aio.wait_idle(timeout=max(deadline - time.monotonic(), 1))
+        t_gone = time.perf_counter()
+        remaining = api.list_servers()
+        figures["delete"] = {
+            "wall_s": t_gone - t_del, "servers_per_s": len(ids) / (t_gone - t_del) if ids else None,
+            "api_latency_s": common.summary(del_lat), "remaining": len(remaining),
+        }
+        figures["peak_rss_mb"] = common.peak_rss_mb()
+        figures["rss_before_mb"] = rss_before
+
+        leftovers = placement_leftovers(aio)
+        consumers_left = [u for u in created if aio.placement.get_allocations(u)]
+        figures["placement"] = {"providers_with_usage": leftovers,
+                                "servers_with_allocations": len(consumers_left)}
+    finally:
+        aio.stop()
+        if not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+    ref = common.reference_or_none(["boot", "delete"], args.repeat, skip=args.skip_reference)
+    figures["reference"] = ref
+    report(figures, ref, active)
+    if args.json:
+        print(json.dumps(figures, indent=2, sort_keys=True))
+    return 0
+
+
+def report(f, ref, active):
+    b, d = f["boot"], f["delete"]
+    s = common.fmt
+    print(f"# bench/boot.py — {common.machine_line()}")
+    print(f"all-in-one: {f['cells']} cells x {f['hosts_per_cell']} hosts, "
+          f"{f['servers']} servers, {f['concurrency']} client thread(s); started in {f['startup_s']:.1f} s")
+    print(f"boot: {active}/{f['servers']} ACTIVE ({b['statuses']}); by cell {b['by_cell']}")
+    rows = [
+        ("boot: servers/s (POST .. all ACTIVE)", f"{b['servers_per_s']:.1f}", None, None),
+        ("boot: wall time", s(b["wall_s"], "s"), None, None),
+        ("boot: API latency p50", s(b["api_latency_s"]["p50"], "s"), None, None),
+        ("boot: API latency p95", s(b["api_latency_s"]["p95"], "s"), None, None),
+    ]
+    if b["to_active_s"]:
+        rows += [("boot: POST -> ACTIVE under load p50", s(b["to_active_s"]["p50"], "s"), None, None),
+                 ("boot: POST -> ACTIVE under load p95", s(b["to_active_s"]["p95"], "s"), None, None)]
+    rows += [
+        ("delete: servers/s (DELETE .. all gone)", f"{d['servers_per_s']:.1f}" if d["servers_per_s"] else "-", None, None),
+        ("delete: API latency p50", s(d["api_latency_s"]["p50"], "s"), None, None),
+        ("delete: API latency p95", s(d["api_latency_s"]["p95"], "s"), None, None),
+        ("peak RSS (whole all-in-one process)", f"{f['peak_rss_mb']:.0f} MiB",
+         f"{ref['peak_rss_mb']:.0f} MiB" if ref and ref.get("peak_rss_mb") else None, None),
+    ]
+    common.print_table("Novella (bulk)", rows)
+
+    rb = ref.get("boot", {}).get("median") if ref else None
+    rd = ref.get("delete", {}).get("median") if ref else None
+    nb, nd = f["single_boot_s"]["p50"], f["single_delete_s"]["p50"]
+    per_server_boot = 1.0 / b["servers_per_s"]
+    per_server_del = 1.0 / d["servers_per_s"] if d["servers_per_s"] else None
+    rows = [
+        ("boot-to-ACTIVE, one server (median)", s(nb, "s"), s(rb, "s"), common.ratio(rb, nb)),
+        ("delete, one server (median)", s(nd, "s"), s(rd, "s"), common.ratio(rd, nd)),
+        ("boot, amortised per server in bulk", s(per_server_boot, "s"), s(rb, "s"),
+         common.ratio(rb, per_server_boot)),
+        ("delete, amortised per server in bulk", s(per_server_del, "s"), s(rd, "s"),
+         common.ratio(rd, per_server_del)),
+    ]
+    common.print_table("Per operation: novella vs reference (ratio = reference / novella)", rows)
+    if ref is None:
+        print("(reference skipped or unavailable)")
+    else:
+        print(f"reference: nova {ref.get('nova_version')} functional harness, "
+              f"{ref.get('repeat')} repetitions, samples {json.dumps({k: v.get('samples') for k, v in ref.items() if isinstance(v, dict) and 'samples' in v})}")
+
+    p = f["placement"]
+    print()
+    if not p["providers_with_usage"] and not p["servers_with_allocations"] and f["delete"]["remaining"] == 0:
+        print("placement after delete: every provider's usage is zero; no server has an allocation left")
+    else:
+        print(f"placement after delete: NOT ZERO — providers {p['providers_with_usage']}, "
+              f"servers with allocations {p['servers_with_allocations']}, servers left {f['delete']['remaining']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Time operations in the reference's own functional harness.
+
+Run with the interpreter of the scratch virtualenv that holds nova 34 and its
+test dependencies (bench/common.py creates it and runs this script); never
+with Novella's interpreter. Nova's fixtures (in-process API, placement,
+conductor, scheduler, fake virt driver) are imported and driven; the harness
+waits for states by polling the API, as its tests do.
+
+    /work/refnova/bin/python -W ignore bench/reference_nova.py \\
+        --ops boot,delete,resize,migrate,cross_cell_resize --repeat 3
+
+Prints one JSON document: for each operation the samples and their median,
+in seconds, plus the setup time of each harness and the peak RSS.
+"""
+import argparse
+import json
+import logging
+import os
+import resource
+import statistics
+import sys
+import time
+import types
+import unittest
+import warnings
+
+ALL_OPS = ("boot", "delete", "resize", "migrate", "cross_cell_resize")
+
+
+def _quiet():
+    warnings.simplefilter("ignore")
+    logging.disable(logging.CRITICAL)
+
+
+def _set_poll_interval(module, interval):
+    """Make the harness's state-polling sleep ``interval`` instead of its own.
+
+    The helpers poll GET /servers/{id} with a fixed sleep between attempts;
+    a shorter one measures the operation rather than the polling period.
+    The number of attempts is raised accordingly (see ScaledWaits), so the
+    longest wait stays the same.
+    """
+    real = module.time
+
+    class _Time(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def sleep(seconds):
+            real.sleep(min(seconds, interval))
+
+    module.time = _Time("time")
+
+
+def build_cases(ops, repeat, results, setup_times, poll):
+    from nova.tests.functional import integrated_helpers
+    from nova.tests.functional import test_cross_cell_migrate
+
+    # The harness waits at most max_retries polls of 0.5 s; keep that bound
+    # in seconds when the polls are shorter.
+    scale = max(1, int(round(0.5 / poll))) if poll else 1
+
+    def record(op, seconds):
+        results.setdefault(op, []).append(seconds)
+
+    class ScaledWaits:
+        def _wait_for_server_parameter(self, server, expected_params, max_retries=10, *a, **kw):
+            return super()._wait_for_server_parameter(
+                server, expected_params, max_retries * scale, *a, **kw)
+
+    class IntraCell(ScaledWaits, integrated_helpers.ProviderUsageBaseTestCase):
+        """One cell, two hosts with the fake driver; boot, delete, resize, migrate."""
+
+        compute_driver = "fake.MediumFakeDriver"
+
+        def setUp(self):
+            t0 = time.perf_counter()
+            super().setUp()
+            self._start_compute("host1")
+            self._start_compute("host2")
+            self.flavors = self.api.get_flavors()
+            setup_times.setdefault("intra_cell", []).append(time.perf_counter() - t0)
+
+        def _boot(self):
+            return self._create_server(flavor_id=self.flavors[0]["id"], networks="none")
+
+        def bench_boot_delete(self):
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                server = self._boot()
+                record("boot", time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                self._delete_server(server)
+                record("delete", time.perf_counter() - t0)
+
+        def bench_resize(self):
+            for _ in range(repeat):
+                server = self._boot()
+                t0 = time.perf_counter()
+                server = self._resize_server(server, self.flavors[1]["id"])
+                self._confirm_resize(server)
+                record("resize", time.perf_counter() - t0)
+                self._delete_server(server)
+
+        def bench_migrate(self):
+            for _ in range(repeat):
+                server = self._boot()
+                t0 = time.perf_counter()
+                server = self._migrate_server(server)
+                self._confirm_resize(server)
+                record("migrate", time.perf_counter() - t0)
+                self._delete_server(server)
+
+    class CrossCell(ScaledWaits, test_cross_cell_migrate.TestMultiCellMigrate):
+        """Two cells, one host each, cross-cell resize allowed for admins."""
+
+        def setUp(self):
+            t0 = time.perf_counter()
+            super().setUp()
+            self.flavors = self.api.get_flavors()
+            setup_times.setdefault("cross_cell", []).append(time.perf_counter() - t0)
+
+        def bench_cross_cell_resize(self):
+            for _ in range(repeat):
+                server = self._create_server(self.flavors[0], no_networking=True)
+                source = server["OS-EXT-SRV-ATTR:host"]
+                t0 = time.perf_counter()
+                self.api.post_server_action(
+                    server["id"], {"resize": {"flavorRef": self.flavors[1]["id"]}})
+                server = self._wait_for_state_change(server, "VERIFY_RESIZE")
+                server = self._confirm_resize(server, cross_cell=True)
+                record("cross_cell_resize", time.perf_counter() - t0)
+                if server["OS-EXT-SRV-ATTR:host"] == source:
+                    raise AssertionError("the resize did not leave the source cell")
+                self._delete_server(server)
+
+    cases = []
+    if {"boot", "delete"} & set(ops):
+        cases.append(IntraCell("bench_boot_delete"))
+    if "resize" in ops:
+        cases.append(IntraCell("bench_resize"))
+    if "migrate" in ops:
+        cases.append(IntraCell("bench_migrate"))
+    if "cross_cell_resize" in ops:
+        cases.append(CrossCell("bench_cross_cell_resize"))
+    return cases, integrated_helpers
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Time operations in nova's functional harness.")
+    ap.add_argument("--ops", default=",".join(ALL_OPS),
+                    help="comma-separated subset of " + ",".join(ALL_OPS))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--poll", type=float, default=0.05,
+                    help="polling interval of the harness's state waits, seconds "
+                         "(the harness's own is 0.5; 0 keeps it)")
+    args = ap.parse_args(argv)
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    unknown = set(ops) - set(ALL_OPS)
+    if unknown:
+        ap.error(f"unknown operations: {', '.join(sorted(unknown))}")
+    repeat = max(1, min(args.repeat, 20))
+
+    _quiet()
+    import nova
+    from importlib import metadata
+
+    results, setup_times, failures = {}, {}, []
+    started = time.perf_counter()
+    cases, helpers = build_cases(ops, repeat, results, setup_times, args.poll)
+    if args.poll:
+        _set_poll_interval(helpers, args.poll)
+    # The harness logs copiously; keep stdout for the JSON document.
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        for case in cases:
+            result = unittest.TestResult()
+            case.run(result)
+            for test, tb in result.errors + result.failures:
+                failures.append({"case": test.id(), "traceback": tb[-4000:]})
+    finally:
+        sys.stdout = real_stdout
+
+    doc = {
+        "implementation": "nova functional harness",
+        "nova_version": metadata.version("nova"),
+        "nova_path": os.path.dirname(nova.__file__),
+        "python": sys.version.split()[0],
+        "repeat": repeat,
+        "poll_interval_s": args.poll or 0.5,
+        "setup_s": {k: statistics.median(v) for k, v in setup_times.items()},
+        "total_s": time.perf_counter() - started,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "failures": failures,
+    }
+    for op in ops:
+        samples = results.get(op, [])
+        doc[op] = {"samples": samples, "median": statistics.median(samples) if samples else None}
+    json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 1 if failures and not any(results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
