@@ -24,6 +24,8 @@ class task_states:  # noqa: N801 - a namespace, spelled as in the reference
     REBOOTING_HARD = "rebooting_hard"
     REBOOT_PENDING = "reboot_pending"
     REBOOT_STARTED = "reboot_started"
+    REBOOT_PENDING_HARD = "reboot_pending_hard"
+    REBOOT_STARTED_HARD = "reboot_started_hard"
     POWERING_OFF = "powering-off"
     POWERING_ON = "powering-on"
     RESIZE_PREP = "resize_prep"
@@ -58,7 +60,8 @@ def server_status(vm_state, task_state):
         if task_state in (task_states.REBOOTING, task_states.REBOOT_PENDING,
                           task_states.REBOOT_STARTED):
             return "REBOOT"
-        if task_state in (task_states.REBOOTING_HARD,):
+        if task_state in (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD,
+                          task_states.REBOOT_STARTED_HARD):
             return "HARD_REBOOT"
         if task_state in (task_states.RESIZE_PREP, task_states.RESIZE_MIGRATING,
                           task_states.RESIZE_MIGRATED, task_states.RESIZE_FINISH):

@@ -1,0 +1,487 @@
+"""The compute service of one host.
+
+``ComputeManager`` is the RPC endpoint for topic ``compute``, server = its
+host (see rpcapi.py for the methods and docs/architecture.md for the
+contract). Many managers can live in one process: everything per host (name,
+driver, tracker, databases) is held by the object, never read from CONF.
+
+Periodic work is plain methods the service runner calls at the intervals in
+``periodic_tasks``: ``heartbeat`` (the services row) and
+``update_available_resource`` (the compute_nodes row and the placement
+provider), ``sync_power_states``.
+"""
+import collections
+import contextlib
+import json
+import logging
+import threading
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella.compute import SERVICE_VERSION
+from novella.compute import exceptions as exc_mod
+from novella.compute import resource_tracker
+from novella.compute.states import power_state, task_states
+from novella.compute import states as vm_states
+from novella.db import cell_models as m
+from novella.db import records
+from novella.rpc import notifier as notifier_mod
+
+LOG = logging.getLogger(__name__)
+
+BINARY = resource_tracker.SERVICE_BINARY
+TOPIC = "compute"
+
+
+class ComputeManager:
+    def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
+                 volume_api=None, image_api=None, notifier=None, transport=None):
+        self.conf = conf
+        self.host = host
+        self.cell_db = cell_db
+        self.placement = placement
+        self.driver = driver
+        self.network_api = network_api
+        self.volume_api = volume_api
+        self.image_api = image_api
+        self.transport = transport
+        if image_api is not None and getattr(driver, "image_api", False) is None:
+            driver.image_api = image_api  # root disks come from, snapshots go to, the image service
+        self.publisher_id = f"nova-compute:{host}"
+        if notifier is None and transport is not None:
+            notifier = notifier_mod.Notifier(transport, self.publisher_id)
+        self.notifier = notifier
+        self.rt = resource_tracker.ResourceTracker(host, driver, cell_db, placement, conf)
+        self._instance_locks = collections.defaultdict(threading.Lock)
+        self._locks_lock = threading.Lock()
+
+    # -- service ------------------------------------------------------------------
+
+    @property
+    def periodic_tasks(self):
+        """{method name: interval in seconds} for the service runner."""
+        return {"heartbeat": self.conf.report_interval,
+                "update_available_resource": self.conf.update_resources_interval,
+                "sync_power_states": self.conf.update_resources_interval}
+
+    def init_host(self, ctxt=None):
+        """Prepare the driver, the services row, the node and its provider."""
+        self.driver.init_host(self.host)
+        self._ensure_service()
+        self.update_available_resource(ctxt)
+
+    def start_service(self):
+        """init_host, then answer RPC on (compute, host)."""
+        self.init_host()
+        if self.transport is not None:
+            self.transport.serve(TOPIC, self.host, self)
+
+    def stop_service(self):
+        if self.transport is not None:
+            self.transport.unserve(TOPIC, self.host)
+        self.driver.cleanup_host(self.host)
+
+    def _service_query(self):
+        return sa.select(m.Service).where(m.Service.host == self.host, m.Service.binary == BINARY,
+                                          m.Service.deleted == 0)
+
+    def _ensure_service(self):
+        with self.cell_db.session(write=True) as s:
+            svc = s.scalars(self._service_query()).first()
+            if svc is None:
+                svc = m.Service(uuid=str(uuid_mod.uuid4()), host=self.host, binary=BINARY,
+                                topic=TOPIC, report_count=0, last_seen_up=records.utcnow())
+                s.add(svc)
+            svc.version = SERVICE_VERSION
+        return svc
+
+    def heartbeat(self, ctxt=None):
+        """Tell the world this host is up (report_count, last_seen_up)."""
+        with self.cell_db.session(write=True) as s:
+            svc = s.scalars(self._service_query()).first()
+            if svc is None:
+                s.add(m.Service(uuid=str(uuid_mod.uuid4()), host=self.host, binary=BINARY,
+                                topic=TOPIC, report_count=1, last_seen_up=records.utcnow(),
+                                version=SERVICE_VERSION))
+                return
+            now = records.utcnow()
+            svc.report_count += 1
+            svc.last_seen_up = now
+            svc.updated_at = now
+            svc.version = SERVICE_VERSION
+
+    def update_available_resource(self, ctxt=None):
+        return self.rt.update_available_resource(ctxt)
+
+    def set_host_enabled(self, ctxt, enabled):
+        """The services row was enabled or disabled: update the provider's traits."""
+        self.rt.set_traits(disabled=not enabled)
+        return "enabled" if enabled else "disabled"
+
+    def sync_power_states(self, ctxt=None):
+        """Record the hypervisor's power state for guests not in the middle of a task."""
+        with self.cell_db.session() as s:
+            rows = s.execute(sa.select(m.Instance.uuid, m.Instance.power_state).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.Instance.task_state.is_(None))).all()
+        for uuid, recorded in rows:
+            actual = self.driver.get_info({"uuid": uuid})["state"]
+            if actual != recorded:
+                with contextlib.suppress(records.UnexpectedTaskStateError, records.InstanceNotFound):
+                    records.update_instance(self.cell_db, uuid, expected_task_state=None,
+                                            power_state=actual)
+
+    # -- helpers ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, instance_uuid):
+        with self._locks_lock:
+            lock = self._instance_locks[instance_uuid]
+        with lock:
+            yield
+
+    def _get(self, instance_uuid):
+        with self.cell_db.session() as s:
+            return records.get_instance(s, instance_uuid)
+
+    def _update(self, instance_uuid, **values):
+        return records.update_instance(self.cell_db, instance_uuid, **values)
+
+    def instance_dict(self, inst, flavor=None):
+        """What the driver is told about an instance."""
+        return {"uuid": inst.uuid, "name": f"instance-{inst.id:08x}", "id": inst.id,
+                "display_name": inst.display_name, "project_id": inst.project_id,
+                "user_id": inst.user_id, "host": inst.host, "node": inst.node,
+                "image_ref": inst.image_ref, "vm_state": inst.vm_state,
+                "availability_zone": inst.availability_zone,
+                "flavor": flavor or records.flavor_of(inst) or {
+                    "vcpus": inst.vcpus, "memory_mb": inst.memory_mb, "root_gb": inst.root_gb,
+                    "ephemeral_gb": inst.ephemeral_gb, "swap": 0, "extra_specs": {}}}
+
+    def _notify(self, ctxt, inst, event_type, fault=None, network_info=None, flavor=None,
+                name="InstanceActionPayload"):
+        if self.notifier is None:
+            return
+        try:
+            payload = notifier_mod.instance_payload(
+                inst, flavor or records.flavor_of(inst), name=name, network_info=network_info,
+                fault=fault, ctxt=ctxt)
+            self.notifier(ctxt, self.publisher_id, event_type, payload)
+        except Exception:  # noqa: BLE001 - a notification never breaks an operation
+            LOG.exception("could not send %s", event_type)
+
+    def network_info(self, inst):
+        cache = inst.info_cache
+        return json.loads(cache.network_info) if cache is not None and cache.network_info else []
+
+    def _save_network_info(self, instance_uuid, network_info):
+        with self.cell_db.session(write=True) as s:
+            cache = s.scalars(sa.select(m.InstanceInfoCache).where(
+                m.InstanceInfoCache.instance_uuid == instance_uuid)).first()
+            if cache is None:
+                cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
+                s.add(cache)
+            cache.network_info = json.dumps(network_info or [])
+
+    def _bdms(self, instance_uuid):
+        with self.cell_db.session() as s:
+            return list(s.scalars(sa.select(m.BlockDeviceMapping).where(
+                m.BlockDeviceMapping.instance_uuid == instance_uuid,
+                m.BlockDeviceMapping.deleted == 0).order_by(m.BlockDeviceMapping.id)))
+
+    def block_device_info(self, instance_uuid):
+        """The volumes of an instance as the driver sees them."""
+        vols = [{"volume_id": b.volume_id, "boot_index": b.boot_index,
+                 "mount_device": b.device_name, "attachment_id": b.attachment_id,
+                 "connection_info": json.loads(b.connection_info) if b.connection_info else None}
+                for b in self._bdms(instance_uuid)
+                if b.destination_type == "volume" and b.volume_id]
+        return {"block_device_mapping": vols}
+
+    def _store_bdms(self, instance_uuid, block_device_mappings):
+        """Rows for BDMs the caller passed but the cell database lacks."""
+        if not block_device_mappings or self._bdms(instance_uuid):
+            return
+        fields = {c.name for c in m.BlockDeviceMapping.__table__.columns} - {"id", "deleted"}
+        with self.cell_db.session(write=True) as s:
+            for bdm in block_device_mappings:
+                row = {k: v for k, v in bdm.items() if k in fields}
+                if "uuid" in bdm:
+                    row["uuid"] = bdm["uuid"]
+                else:
+                    row["uuid"] = str(uuid_mod.uuid4())
+                s.add(m.BlockDeviceMapping(instance_uuid=instance_uuid, **{
+                    k: v for k, v in row.items() if k not in ("instance_uuid", "created_at",
+                                                             "updated_at", "deleted_at")}))
+
+    # -- network and volume services (optional) ----------------------------------------
+
+    def _allocate_network(self, ctxt, inst, requested_networks, allocations):
+        if self.network_api is None:
+            return []
+        return self.network_api.allocate_for_instance(
+            ctxt, self.instance_dict(inst), requested_networks=requested_networks,
+            bind_host_id=self.host, resource_provider_mapping=allocations) or []
+
+    def _deallocate_network(self, ctxt, inst, requested_networks=None):
+        if self.network_api is not None:
+            self.network_api.deallocate_for_instance(
+                ctxt, self.instance_dict(inst), requested_networks=requested_networks)
+
+    def _attach_volumes(self, ctxt, inst, attached):
+        """Attach every volume BDM; record each attachment in ``attached``."""
+        connector = self.driver.get_volume_connector(self.instance_dict(inst))
+        for bdm in self._bdms(inst.uuid):
+            if bdm.destination_type != "volume" or not bdm.volume_id:
+                continue
+            if self.volume_api is not None:
+                att = self.volume_api.attachment_create(
+                    ctxt, bdm.volume_id, inst.uuid, connector=connector,
+                    mountpoint=bdm.device_name)
+                attachment_id = att["id"]
+                attached.append(attachment_id)
+                info = att.get("connection_info") or {}
+                self.volume_api.attachment_complete(ctxt, attachment_id)
+            else:
+                attachment_id, info = None, {}
+            info = dict(info, volume_id=bdm.volume_id)
+            info.setdefault("driver_volume_type", "simulated")
+            with self.cell_db.session(write=True) as s:
+                row = s.get(m.BlockDeviceMapping, bdm.id)
+                row.attachment_id = attachment_id
+                row.connection_info = json.dumps(info)
+
+    def _detach_volumes(self, ctxt, inst, delete_volumes=False):
+        for bdm in self._bdms(inst.uuid):
+            if bdm.destination_type != "volume" or not bdm.volume_id:
+                continue
+            if self.volume_api is not None:
+                if bdm.attachment_id:
+                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+                if delete_volumes and bdm.delete_on_termination:
+                    self.volume_api.delete(ctxt, bdm.volume_id)
+            with self.cell_db.session(write=True) as s:
+                s.get(m.BlockDeviceMapping, bdm.id).attachment_id = None
+
+    # -- build --------------------------------------------------------------------
+
+    def build_and_run_instance(self, ctxt, instance_uuid, request_spec=None, node=None,
+                               allocations=None, requested_networks=None,
+                               block_device_mappings=None, **kwargs):
+        """Claim, network, volumes, spawn; on failure clean up and ask for a reschedule.
+
+        Raises RescheduledException (this host could not build it) or
+        BuildAbortException (the server was deleted meanwhile).
+        """
+        request_spec = request_spec or {}
+        with self._locked(instance_uuid):
+            try:
+                inst = self._get(instance_uuid)
+            except records.InstanceNotFound as exc:
+                raise exc_mod.BuildAbortException(instance_uuid=instance_uuid, reason=str(exc))
+            flavor = records.flavor_of(inst) or request_spec.get("flavor")
+            image_meta = request_spec.get("image") or {"id": inst.image_ref, "properties": {}}
+            done = {"claim": None, "network": False, "attachments": [], "spawned": False}
+            try:
+                with records.action_event(self.cell_db, ctxt, instance_uuid,
+                                          "compute_build_and_run_instance", host=self.host):
+                    self._notify(ctxt, inst, "instance.create.start", flavor=flavor,
+                                 name="InstanceCreatePayload")
+                    inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,
+                                       block_device_mappings, allocations, done)
+            except Exception as exc:  # noqa: BLE001 - every failure is cleaned up here
+                raise self._build_failed(ctxt, instance_uuid, flavor, exc, done,
+                                         requested_networks) from exc
+            self._notify(ctxt, inst, "instance.create.end", flavor=flavor,
+                         network_info=self.network_info(inst), name="InstanceCreatePayload")
+            records.finish_action(self.cell_db, ctxt, instance_uuid)
+            return {"instance_uuid": instance_uuid, "host": self.host, "node": self.rt.nodename,
+                    "vm_state": inst.vm_state}
+
+    def _build(self, ctxt, inst, flavor, image_meta, requested_networks,
+               block_device_mappings, allocations, done):
+        uuid = inst.uuid
+        done["claim"] = self.rt.instance_claim(ctxt, uuid, flavor)
+        inst = self._update(uuid, expected_task_state=(task_states.SCHEDULING, None),
+                            expected_vm_state=vm_states.BUILDING,
+                            task_state=task_states.NETWORKING)
+        network_info = self._allocate_network(ctxt, inst, requested_networks, allocations)
+        done["network"] = True
+        self._save_network_info(uuid, network_info)
+        inst = self._update(uuid, expected_task_state=task_states.NETWORKING,
+                            task_state=task_states.BLOCK_DEVICE_MAPPING)
+        self._store_bdms(uuid, block_device_mappings)
+        self._attach_volumes(ctxt, inst, done["attachments"])
+        inst = self._update(uuid, expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
+                            task_state=task_states.SPAWNING)
+        done["spawned"] = True  # from here a half-made guest may exist
+        self.driver.spawn(ctxt, self.instance_dict(inst, flavor), image_meta,
+                          network_info=network_info,
+                          block_device_info=self.block_device_info(uuid))
+        return self._update(uuid, expected_task_state=task_states.SPAWNING,
+                            vm_state=vm_states.ACTIVE, task_state=None,
+                            power_state=self.driver.get_info({"uuid": uuid})["state"],
+                            launched_at=records.utcnow())
+
+    def _build_failed(self, ctxt, instance_uuid, flavor, exc, done, requested_networks):
+        """Undo what this host made for the build; return the exception to raise."""
+        inst = None
+        with contextlib.suppress(records.InstanceNotFound):
+            inst = self._get(instance_uuid)
+        # Deleted meanwhile, or its task state says someone else owns it now.
+        aborted = inst is None or isinstance(exc, (records.InstanceNotFound,
+                                                   records.UnexpectedTaskStateError))
+        stand_in = inst or _Gone(instance_uuid)
+        if done["spawned"]:
+            with _logged("destroy"):
+                self.driver.destroy(ctxt, self.instance_dict(stand_in, flavor),
+                                    destroy_disks=True)
+        if done["attachments"] and self.volume_api is not None:
+            for attachment_id in done["attachments"]:
+                with _logged("attachment_delete"):
+                    self.volume_api.attachment_delete(ctxt, attachment_id)
+        if done["network"]:
+            with _logged("deallocate_for_instance"):
+                self._deallocate_network(ctxt, stand_in, requested_networks)
+        if done["claim"] is not None:
+            with _logged("abort claim"):
+                done["claim"].abort()
+        if inst is not None:
+            self._notify(ctxt, inst, "instance.create.error", fault=exc, flavor=flavor,
+                         name="InstanceCreatePayload")
+        reason = str(exc) or type(exc).__name__
+        if aborted:
+            return exc_mod.BuildAbortException(instance_uuid=instance_uuid, reason=reason)
+        with _logged("reset for reschedule"):
+            records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
+            with self.cell_db.session(write=True) as s:
+                row = records.get_instance(s, instance_uuid)
+                if row.vm_state == vm_states.BUILDING:
+                    row.task_state = task_states.SCHEDULING
+                    row.host = row.node = row.launched_on = None
+                    row.power_state = power_state.NOSTATE
+        return exc_mod.RescheduledException(instance_uuid=instance_uuid, reason=reason)
+
+    # -- power ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _operation(self, ctxt, instance_uuid, event, notification, error_vm_state=None):
+        """One user-visible step on an instance.
+
+        Records the action event and the .start/.end notifications; on a
+        failure records a fault, clears the task state (or sets
+        ``error_vm_state``), sends .error and re-raises.
+        """
+        with self._locked(instance_uuid):
+            inst = self._get(instance_uuid)
+            with records.action_event(self.cell_db, ctxt, instance_uuid, event, host=self.host):
+                self._notify(ctxt, inst, notification + ".start")
+                try:
+                    box = [inst]
+                    yield box
+                except Exception as exc:
+                    records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
+                    values = {"task_state": None}
+                    if error_vm_state:
+                        values["vm_state"] = error_vm_state
+                    with contextlib.suppress(records.InstanceNotFound):
+                        box[0] = self._update(instance_uuid, **values)
+                    self._notify(ctxt, box[0], notification + ".error", fault=exc)
+                    raise
+                self._notify(ctxt, box[0], notification + ".end")
+            records.finish_action(self.cell_db, ctxt, instance_uuid)
+
+    def stop_instance(self, ctxt, instance_uuid, clean_shutdown=True):
+        with self._operation(ctxt, instance_uuid, "compute_stop_instance",
+                             "instance.power_off") as box:
+            inst = box[0]
+            timeout = 60 if clean_shutdown else 0
+            self.driver.power_off(self.instance_dict(inst), timeout=timeout)
+            box[0] = self._update(instance_uuid,
+                                  expected_task_state=(task_states.POWERING_OFF, None),
+                                  vm_state=vm_states.STOPPED, task_state=None,
+                                  power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
+
+    def start_instance(self, ctxt, instance_uuid):
+        with self._operation(ctxt, instance_uuid, "compute_start_instance",
+                             "instance.power_on") as box:
+            inst = box[0]
+            self.driver.power_on(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                 self.block_device_info(instance_uuid))
+            box[0] = self._update(instance_uuid,
+                                  expected_task_state=(task_states.POWERING_ON, None),
+                                  vm_state=vm_states.ACTIVE, task_state=None,
+                                  power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
+
+    def reboot_instance(self, ctxt, instance_uuid, reboot_type="SOFT"):
+        soft = reboot_type.upper() == "SOFT"
+        pending = ((task_states.REBOOTING, task_states.REBOOT_PENDING, None) if soft else
+                   (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, None))
+        started = task_states.REBOOT_STARTED if soft else task_states.REBOOT_STARTED_HARD
+        with self._operation(ctxt, instance_uuid, "compute_reboot_instance", "instance.reboot",
+                             error_vm_state=vm_states.ERROR) as box:
+            inst = self._update(instance_uuid, expected_task_state=pending, task_state=started)
+            self.driver.reboot(ctxt, self.instance_dict(inst), self.network_info(inst),
+                               reboot_type="SOFT" if soft else "HARD",
+                               block_device_info=self.block_device_info(instance_uuid))
+            box[0] = self._update(instance_uuid, expected_task_state=started,
+                                  vm_state=vm_states.ACTIVE, task_state=None,
+                                  power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
+
+    # -- delete --------------------------------------------------------------------
+
+    def terminate_instance(self, ctxt, instance_uuid, bdms=None, **kwargs):
+        """Destroy the guest, free network, volumes and placement, soft-delete the row."""
+        try:
+            self._get(instance_uuid)
+        except records.InstanceNotFound:
+            return  # already gone: deleting twice is not an error
+        with self._operation(ctxt, instance_uuid, "compute_terminate_instance",
+                             "instance.delete", error_vm_state=vm_states.ERROR) as box:
+            inst = box[0]
+            self._notify(ctxt, inst, "instance.shutdown.start")
+            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                self.block_device_info(instance_uuid), destroy_disks=True)
+            self._deallocate_network(ctxt, inst)
+            self._notify(ctxt, inst, "instance.shutdown.end")
+            self._detach_volumes(ctxt, inst, delete_volumes=True)
+            self.placement.delete_allocations(instance_uuid)
+            box[0] = self._soft_delete(instance_uuid)
+            self.rt.refresh_usage()
+        with self._locks_lock:
+            self._instance_locks.pop(instance_uuid, None)
+
+    def _soft_delete(self, instance_uuid):
+        now = records.utcnow()
+        with self.cell_db.session(write=True) as s:
+            inst = records.get_instance(s, instance_uuid)
+            inst.vm_state, inst.task_state = vm_states.DELETED, None
+            inst.power_state = power_state.NOSTATE
+            inst.terminated_at = inst.deleted_at = now
+            inst.deleted = inst.id
+            for bdm in s.scalars(sa.select(m.BlockDeviceMapping).where(
+                    m.BlockDeviceMapping.instance_uuid == instance_uuid,
+                    m.BlockDeviceMapping.deleted == 0)):
+                bdm.deleted, bdm.deleted_at = bdm.id, now
+            return inst
+
+
+class _Gone:
+    """Enough of an instance row to clean up after one that was deleted."""
+
+    def __init__(self, uuid):
+        self.uuid, self.id = uuid, 0
+        self.display_name = self.project_id = self.user_id = self.host = self.node = None
+        self.image_ref = self.vm_state = self.availability_zone = None
+        self.vcpus = self.memory_mb = self.root_gb = self.ephemeral_gb = 0
+        self.extra = self.info_cache = None
+
+
+@contextlib.contextmanager
+def _logged(what):
+    """Run a cleanup step; a failure is logged, never raised over the original error."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001
+        LOG.exception("cleanup step %s failed", what)

@@ -1,0 +1,392 @@
+"""The resource tracker: one compute node, its row, its provider, its claims.
+
+Placement owns VCPU, MEMORY_MB and DISK_GB: the tracker reports the node's
+inventory (totals, ``reserved_host_*``, allocation ratios) and traits, and
+the scheduler claims allocations there. NUMA cells and PCI devices are not
+modelled in placement, so the tracker claims them itself.
+
+What a host has claimed is always recomputed from the cell database, never
+kept only in memory, so a restarted service finds where things stand:
+
+- an instance with ``host`` = this host counts its ``instance_extra``
+  ``numa_topology`` and ``pci_devices``;
+- an instance being moved carries ``instance_extra.migration_context``
+  (written by ``resize_claim``): ``{"migration_uuid", "source_compute",
+  "source_node", "dest_compute", "dest_node", "old_numa_topology",
+  "old_pci_devices", "new_numa_topology", "new_pci_devices", "applied"}``.
+  Until ``apply_migration_context`` (the destination finishing the move) the
+  destination also counts the ``new_*`` claim; afterwards the instance's
+  current claim is the new one and the source also counts ``old_*`` until
+  the move is confirmed (``drop_move_claim``) or reverted
+  (``revert_migration_context``).
+
+Claims run under one lock per tracker and inside one database transaction.
+"""
+import json
+import logging
+import math
+import threading
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella.compute import claims
+from novella.db import cell_models as m
+from novella.db import records
+
+LOG = logging.getLogger(__name__)
+
+COMPUTE_STATUS_DISABLED = "COMPUTE_STATUS_DISABLED"
+SERVICE_BINARY = "nova-compute"
+
+
+def _loads(text):
+    return json.loads(text) if text else None
+
+
+def _dumps(value):
+    return json.dumps(value) if value else None
+
+
+def _flavor_size(instance, which="cur"):
+    flavor = records.flavor_of(instance, which) if instance.extra is not None else None
+    if flavor is None and which == "cur":
+        flavor = {"vcpus": instance.vcpus, "memory_mb": instance.memory_mb,
+                  "root_gb": instance.root_gb, "ephemeral_gb": instance.ephemeral_gb}
+    return flavor or {}
+
+
+class Claim:
+    """A NUMA/PCI claim for one instance; ``abort()`` gives it back.
+
+    Used as a context manager it aborts when the block raises.
+    """
+
+    def __init__(self, tracker, instance_uuid, numa_topology, pci_devices, move=False):
+        self.tracker = tracker
+        self.instance_uuid = instance_uuid
+        self.numa_topology = numa_topology
+        self.pci_devices = pci_devices
+        self.move = move
+
+    def abort(self):
+        if self.move:
+            self.tracker.drop_move_claim(None, self.instance_uuid)
+        else:
+            self.tracker.abort_instance_claim(None, self.instance_uuid)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        return False
+
+
+class ResourceTracker:
+    def __init__(self, host, driver, cell_db, placement, conf):
+        self.host = host
+        self.driver = driver
+        self.cell_db = cell_db
+        self.placement = placement
+        self.conf = conf
+        self.nodename = driver.get_available_nodes()[0]
+        self.aliases = claims.parse_aliases(conf.pci.alias)
+        self.lock = threading.RLock()
+        self.compute_node = None   # the compute_nodes row as a dict
+        self._resources = None     # the driver's last view of the node
+        self._reported = {}        # what placement was last told (skip repeats)
+
+    @property
+    def provider_uuid(self):
+        return self.compute_node["uuid"] if self.compute_node else None
+
+    def resources(self):
+        if self._resources is None:
+            self._resources = self.driver.get_available_resource(self.nodename)
+        return self._resources
+
+    # -- periodic ---------------------------------------------------------------
+
+    def update_available_resource(self, ctxt=None):
+        """Refresh the node row from the driver and the database, then report it."""
+        with self.lock:
+            self._resources = self.driver.get_available_resource(self.nodename)
+            with self.cell_db.session(write=True) as s:
+                node = self._node_row(s)
+                self._write_usage(s, node)
+                self.compute_node = self._as_dict(node)
+                disabled = self._service_disabled(s)
+        self.report_to_placement(disabled)
+        return self.compute_node
+
+    def _service_disabled(self, s):
+        svc = s.scalars(sa.select(m.Service).where(
+            m.Service.host == self.host, m.Service.binary == SERVICE_BINARY,
+            m.Service.deleted == 0)).first()
+        return bool(svc and svc.disabled)
+
+    def _node_row(self, s):
+        res = self._resources
+        node = s.scalars(sa.select(m.ComputeNode).where(
+            m.ComputeNode.host == self.host,
+            m.ComputeNode.hypervisor_hostname == self.nodename,
+            m.ComputeNode.deleted == 0)).first()
+        conf = self.conf
+        if node is None:
+            node = m.ComputeNode(
+                uuid=str(uuid_mod.uuid4()), host=self.host, hypervisor_hostname=self.nodename,
+                cpu_allocation_ratio=conf.cpu_allocation_ratio or conf.initial_cpu_allocation_ratio,
+                ram_allocation_ratio=conf.ram_allocation_ratio or conf.initial_ram_allocation_ratio,
+                disk_allocation_ratio=conf.disk_allocation_ratio or conf.initial_disk_allocation_ratio)
+            s.add(node)
+        else:
+            # An unset option keeps what the node already has (set at creation
+            # from initial_*_allocation_ratio).
+            for field in ("cpu", "ram", "disk"):
+                value = getattr(conf, f"{field}_allocation_ratio")
+                if value:
+                    setattr(node, f"{field}_allocation_ratio", value)
+        svc = s.scalars(sa.select(m.Service.id).where(
+            m.Service.host == self.host, m.Service.binary == SERVICE_BINARY,
+            m.Service.deleted == 0)).first()
+        node.service_id = svc
+        node.vcpus, node.memory_mb, node.local_gb = res["vcpus"], res["memory_mb"], res["local_gb"]
+        node.hypervisor_type = res.get("hypervisor_type", "fake")
+        node.hypervisor_version = res.get("hypervisor_version", 1)
+        node.cpu_info = res.get("cpu_info")
+        node.host_ip = res.get("host_ip")
+        return node
+
+    @staticmethod
+    def _as_dict(node):
+        return {c.name: getattr(node, c.name) for c in m.ComputeNode.__table__.columns}
+
+    # -- usage, always from the database ---------------------------------------
+
+    def _usage(self, s):
+        """What this node has given out: sizes, NUMA cells, PCI addresses."""
+        usage = {"vcpus": 0, "memory_mb": 0, "local_gb": 0, "running_vms": 0,
+                 "numa": claims.empty_usage(self.resources().get("numa_topology")),
+                 "pci": set()}
+
+        def add(flavor, numa, pci):
+            usage["vcpus"] += flavor.get("vcpus", 0)
+            usage["memory_mb"] += flavor.get("memory_mb", 0)
+            usage["local_gb"] += flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0)
+            claims.add_usage(usage["numa"], numa)
+            usage["pci"].update(d["address"] for d in pci or [])
+
+        here = s.scalars(sa.select(m.Instance).where(
+            m.Instance.host == self.host, m.Instance.node == self.nodename,
+            m.Instance.deleted == 0))
+        for inst in here:
+            usage["running_vms"] += 1
+            extra = inst.extra
+            add(_flavor_size(inst), _loads(extra and extra.numa_topology),
+                _loads(extra and extra.pci_devices))
+        moving = s.scalars(sa.select(m.Instance).join(
+            m.InstanceExtra, m.InstanceExtra.instance_uuid == m.Instance.uuid).where(
+            m.Instance.deleted == 0, m.InstanceExtra.migration_context.is_not(None)))
+        for inst in moving:
+            mc = _loads(inst.extra.migration_context) or {}
+            if mc.get("dest_compute") == self.host and not mc.get("applied"):
+                add(_flavor_size(inst, "new"), mc.get("new_numa_topology"), mc.get("new_pci_devices"))
+            elif mc.get("source_compute") == self.host and mc.get("applied"):
+                add(_flavor_size(inst, "old"), mc.get("old_numa_topology"), mc.get("old_pci_devices"))
+        return usage
+
+    def _write_usage(self, s, node=None):
+        node = node or s.scalars(sa.select(m.ComputeNode).where(
+            m.ComputeNode.uuid == self.provider_uuid)).first()
+        if node is None:
+            return None
+        res = self.resources()
+        usage = self._usage(s)
+        node.vcpus_used = usage["vcpus"]
+        node.memory_mb_used = usage["memory_mb"]
+        node.local_gb_used = usage["local_gb"]
+        node.running_vms = usage["running_vms"]
+        topo = res.get("numa_topology")
+        if topo:
+            cells = []
+            for c in topo["cells"]:
+                u = usage["numa"].get(c["id"], {"vcpus": 0, "memory_mb": 0, "pinned": set()})
+                cells.append(dict(c, cpu_usage=u["vcpus"], memory_usage=u["memory_mb"],
+                                  pinned_cpus=sorted(u["pinned"])))
+            node.numa_topology = json.dumps({"cells": cells})
+        node.pci_stats = json.dumps(claims.pci_pools(res.get("pci_passthrough_devices") or [],
+                                                     usage["pci"]))
+        return usage
+
+    def usage(self):
+        """This node's current usage (tests, os-hypervisors)."""
+        with self.cell_db.session() as s:
+            u = self._usage(s)
+        u["pci"] = sorted(u["pci"])
+        for cell in u["numa"].values():
+            cell["pinned"] = sorted(cell["pinned"])
+        return u
+
+    # -- placement -----------------------------------------------------------
+
+    def inventory(self, node=None):
+        """The VCPU / MEMORY_MB / DISK_GB inventory this node reports."""
+        node = node or self.compute_node
+        conf = self.conf
+        inv = {}
+        for rc, total, reserved, ratio in (
+                ("VCPU", node["vcpus"], conf.reserved_host_cpus, node["cpu_allocation_ratio"]),
+                ("MEMORY_MB", node["memory_mb"], conf.reserved_host_memory_mb,
+                 node["ram_allocation_ratio"]),
+                ("DISK_GB", node["local_gb"], math.ceil(conf.reserved_host_disk_mb / 1024),
+                 node["disk_allocation_ratio"])):
+            if total > 0:
+                inv[rc] = {"total": total, "reserved": min(reserved, total), "min_unit": 1,
+                           "max_unit": total, "step_size": 1, "allocation_ratio": ratio}
+        return inv
+
+    def report_to_placement(self, disabled=None):
+        """Make the provider, its inventory and its traits match this node."""
+        node = self.compute_node
+        rp = node["uuid"]
+        pc = self.placement
+        if self._reported.get("provider") != rp:
+            pc.ensure_resource_provider(rp, name=node["hypervisor_hostname"])
+            self._reported = {"provider": rp}
+        inv = self.inventory(node)
+        if self._reported.get("inventory") != inv:
+            pc.set_inventory(rp, inv, retries=5)
+            self._reported["inventory"] = inv
+        if disabled is None:
+            disabled = self._reported.get("disabled", False)
+        self.set_traits(disabled)
+
+    def set_traits(self, disabled):
+        """Report the driver's traits, plus COMPUTE_STATUS_DISABLED when disabled.
+
+        CUSTOM_ traits someone else put on the provider are kept.
+        """
+        driver_traits = set(self.driver.get_traits(self.nodename))
+        wanted = driver_traits | ({COMPUTE_STATUS_DISABLED} if disabled else set())
+        if self._reported.get("traits") == wanted:
+            return
+        rp = self.provider_uuid
+        _gen, current = self.placement.get_traits(rp)
+        previous = self._reported.get("driver_traits", set())
+        external = {t for t in current if t.startswith("CUSTOM_") and t not in previous}
+        final = wanted | external
+        if set(current) != final:
+            self.placement.set_traits(rp, final, retries=5)
+        self._reported.update(traits=wanted, driver_traits=driver_traits, disabled=disabled)
+
+    # -- claims for a build ------------------------------------------------------
+
+    def instance_claim(self, ctxt, instance_uuid, flavor):
+        """Claim NUMA cells and PCI devices and place the instance on this node.
+
+        Sets the instance's host, node and launched_on; raises
+        ComputeResourcesUnavailable when the node cannot fit the flavor.
+        """
+        with self.lock, self.cell_db.session(write=True) as s:
+            inst = records.get_instance(s, instance_uuid)
+            numa, pci = self._fit(s, flavor)
+            inst.host, inst.node, inst.launched_on = self.host, self.nodename, self.host
+            extra = self._extra(s, inst)
+            extra.numa_topology, extra.pci_devices = _dumps(numa), _dumps(pci)
+            s.flush()
+            self._write_usage(s)
+        return Claim(self, instance_uuid, numa, pci)
+
+    def abort_instance_claim(self, ctxt, instance_uuid):
+        """Give back a build's claim and take the instance off this node."""
+        with self.lock, self.cell_db.session(write=True) as s:
+            inst = s.scalars(sa.select(m.Instance).where(m.Instance.uuid == instance_uuid)).first()
+            if inst is not None:
+                if inst.extra is not None:
+                    inst.extra.numa_topology = inst.extra.pci_devices = None
+                if inst.host == self.host and inst.deleted == 0:
+                    inst.host = inst.node = None
+                s.flush()
+            self._write_usage(s)
+
+    def refresh_usage(self):
+        """Rewrite the node row's usage (after an instance left this node)."""
+        with self.lock, self.cell_db.session(write=True) as s:
+            self._write_usage(s)
+
+    def _fit(self, s, flavor):
+        res = self.resources()
+        usage = self._usage(s)
+        ratio = self.compute_node["cpu_allocation_ratio"] if self.compute_node else 1.0
+        numa = claims.fit_numa(res.get("numa_topology"), usage["numa"],
+                               claims.numa_request(flavor), ratio)
+        pci = claims.pick_pci(res.get("pci_passthrough_devices") or [], usage["pci"],
+                              claims.pci_requests(flavor, self.aliases), numa)
+        return numa, pci or None
+
+    @staticmethod
+    def _extra(s, inst):
+        if inst.extra is None:
+            inst.extra = m.InstanceExtra(instance_uuid=inst.uuid)
+            s.add(inst.extra)
+        return inst.extra
+
+    # -- claims for a move (resize / cold migrate) --------------------------------
+
+    def resize_claim(self, ctxt, instance_uuid, new_flavor, migration):
+        """Claim NUMA/PCI for ``new_flavor`` on this (destination) node.
+
+        ``migration``: ``{"uuid", "source_compute", "source_node"}``. Writes the
+        instance's migration_context; ``Claim.abort()`` or ``drop_move_claim``
+        gives it back.
+        """
+        with self.lock, self.cell_db.session(write=True) as s:
+            inst = records.get_instance(s, instance_uuid)
+            numa, pci = self._fit(s, new_flavor)
+            extra = self._extra(s, inst)
+            extra.migration_context = json.dumps({
+                "migration_uuid": migration.get("uuid"),
+                "source_compute": migration.get("source_compute", inst.host),
+                "source_node": migration.get("source_node", inst.node),
+                "dest_compute": self.host, "dest_node": self.nodename,
+                "old_numa_topology": _loads(extra.numa_topology),
+                "old_pci_devices": _loads(extra.pci_devices),
+                "new_numa_topology": numa, "new_pci_devices": pci, "applied": False})
+            s.flush()
+            self._write_usage(s)
+        return Claim(self, instance_uuid, numa, pci, move=True)
+
+    def apply_migration_context(self, ctxt, instance_uuid):
+        """The destination took the instance: its current claim becomes the new one."""
+        with self.lock, self.cell_db.session(write=True) as s:
+            extra = self._extra(s, records.get_instance(s, instance_uuid))
+            mc = _loads(extra.migration_context)
+            if mc and not mc.get("applied"):
+                extra.numa_topology = _dumps(mc["new_numa_topology"])
+                extra.pci_devices = _dumps(mc["new_pci_devices"])
+                mc["applied"] = True
+                extra.migration_context = json.dumps(mc)
+
+    def revert_migration_context(self, ctxt, instance_uuid):
+        """A move was reverted: the old claim is current again; the new one goes."""
+        with self.lock, self.cell_db.session(write=True) as s:
+            extra = self._extra(s, records.get_instance(s, instance_uuid))
+            mc = _loads(extra.migration_context)
+            if mc and mc.get("applied"):
+                extra.numa_topology = _dumps(mc["old_numa_topology"])
+                extra.pci_devices = _dumps(mc["old_pci_devices"])
+            extra.migration_context = None
+            s.flush()
+            self._write_usage(s)
+
+    def drop_move_claim(self, ctxt, instance_uuid):
+        """Forget the move's claim (confirm on the source, failure on the destination)."""
+        with self.lock, self.cell_db.session(write=True) as s:
+            extra = s.scalars(sa.select(m.InstanceExtra).where(
+                m.InstanceExtra.instance_uuid == instance_uuid)).first()
+            if extra is not None:
+                extra.migration_context = None
+                s.flush()
+            self._write_usage(s)

@@ -1,0 +1,71 @@
+"""The client side of the compute RPC interface (topic ``compute``, server = host).
+
+Each cell has its own transport: build one ``ComputeAPI`` per cell with that
+cell's transport (or its transport URL). Every method takes the target
+``host`` after the context; payloads are JSON (servers travel as uuids).
+"""
+from novella import rpc
+from novella.compute import exceptions
+
+TOPIC = "compute"
+
+
+class ComputeAPI:
+    def __init__(self, transport, timeout=None, long_timeout=None):
+        if isinstance(transport, str):
+            transport = rpc.get_transport(transport)
+        self.transport = transport
+        if timeout is None or long_timeout is None:
+            from novella.conf import CONF
+            timeout = timeout or CONF.rpc_response_timeout
+            long_timeout = long_timeout or CONF.long_rpc_timeout
+        self.timeout = timeout
+        self.long_timeout = long_timeout
+
+    def _call(self, ctxt, host, method, timeout=None, **kwargs):
+        try:
+            return self.transport.call(ctxt, TOPIC, host, method,
+                                       timeout=timeout or self.timeout, **kwargs)
+        except rpc.RemoteError as exc:
+            local = exceptions.from_remote(exc)
+            if local is exc:
+                raise
+            raise local from exc
+
+    def _cast(self, ctxt, host, method, **kwargs):
+        self.transport.cast(ctxt, TOPIC, host, method, **kwargs)
+
+    # -- build and lifecycle ---------------------------------------------------------
+
+    def build_and_run_instance(self, ctxt, host, instance_uuid, request_spec, node=None,
+                               allocations=None, requested_networks=None,
+                               block_device_mappings=None):
+        """Build on ``host``; returns when the server is ACTIVE.
+
+        Raises RescheduledException (the host cleaned up; try an alternate)
+        or BuildAbortException (the server is gone; do not reschedule).
+        """
+        return self._call(ctxt, host, "build_and_run_instance", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, request_spec=request_spec, node=node,
+                          allocations=allocations, requested_networks=requested_networks,
+                          block_device_mappings=block_device_mappings)
+
+    def stop_instance(self, ctxt, host, instance_uuid, clean_shutdown=True):
+        self._cast(ctxt, host, "stop_instance", instance_uuid=instance_uuid,
+                   clean_shutdown=clean_shutdown)
+
+    def start_instance(self, ctxt, host, instance_uuid):
+        self._cast(ctxt, host, "start_instance", instance_uuid=instance_uuid)
+
+    def reboot_instance(self, ctxt, host, instance_uuid, reboot_type="SOFT"):
+        self._cast(ctxt, host, "reboot_instance", instance_uuid=instance_uuid,
+                   reboot_type=reboot_type)
+
+    def terminate_instance(self, ctxt, host, instance_uuid):
+        self._cast(ctxt, host, "terminate_instance", instance_uuid=instance_uuid)
+
+    # -- host ------------------------------------------------------------------------
+
+    def set_host_enabled(self, ctxt, host, enabled):
+        """Tell the host its service was enabled/disabled (COMPUTE_STATUS_DISABLED trait)."""
+        return self._call(ctxt, host, "set_host_enabled", enabled=enabled)
