@@ -189,7 +189,11 @@ class Router:
             self.routes.append((re.compile("^%s$" % pattern), methods))
 
     def _dispatch(self, req):
-        path = req.path_info or "/"
+        path = req.environ.get("PATH_INFO") or "/"
+        try:
+            path = path.encode("latin-1").decode("utf-8")
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            pass
         for pattern, methods in self.routes:
             match = pattern.match(path)
             if not match:

@@ -53,14 +53,16 @@ class Search:
             out[s.id] = roots
         return out
 
-    def _roots_of(self, p, in_tree):
-        if in_tree is None and p.id in self._anchors:
+    def _roots_of(self, p, g):
+        if p.id in self._anchors and (g.same_provider or g.in_tree is None):
             return self._anchors[p.id]
         return (p.root,)
 
     # -- per group filters ------------------------------------------------------------
     @staticmethod
-    def _aggs_ok(g, p, root):
+    def _aggs_ok(g, p):
+        # A provider of the unsuffixed group inherits its own root's aggregates.
+        root = p if g.same_provider else p.root
         if g.member_of:
             def match(q):
                 return all(q.aggs & s for s in g.member_of)
@@ -103,9 +105,10 @@ class Search:
                 continue
             if not check_traits and g.forbidden and p.traits & g.forbidden:
                 continue
-            for root in self._roots_of(p, g.in_tree):
-                if self._aggs_ok(g, p, root):
-                    out.setdefault(root, []).append(p)
+            if not self._aggs_ok(g, p):
+                continue
+            for root in self._roots_of(p, g):
+                out.setdefault(root, []).append(p)
         return out
 
     # -- search -----------------------------------------------------------------------------
@@ -126,19 +129,25 @@ class Search:
         if self.root_required or self.root_forbidden:
             roots = {r for r in roots if self.root_required <= r.traits
                      and not (r.traits & self.root_forbidden)}
-        out = []
+        out, seen = [], set()
         unsuffixed = [i for i, s in enumerate(slots) if not s[0].same_provider]
         granular = [i for i, s in enumerate(slots) if s[0].same_provider]
         for root in sorted(roots, key=lambda r: r.id):
             choices = [s[2][root] for s in slots]
-            if len(slots) == 1 or all(len(c) == 1 for c in choices):
+            if all(len(c) == 1 for c in choices):
                 combos = [tuple(c[0] for c in choices)]
             else:
                 combos = itertools.product(*choices)
             for combo in combos:
                 found = self._check(slots, combo, unsuffixed, granular)
                 if found is not None:
-                    out.append(found)
+                    key = (tuple(sorted((p.id, tuple(sorted(r.items())))
+                                        for p, r in found[0].items())),
+                           tuple(sorted((s, tuple(q.id for q in ps))
+                                        for s, ps in found[1].items())))
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(found)
         return out
 
     def _check(self, slots, combo, unsuffixed, granular):

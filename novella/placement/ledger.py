@@ -22,6 +22,12 @@ from novella.db import placement_models as m
 
 STANDARD_CLASSES = tuple(os_resource_classes.STANDARDS)
 STANDARD_CLASS_SET = frozenset(STANDARD_CLASSES)
+_CLASS_RANK = {name: i for i, name in enumerate(STANDARD_CLASSES)}
+
+
+def class_order(names):
+    """Resource class names in catalogue order (standard first, then custom)."""
+    return sorted(names, key=lambda n: (_CLASS_RANK.get(n, len(_CLASS_RANK)), n))
 STANDARD_TRAITS = frozenset(os_traits.get_traits())
 _BOOT = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0, tzinfo=None)
 _CHUNK = 500
@@ -379,7 +385,7 @@ class Txn:
 
     def update_provider(self, p, name, parent):
         st = self.state
-        values = {"name": name, "updated_at": self.now, "generation": p.generation + 1}
+        values = {"name": name, "updated_at": self.now}
         moved = parent is not p.parent
         if moved:
             values["parent_id"] = parent.id if parent else None
@@ -387,7 +393,6 @@ class Txn:
         if st.by_name.get(p.name) is p:
             del st.by_name[p.name]
         p.name, p.updated = name, self.now
-        p.generation += 1
         st.by_name[name] = p
         self.providers.add(p.id)
         if moved:

@@ -87,6 +87,16 @@ class _Ledger:
         return self.app(environ, start_response)
 
 
+def _json_by_default(app):
+    """Answer JSON (errors included) unless the client asks for something else."""
+    def middleware(environ, start_response):
+        accept = environ.get("HTTP_ACCEPT")
+        if not accept or accept == "*/*":
+            environ["HTTP_ACCEPT"] = "application/json"
+        return app(environ, start_response)
+    return middleware
+
+
 def _engine(url):
     url = engine_mod.normalise_url(url)
     if url in ("sqlite://", "sqlite:///:memory:"):
@@ -114,6 +124,7 @@ def make_app(conf, sync_db=True):
         app = auth.keystone(app, conf)
     if conf.cors.allowed_origin:
         app = cors_mw.CORS(app, conf)
+    app = _json_by_default(app)
     app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
     app.ledger = ledger
     return app

@@ -185,7 +185,7 @@ def _render(req, st, found, groups, has_trees):
                for rc, inv in p.inv.items() if all_classes or rc in wanted}
         s = {"resources": res}
         if with_traits:
-            s["traits"] = sorted(p.traits)
+            s["traits"] = sorted(p.traits, key=lambda t: (t.startswith("CUSTOM_"), t))
         if nested:
             s["parent_provider_uuid"] = p.parent.uuid if p.parent else None
             s["root_provider_uuid"] = p.root.uuid

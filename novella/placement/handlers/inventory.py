@@ -1,7 +1,7 @@
 """/resource_providers/{uuid}/inventories[/{resource_class}]."""
 from novella.placement import base, schemas
 from novella.placement.handlers import check_generation, provider_or_404, provider_url
-from novella.placement.ledger import Inventory
+from novella.placement.ledger import Inventory, class_order
 
 P = "placement:resource_providers:inventories:"
 DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": schemas.MAX_INT, "step_size": 1,
@@ -31,7 +31,7 @@ def _check_classes(st, p, rcs, prefix):
 
 def _in_use(p, removed):
     """Resource classes of ``removed`` that have allocations on ``p``."""
-    return [rc for rc in removed if p.used.get(rc)]
+    return class_order(rc for rc in removed if p.used.get(rc))
 
 
 def _send_one(req, p, rc, status=200, location=None):

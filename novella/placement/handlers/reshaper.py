@@ -33,12 +33,14 @@ def reshape(req):
         except allocation._Refused as exc:
             raise base.bad_request("malformed reshaper data: %s" % exc.detail)
         for p, new in plan:
-            txn.set_inventories(p, new)
+            if new:
+                txn.set_inventories(p, dict(p.inv, **new))
         allocation._write(req, txn, requests, None)
-        for p, _new in plan:
-            busy = [rc for rc in p.used if rc not in p.inv]
+        for p, new in plan:
+            busy = [rc for rc in p.used if rc not in new]
             if busy:
                 raise base.conflict("update conflict: Inventory for '%s' on resource "
                                     "provider '%s' in use." % (", ".join(busy), p.uuid),
                                     base.INVENTORY_INUSE)
+            txn.set_inventories(p, new)
     return base.no_content(req)
