@@ -1,0 +1,298 @@
+"""Building one server on the host the scheduler chose (or an alternate).
+
+The composition, in order, and what each step undoes:
+
+    ClaimedAllocation     the scheduler's claim   | undo: free the allocation
+    CreateInstanceInCell  rows in the cell db     | undo: delete the server there
+    MapInstanceToCell     instance mapping        | undo: point it back where it was
+    DeleteBuildRequest    fails if the user deleted the server meanwhile
+    AddToServerGroup      group membership        | undo: leave the group
+    BuildOnHost           compute build, rescheduled to alternates on
+                          RescheduledException; when none is left the server
+                          is put in ERROR with a fault and no allocation
+"""
+import json
+import logging
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella import rpc
+from novella.compute import states
+from novella.conductor import utils
+from novella.conductor.tasks.base import Task
+from novella.db import api_models as am
+from novella.db import cell_models as cm
+from novella.db import cells as cells_mod
+from novella.db import records
+from novella.placement import client as placement_client
+
+LOG = logging.getLogger(__name__)
+
+CONDUCTOR_EVENT = "conductor_schedule_and_build_instances"
+_INSTANCE_COLUMNS = {c.key for c in cm.Instance.__table__.columns} - {"id", "deleted", "deleted_at"}
+_BDM_COLUMNS = {c.key for c in cm.BlockDeviceMapping.__table__.columns} - {
+    "id", "instance_uuid", "deleted", "deleted_at", "created_at", "updated_at"}
+
+
+class BuildRequestNotFound(Exception):
+    """The server was deleted by its user before it reached its cell."""
+
+
+class MaxRetriesExceeded(Exception):
+    code = 500
+
+    def __init__(self, instance_uuid):
+        self.message = ("Exceeded maximum number of retries. Exhausted all hosts available "
+                        f"for retrying build failures for instance {instance_uuid}.")
+        super().__init__(self.message)
+
+
+class Build:
+    """What the build of one server knows, shared by its tasks."""
+
+    def __init__(self, conf, api_db, placement, ctxt, instance_uuid, request_spec, host_list,
+                 build_request, requested_networks=None, launch_index=0):
+        self.conf = conf
+        self.api_db = api_db
+        self.placement = placement
+        self.ctxt = ctxt
+        self.instance_uuid = instance_uuid
+        self.request_spec = request_spec
+        self.host_list = host_list[:conf.scheduler.max_attempts]
+        self.build_request = build_request  # {"instance": {...}, "block_device_mappings": [...], "tags": [...]}
+        self.requested_networks = requested_networks
+        self.launch_index = launch_index
+        self.selection = self.host_list[0]
+        self.cell = cell_by_uuid(api_db, self.selection["cell_uuid"])
+        self.cell_db = cells_mod.cell_database(self.cell)
+        self.failed_hosts = []
+
+    @property
+    def project_id(self):
+        return self.request_spec.get("project_id") or self.ctxt.project_id
+
+    @property
+    def user_id(self):
+        return self.request_spec.get("user_id") or self.ctxt.user_id
+
+
+def cell_by_uuid(api_db, cell_uuid):
+    with api_db.session() as s:
+        return s.scalars(sa.select(am.CellMapping).where(am.CellMapping.uuid == cell_uuid)).one()
+
+
+def build_tasks(b):
+    """The steps of building server ``b`` (a Build), in order."""
+    return [
+        ClaimedAllocation(b),
+        CreateInstanceInCell(b),
+        MapInstanceToCell(b),
+        DeleteBuildRequest(b),
+        AddToServerGroup(b),
+        BuildOnHost(b),
+    ]
+
+
+class BuildTask(Task):
+    def __init__(self, build):
+        self.b = build
+
+
+class ClaimedAllocation(BuildTask):
+    """The scheduler claimed the first selection; nothing to do but to own it."""
+
+    def execute(self):
+        pass
+
+    def rollback(self, exc):
+        self.b.placement.delete_allocations(self.b.instance_uuid)
+
+
+class CreateInstanceInCell(BuildTask):
+    def execute(self):
+        b = self.b
+        create_instance(b.cell_db, b.ctxt, b.instance_uuid, b.build_request, b.request_spec,
+                        vm_state=states.BUILDING, task_state=states.task_states.SCHEDULING,
+                        launch_index=b.launch_index,
+                        availability_zone=utils.host_availability_zone(
+                            b.api_db, b.selection["service_host"],
+                            b.conf.default_availability_zone))
+        records.start_action(b.cell_db, b.ctxt, b.instance_uuid, "create")
+
+    def rollback(self, exc):
+        soft_delete_instance(self.b.cell_db, self.b.instance_uuid)
+
+
+class MapInstanceToCell(BuildTask):
+    def execute(self):
+        self.previous = map_instance(self.b.api_db, self.b.instance_uuid, self.b.cell.id)
+
+    def rollback(self, exc):
+        map_instance(self.b.api_db, self.b.instance_uuid, self.previous)
+
+
+class DeleteBuildRequest(BuildTask):
+    def execute(self):
+        if not delete_build_request(self.b.api_db, self.b.instance_uuid):
+            raise BuildRequestNotFound(f"Build request for {self.b.instance_uuid} is gone")
+
+
+class AddToServerGroup(BuildTask):
+    def execute(self):
+        group = self.b.request_spec.get("instance_group") or {}
+        self.added = bool(group.get("uuid")) and add_group_member(
+            self.b.api_db, group["uuid"], self.b.instance_uuid)
+
+    def rollback(self, exc):
+        if self.added:
+            remove_group_member(self.b.api_db, self.b.request_spec["instance_group"]["uuid"],
+                                self.b.instance_uuid)
+
+
+class BuildOnHost(BuildTask):
+    """Ask compute to build; on RescheduledException free the claim, claim the next alternate."""
+
+    def execute(self):
+        b = self.b
+        try:
+            with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT):
+                self._build_with_alternates()
+        except (MaxRetriesExceeded, rpc.RemoteError, rpc.Timeout) as exc:
+            # The host list is spent or the build failed for good: ERROR, nothing held.
+            b.placement.delete_allocations(b.instance_uuid)
+            try:
+                records.update_instance(b.cell_db, b.instance_uuid, vm_state=states.ERROR,
+                                        task_state=None, host=None, node=None)
+            except records.InstanceNotFound:
+                return  # deleted by its user meanwhile
+            records.add_fault(b.cell_db, b.instance_uuid, exc)
+        finally:
+            records.finish_action(b.cell_db, b.ctxt, b.instance_uuid)
+
+    def _build_with_alternates(self):
+        b = self.b
+        for attempt, sel in enumerate(b.host_list):
+            if attempt and not self._claim(sel):
+                continue
+            b.selection = sel
+            records.update_instance(b.cell_db, b.instance_uuid, host=sel["service_host"],
+                                    node=sel["nodename"])
+            try:
+                utils.compute_api(b.cell, b.conf.long_rpc_timeout).build_and_run_instance(
+                    b.ctxt, sel["service_host"], instance_uuid=b.instance_uuid,
+                    request_spec=b.request_spec, node=sel["nodename"],
+                    allocations=sel["allocation_request"]["allocations"],
+                    requested_networks=b.requested_networks,
+                    block_device_mappings=b.build_request.get("block_device_mappings") or [])
+                return
+            except rpc.RemoteError as exc:
+                if exc.exc_type != "RescheduledException":
+                    raise
+                LOG.info("build of %s on %s rescheduled: %s", b.instance_uuid,
+                         sel["service_host"], exc.message)
+            b.failed_hosts.append(sel["service_host"])
+            b.placement.delete_allocations(b.instance_uuid)
+            records.update_instance(b.cell_db, b.instance_uuid, host=None, node=None,
+                                    task_state=states.task_states.SCHEDULING)
+        raise MaxRetriesExceeded(b.instance_uuid)
+
+    def _claim(self, sel):
+        """Claim an alternate's allocation request; False if placement refuses it."""
+        b = self.b
+        request = sel["allocation_request"]
+        try:
+            b.placement.put_allocations(b.instance_uuid, request["allocations"], b.project_id,
+                                        b.user_id, consumer_generation=None,
+                                        mappings=request.get("mappings"))
+            return True
+        except placement_client.Conflict as exc:
+            LOG.info("alternate %s for %s refused: %s", sel["service_host"], b.instance_uuid, exc)
+            return False
+
+
+# --- rows -----------------------------------------------------------------------------
+
+def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, **values):
+    """The server's rows in a cell: instance, extra (flavor), metadata, tags, BDMs, info cache."""
+    fields = dict(build_request.get("instance") or {})
+    flavor = fields.get("flavor") or request_spec.get("flavor") or {}
+    row = {k: v for k, v in fields.items() if k in _INSTANCE_COLUMNS}
+    row.update(uuid=instance_uuid,
+               project_id=fields.get("project_id") or request_spec.get("project_id") or ctxt.project_id,
+               user_id=fields.get("user_id") or request_spec.get("user_id") or ctxt.user_id,
+               power_state=states.power_state.NOSTATE, host=None, node=None,
+               memory_mb=flavor.get("memory_mb", 0), vcpus=flavor.get("vcpus", 0),
+               root_gb=flavor.get("root_gb", 0), ephemeral_gb=flavor.get("ephemeral_gb", 0))
+    if flavor.get("id") is not None:
+        row.setdefault("instance_type_id", flavor["id"])
+    for key in ("created_at", "updated_at", "launched_at", "terminated_at"):
+        row.pop(key, None)  # JSON strings; the row keeps its own timestamps
+    row.update(values)
+    if row.get("availability_zone") is None and fields.get("availability_zone"):
+        row["availability_zone"] = fields["availability_zone"]
+    with cell_db.session(write=True) as s:
+        s.add(cm.Instance(**row))
+        s.add(cm.InstanceExtra(instance_uuid=instance_uuid,
+                               flavor=json.dumps({"cur": flavor, "old": None, "new": None})))
+        s.add(cm.InstanceInfoCache(instance_uuid=instance_uuid, network_info="[]"))
+        for key, value in (fields.get("metadata") or {}).items():
+            s.add(cm.InstanceMetadata(instance_uuid=instance_uuid, key=key, value=value))
+        for tag in sorted(set(build_request.get("tags") or [])):
+            s.add(cm.Tag(resource_id=instance_uuid, tag=tag))
+        for bdm in build_request.get("block_device_mappings") or []:
+            cols = {k: v for k, v in bdm.items() if k in _BDM_COLUMNS}
+            cols.setdefault("uuid", str(uuid_mod.uuid4()))
+            if isinstance(cols.get("connection_info"), dict):
+                cols["connection_info"] = json.dumps(cols["connection_info"])
+            s.add(cm.BlockDeviceMapping(instance_uuid=instance_uuid, **cols))
+
+
+def soft_delete_instance(cell_db, instance_uuid):
+    """Mark the server deleted, as a user's delete would."""
+    with cell_db.session(write=True) as s:
+        inst = s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == instance_uuid,
+                                                      cm.Instance.deleted == 0)).first()
+        if inst is None:
+            return
+        now = records.utcnow()
+        inst.deleted, inst.deleted_at = inst.id, now
+        inst.vm_state, inst.task_state, inst.terminated_at = states.DELETED, None, now
+        s.execute(sa.update(cm.BlockDeviceMapping)
+                  .where(cm.BlockDeviceMapping.instance_uuid == instance_uuid,
+                         cm.BlockDeviceMapping.deleted == 0)
+                  .values(deleted=cm.BlockDeviceMapping.id, deleted_at=now))
+
+
+def map_instance(api_db, instance_uuid, cell_id):
+    """Point the instance mapping at a cell; return the cell id it had."""
+    with api_db.session(write=True) as s:
+        im = s.scalars(sa.select(am.InstanceMapping).where(
+            am.InstanceMapping.instance_uuid == instance_uuid)).first()
+        if im is None:
+            return None
+        previous, im.cell_id = im.cell_id, cell_id
+        return previous
+
+
+def delete_build_request(api_db, instance_uuid):
+    """Delete the build request; False if it was already gone."""
+    with api_db.session(write=True) as s:
+        return s.execute(sa.delete(am.BuildRequest).where(
+            am.BuildRequest.instance_uuid == instance_uuid)).rowcount > 0
+
+
+def add_group_member(api_db, group_uuid, instance_uuid):
+    with api_db.session(write=True) as s:
+        group = s.scalars(sa.select(am.InstanceGroup).where(am.InstanceGroup.uuid == group_uuid)).first()
+        if group is None or any(m.instance_uuid == instance_uuid for m in group.members):
+            return False
+        group.members.append(am.InstanceGroupMember(instance_uuid=instance_uuid))
+        return True
+
+
+def remove_group_member(api_db, group_uuid, instance_uuid):
+    with api_db.session(write=True) as s:
+        group = s.scalars(sa.select(am.InstanceGroup).where(am.InstanceGroup.uuid == group_uuid)).first()
+        if group is not None:
+            group.members = [m for m in group.members if m.instance_uuid != instance_uuid]
