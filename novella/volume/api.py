@@ -1,0 +1,257 @@
+"""The volume service client: volumes and their attachments to servers on hosts.
+
+Attachments follow Cinder's attachments API (3.44 style), the flow a compute
+host uses to attach a volume or to move it between hosts:
+
+    a = volume_api.attachment_create(ctxt, vol_id, instance_uuid)     # reserved
+    a = volume_api.attachment_update(ctxt, a["id"], connector)        # attaching, connection_info
+    volume_api.attachment_complete(ctxt, a["id"])                     # attached; volume in-use
+    volume_api.attachment_delete(ctxt, a["id"])                       # volume available again
+
+A volume attached to a server may get a second attachment for the same
+server (the destination of a move) even when it is not multiattach; the old
+one is deleted when the move is confirmed, the new one when it is reverted.
+The volume's ``status`` and ``attach_status`` always follow from its live
+attachments.
+"""
+import datetime
+import uuid
+
+import sqlalchemy as sa
+
+from novella.db.engine import Database
+from novella.volume import models
+
+ATTACHABLE = ("available", "reserved", "attaching", "in-use")
+
+
+class VolumeError(Exception):
+    code = 400
+
+
+class VolumeNotFound(VolumeError):
+    code = 404
+
+
+class AttachmentNotFound(VolumeError):
+    code = 404
+
+
+class VolumeConflict(VolumeError):
+    """The volume or attachment is not in a state that allows the operation."""
+    code = 409
+
+
+def _iso(value):
+    return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
+def _now():
+    return datetime.datetime.utcnow()
+
+
+def _attachment_dict(a):
+    return {"id": a.id, "volume_id": a.volume_id, "instance": a.instance_uuid,
+            "status": a.attach_status, "attached_host": a.attached_host,
+            "mountpoint": a.mountpoint, "attach_mode": a.attach_mode,
+            "connector": a.connector, "connection_info": a.connection_info,
+            "attached_at": _iso(a.attach_time), "detached_at": _iso(a.detach_time)}
+
+
+class VolumeAPI:
+    def __init__(self, db, image_api=None):
+        self.db = db if isinstance(db, Database) else Database(db)
+        self.image_api = image_api
+        models.Base.metadata.create_all(self.db.engine)
+
+    # --- volumes -----------------------------------------------------------------
+    def _volume_dict(self, s, v):
+        live = self._live_attachments(s, v.id)
+        return {"id": v.id, "name": v.name, "description": v.description, "size": v.size,
+                "status": v.status, "attach_status": v.attach_status,
+                "availability_zone": v.availability_zone, "volume_type": v.volume_type,
+                "project_id": v.project_id, "user_id": v.user_id, "bootable": v.bootable,
+                "multiattach": v.multiattach,
+                "volume_image_metadata": dict(v.volume_image_metadata or {}),
+                "created_at": _iso(v.created_at), "updated_at": _iso(v.updated_at),
+                "attachments": [{"id": a.id, "attachment_id": a.id, "volume_id": v.id,
+                                 "server_id": a.instance_uuid, "host_name": a.attached_host,
+                                 "device": a.mountpoint, "attached_at": _iso(a.attach_time)}
+                                for a in live if a.attach_status == "attached"]}
+
+    def create(self, ctxt, size, name=None, description=None, image_id=None,
+               availability_zone=None, volume_type=None, multiattach=False, id=None):  # noqa: A002
+        """A new volume, ``available`` at once; from an image it is bootable."""
+        if int(size) <= 0:
+            raise VolumeError("size must be a positive number of GiB")
+        meta = None
+        if image_id:
+            meta = {"image_id": image_id}
+            if self.image_api is not None:
+                image = self.image_api.get(ctxt, image_id)
+                meta.update(image["properties"], image_name=image["name"],
+                            min_disk=image["min_disk"], min_ram=image["min_ram"])
+        v = models.Volume(id=id or str(uuid.uuid4()), name=name, description=description,
+                          size=int(size), status="available", attach_status="detached",
+                          availability_zone=availability_zone or "nova", volume_type=volume_type,
+                          project_id=getattr(ctxt, "project_id", None),
+                          user_id=getattr(ctxt, "user_id", None), bootable=bool(image_id),
+                          multiattach=multiattach, volume_image_metadata=meta)
+        with self.db.session(write=True) as s:
+            s.add(v)
+            s.flush()
+            return self._volume_dict(s, v)
+
+    def _volume(self, s, volume_id):
+        v = s.get(models.Volume, volume_id)
+        if v is None or v.deleted:
+            raise VolumeNotFound(f"volume {volume_id} could not be found")
+        return v
+
+    def get(self, ctxt, volume_id):
+        with self.db.session() as s:
+            return self._volume_dict(s, self._volume(s, volume_id))
+
+    def list(self, ctxt, filters=None):
+        with self.db.session() as s:
+            q = sa.select(models.Volume).where(models.Volume.deleted.is_(False))
+            if ctxt is not None and not ctxt.is_admin:
+                q = q.where(models.Volume.project_id == ctxt.project_id)
+            for key, value in (filters or {}).items():
+                q = q.where(getattr(models.Volume, key) == value)
+            rows = s.scalars(q.order_by(models.Volume.created_at, models.Volume.id)).all()
+            return [self._volume_dict(s, v) for v in rows]
+
+    def delete(self, ctxt, volume_id):
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id)
+            if v.status not in ("available", "error") or self._live_attachments(s, v.id):
+                raise VolumeConflict(f"volume {volume_id} is {v.status}; only an available "
+                                     "volume without attachments can be deleted")
+            v.status, v.deleted, v.deleted_at = "deleted", True, _now()
+
+    def begin_detaching(self, ctxt, volume_id):
+        self._transition(volume_id, ("in-use",), "detaching")
+
+    def roll_detaching(self, ctxt, volume_id):
+        self._transition(volume_id, ("detaching",), "in-use")
+
+    def _transition(self, volume_id, expected, status):
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id)
+            if v.status not in expected:
+                raise VolumeConflict(f"volume {volume_id} is {v.status}, not {'/'.join(expected)}")
+            v.status = status
+
+    # --- attachments -------------------------------------------------------------
+    @staticmethod
+    def _live_attachments(s, volume_id):
+        return s.scalars(sa.select(models.VolumeAttachment).where(
+            models.VolumeAttachment.volume_id == volume_id,
+            models.VolumeAttachment.deleted.is_(False)).order_by(
+            models.VolumeAttachment.created_at, models.VolumeAttachment.id)).all()
+
+    def _refresh(self, s, v):
+        """Derive the volume's status from its live attachments."""
+        states = {a.attach_status for a in self._live_attachments(s, v.id)}
+        if "attached" in states:
+            v.attach_status = "attached"
+            if v.status != "detaching":
+                v.status = "in-use"
+        elif "attaching" in states:
+            v.status = v.attach_status = "attaching"
+        elif "reserved" in states:
+            v.status = v.attach_status = "reserved"
+        else:
+            v.status, v.attach_status = "available", "detached"
+
+    def _attachment(self, s, attachment_id):
+        a = s.get(models.VolumeAttachment, attachment_id)
+        if a is None or a.deleted:
+            raise AttachmentNotFound(f"attachment {attachment_id} could not be found")
+        return a
+
+    def attachment_create(self, ctxt, volume_id, instance_uuid, connector=None, mountpoint=None):
+        """Reserve the volume for a server; with a connector, also connect it."""
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id)
+            others = {a.instance_uuid for a in self._live_attachments(s, v.id)} - {instance_uuid}
+            if v.status not in ATTACHABLE or (others and not v.multiattach):
+                raise VolumeConflict(f"volume {volume_id} ({v.status}) is attached to another "
+                                     "server or cannot be attached")
+            a = models.VolumeAttachment(id=str(uuid.uuid4()), volume_id=v.id,
+                                        instance_uuid=instance_uuid, attach_status="reserved",
+                                        mountpoint=mountpoint)
+            s.add(a)
+            if connector is not None:
+                self._connect(a, v, connector, mountpoint)
+            s.flush()
+            self._refresh(s, v)
+            return _attachment_dict(a)
+
+    @staticmethod
+    def _connect(a, v, connector, mountpoint):
+        a.connector = dict(connector)
+        a.attached_host = connector.get("host")
+        a.mountpoint = mountpoint or a.mountpoint or connector.get("mountpoint")
+        a.attach_status = "attaching"
+        # The simulated backend: the host reaches the volume by its id.
+        a.connection_info = {"driver_volume_type": "simulated",
+                             "data": {"volume_id": v.id, "attachment_id": a.id,
+                                      "target_host": a.attached_host,
+                                      "access_mode": a.attach_mode,
+                                      "device_path": f"/dev/disk/by-id/novella-{v.id}"}}
+
+    def attachment_update(self, ctxt, attachment_id, connector, mountpoint=None):
+        """Connect a reserved attachment to the host named in ``connector``."""
+        with self.db.session(write=True) as s:
+            a = self._attachment(s, attachment_id)
+            if a.attach_status not in ("reserved", "attaching"):
+                raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}")
+            v = self._volume(s, a.volume_id)
+            self._connect(a, v, connector, mountpoint)
+            s.flush()
+            self._refresh(s, v)
+            return _attachment_dict(a)
+
+    def attachment_complete(self, ctxt, attachment_id):
+        """The host has the volume: attachment attached, volume in-use."""
+        with self.db.session(write=True) as s:
+            a = self._attachment(s, attachment_id)
+            if a.attach_status == "attached":
+                return _attachment_dict(a)
+            if a.attach_status != "attaching":
+                raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}; "
+                                     "update it with a connector first")
+            a.attach_status, a.attach_time = "attached", _now()
+            s.flush()
+            self._refresh(s, self._volume(s, a.volume_id))
+            return _attachment_dict(a)
+
+    def attachment_delete(self, ctxt, attachment_id):
+        with self.db.session(write=True) as s:
+            a = self._attachment(s, attachment_id)
+            a.deleted, a.attach_status, a.detach_time = True, "detached", _now()
+            s.flush()
+            v = s.get(models.Volume, a.volume_id)
+            if v.status == "detaching":
+                v.status = "in-use"  # let the attachments decide
+            self._refresh(s, v)
+
+    def attachment_get(self, ctxt, attachment_id):
+        with self.db.session() as s:
+            return _attachment_dict(self._attachment(s, attachment_id))
+
+    def attachment_list(self, ctxt, volume_id=None, instance_uuid=None):
+        """Live attachments, by volume and/or server."""
+        with self.db.session() as s:
+            q = sa.select(models.VolumeAttachment).where(models.VolumeAttachment.deleted.is_(False))
+            if volume_id:
+                q = q.where(models.VolumeAttachment.volume_id == volume_id)
+            if instance_uuid:
+                q = q.where(models.VolumeAttachment.instance_uuid == instance_uuid)
+            rows = s.scalars(q.order_by(models.VolumeAttachment.created_at,
+                                        models.VolumeAttachment.id)).all()
+            return [_attachment_dict(a) for a in rows]
+
+    get_attachments = attachment_list

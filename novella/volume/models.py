@@ -1,0 +1,56 @@
+"""The embedded volume service's own database (Cinder's volumes and attachments)."""
+import datetime
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+
+def _now():
+    return datetime.datetime.utcnow()
+
+
+class Base(orm.DeclarativeBase):
+    pass
+
+
+class Volume(Base):
+    __tablename__ = "volumes"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    description: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    size: orm.Mapped[int] = orm.mapped_column()
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    attach_status: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="detached")
+    availability_zone: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    volume_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    bootable: orm.Mapped[bool] = orm.mapped_column(default=False)
+    multiattach: orm.Mapped[bool] = orm.mapped_column(default=False)
+    # The image a bootable volume was created from (its id and properties).
+    volume_image_metadata: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
+    deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    deleted: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class VolumeAttachment(Base):
+    __tablename__ = "volume_attachment"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    volume_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("volumes.id"), index=True)
+    instance_uuid: orm.Mapped[str | None] = orm.mapped_column(sa.String(36), index=True)
+    attached_host: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    mountpoint: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    # reserved -> attaching -> attached; detached once deleted.
+    attach_status: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    attach_mode: orm.Mapped[str] = orm.mapped_column(sa.String(36), default="rw")
+    connector: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
+    connection_info: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
+    attach_time: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    detach_time: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
+    deleted: orm.Mapped[bool] = orm.mapped_column(default=False)

@@ -1,0 +1,128 @@
+import pytest
+
+from novella.image.api import ImageAPI
+from novella.volume import api, models
+
+CONNECTOR = {"host": "host1", "initiator": "iqn.2024-01.org.novella:host1"}
+
+
+@pytest.fixture
+def volumes(db_url):
+    return api.VolumeAPI(db_url)
+
+
+def state(volumes, volume_id):
+    with volumes.db.session() as s:
+        v = s.get(models.Volume, volume_id)
+        atts = s.query(models.VolumeAttachment).filter_by(volume_id=volume_id).all()
+        return v.status, v.attach_status, sorted((a.attach_status, a.deleted) for a in atts)
+
+
+def test_create_get_list_delete(volumes, ctxt):
+    v = volumes.create(ctxt, 2, name="data")
+    assert v["status"] == "available" and v["attach_status"] == "detached"
+    assert not v["bootable"] and v["project_id"] == "p1"
+    assert [x["id"] for x in volumes.list(ctxt)] == [v["id"]]
+    volumes.delete(ctxt, v["id"])
+    with volumes.db.session() as s:
+        row = s.get(models.Volume, v["id"])
+        assert row.deleted and row.status == "deleted"
+    with pytest.raises(api.VolumeNotFound):
+        volumes.get(ctxt, v["id"])
+
+
+def test_bootable_volume_from_image(db_url, tmp_path, ctxt):
+    images = ImageAPI(db_url, str(tmp_path / "images"))
+    image = images.create(ctxt, name="cirros", min_disk=1, hw_disk_bus="virtio")
+    volumes = api.VolumeAPI(db_url, image_api=images)
+    v = volumes.create(ctxt, 1, image_id=image["id"])
+    assert v["bootable"]
+    assert v["volume_image_metadata"]["image_id"] == image["id"]
+    assert v["volume_image_metadata"]["hw_disk_bus"] == "virtio"
+
+
+def test_attach_flow(volumes, ctxt):
+    v = volumes.create(ctxt, 1)
+    a = volumes.attachment_create(ctxt, v["id"], "inst-1")
+    assert a["status"] == "reserved" and a["connection_info"] is None
+    assert state(volumes, v["id"]) == ("reserved", "reserved", [("reserved", False)])
+    a = volumes.attachment_update(ctxt, a["id"], CONNECTOR, mountpoint="/dev/vdb")
+    assert a["attached_host"] == "host1"
+    assert a["connection_info"]["data"]["volume_id"] == v["id"]
+    assert state(volumes, v["id"]) == ("attaching", "attaching", [("attaching", False)])
+    volumes.attachment_complete(ctxt, a["id"])
+    assert state(volumes, v["id"]) == ("in-use", "attached", [("attached", False)])
+    shown = volumes.get(ctxt, v["id"])
+    assert shown["attachments"][0]["server_id"] == "inst-1"
+    assert shown["attachments"][0]["host_name"] == "host1"
+    with pytest.raises(api.VolumeConflict):
+        volumes.delete(ctxt, v["id"])
+    volumes.attachment_delete(ctxt, a["id"])
+    assert state(volumes, v["id"]) == ("available", "detached", [("detached", True)])
+    assert volumes.attachment_list(ctxt, volume_id=v["id"]) == []
+
+
+def test_attachment_create_with_connector_connects(volumes, ctxt):
+    v = volumes.create(ctxt, 1)
+    a = volumes.attachment_create(ctxt, v["id"], "inst-1", connector=CONNECTOR)
+    assert a["status"] == "attaching" and a["connection_info"]
+    volumes.attachment_complete(ctxt, a["id"])
+    assert state(volumes, v["id"])[0] == "in-use"
+
+
+def test_complete_needs_a_connector(volumes, ctxt):
+    v = volumes.create(ctxt, 1)
+    a = volumes.attachment_create(ctxt, v["id"], "inst-1")
+    with pytest.raises(api.VolumeConflict):
+        volumes.attachment_complete(ctxt, a["id"])
+    assert state(volumes, v["id"])[0] == "reserved"
+
+
+def test_other_server_cannot_attach_unless_multiattach(volumes, ctxt):
+    v = volumes.create(ctxt, 1)
+    volumes.attachment_create(ctxt, v["id"], "inst-1", connector=CONNECTOR)
+    with pytest.raises(api.VolumeConflict):
+        volumes.attachment_create(ctxt, v["id"], "inst-2")
+    assert len(volumes.attachment_list(ctxt, volume_id=v["id"])) == 1
+    shared = volumes.create(ctxt, 1, multiattach=True)
+    volumes.attachment_create(ctxt, shared["id"], "inst-1")
+    volumes.attachment_create(ctxt, shared["id"], "inst-2")
+    assert len(volumes.attachment_list(ctxt, volume_id=shared["id"])) == 2
+
+
+def test_move_keeps_volume_in_use_across_two_attachments(volumes, ctxt):
+    """Source attachment stays attached while the destination's is built; confirm drops the old."""
+    v = volumes.create(ctxt, 1)
+    src = volumes.attachment_create(ctxt, v["id"], "inst-1", connector=CONNECTOR)
+    volumes.attachment_complete(ctxt, src["id"])
+    dst = volumes.attachment_create(ctxt, v["id"], "inst-1")
+    assert state(volumes, v["id"]) == ("in-use", "attached", [("attached", False), ("reserved", False)])
+    volumes.attachment_update(ctxt, dst["id"], {"host": "host2"})
+    volumes.attachment_complete(ctxt, dst["id"])
+    volumes.attachment_delete(ctxt, src["id"])
+    assert state(volumes, v["id"]) == ("in-use", "attached", [("attached", False), ("detached", True)])
+    [live] = volumes.attachment_list(ctxt, instance_uuid="inst-1")
+    assert live["id"] == dst["id"] and live["attached_host"] == "host2"
+
+
+def test_revert_deletes_the_destination_attachment(volumes, ctxt):
+    v = volumes.create(ctxt, 1)
+    src = volumes.attachment_create(ctxt, v["id"], "inst-1", connector=CONNECTOR)
+    volumes.attachment_complete(ctxt, src["id"])
+    dst = volumes.attachment_create(ctxt, v["id"], "inst-1", connector={"host": "host2"})
+    volumes.attachment_delete(ctxt, dst["id"])
+    assert state(volumes, v["id"])[:2] == ("in-use", "attached")
+    assert [a["id"] for a in volumes.attachment_list(ctxt, volume_id=v["id"])] == [src["id"]]
+
+
+def test_detaching_round_trip(volumes, ctxt):
+    v = volumes.create(ctxt, 1)
+    a = volumes.attachment_create(ctxt, v["id"], "inst-1", connector=CONNECTOR)
+    volumes.attachment_complete(ctxt, a["id"])
+    volumes.begin_detaching(ctxt, v["id"])
+    assert state(volumes, v["id"])[0] == "detaching"
+    volumes.roll_detaching(ctxt, v["id"])
+    assert state(volumes, v["id"])[0] == "in-use"
+    volumes.begin_detaching(ctxt, v["id"])
+    volumes.attachment_delete(ctxt, a["id"])
+    assert state(volumes, v["id"])[:2] == ("available", "detached")
