@@ -215,5 +215,7 @@ def print_table(title, rows, headers=("metric", "novella", "reference", "ratio")
 
 def machine_line():
     import platform
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.machine()}")
+            f"Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
+            f"load average {load}")
