@@ -8,6 +8,8 @@ api_opts = [
     cfg.StrOpt("compute_link_prefix"),
     cfg.BoolOpt("list_records_by_skipping_down_cells", default=True),
     cfg.IntOpt("instance_list_per_project_cells", default=0),
+    cfg.BoolOpt("enable_instance_password", default=True,
+                help="Return the server's admin password in the create response."),
 ]
 wsgi_opts = [
     cfg.StrOpt("osapi_compute_listen", default="127.0.0.1"),

@@ -1,0 +1,78 @@
+"""Helpers every handler shares: paging, query values, timestamps."""
+import datetime
+
+from novella.api.compute import errors, validation
+
+
+def limit_and_marker(req, max_limit=None):
+    """(limit, marker) from the query; limit capped at ``[api] max_limit``."""
+    cap = req.api.conf.api.max_limit if max_limit is None else max_limit
+    limit = req.GET.get("limit")
+    if limit is None:
+        limit = cap
+    else:
+        try:
+            limit = int(limit)
+        except ValueError:
+            raise errors.BadRequest("limit param must be an integer")
+        if limit < 0:
+            raise errors.BadRequest("limit param must be positive")
+        limit = min(limit, cap)
+    return limit, req.GET.get("marker")
+
+
+def next_link(req, collection_parts, items, limit, id_key="id", name=None):
+    """``[{"rel": "next", "href": ...}]`` when a full page was returned."""
+    if not items or len(items) < limit:
+        return []
+    query = [(k, v) for k, v in req.GET.items() if k != "marker"]
+    query.append(("marker", items[-1][id_key]))
+    from urllib.parse import urlencode
+    return [{"rel": "next", "href": req.self_link(*collection_parts) + "?" + urlencode(query)}]
+
+
+def parse_time(value, param):
+    """An ISO 8601 timestamp from the query, as naive UTC; 400 if malformed."""
+    try:
+        ts = datetime.datetime.fromisoformat(value.strip().replace(" ", "+"))
+    except (ValueError, AttributeError):
+        raise errors.BadRequest(f"Invalid input for query parameters {param}. "
+                                f"Value: {value}. '{value}' is not a 'date-time'")
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return ts
+
+
+def iso(ts):
+    """Timestamps as the reference prints them (no fractional seconds, Z)."""
+    if ts is None:
+        return None
+    if isinstance(ts, str):
+        return ts
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_usec(ts):
+    """Timestamps with microseconds (instance actions, migrations, services)."""
+    if ts is None:
+        return None
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def flag(req, name, default=False):
+    value = req.GET.get(name)
+    if value is None:
+        return default
+    return validation.to_bool(value)
+
+
+def changes_window(req):
+    """(changes-since, changes-before) from the query, checked for order."""
+    since = req.GET.get("changes-since")
+    before = req.GET.get("changes-before") if req.at_least("2.66") else None
+    since = parse_time(since, "changes-since") if since else None
+    before = parse_time(before, "changes-before") if before else None
+    if since and before and since > before:
+        raise errors.BadRequest("The value of changes-since must be less than "
+                                "or equal to changes-before.")
+    return since, before

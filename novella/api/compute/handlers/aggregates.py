@@ -1,0 +1,211 @@
+"""/os-aggregates: host aggregates, their hosts and metadata.
+
+The ``availability_zone`` metadata key makes an aggregate an availability
+zone; a host may only be in one zone. When the API was built with an
+``aggregate_hook`` the host membership is mirrored through it (placement
+aggregates).
+"""
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella.api.compute import common, errors, hosts, validation as v
+from novella.db import api_models as am, cell_models as cm
+
+P = "os_compute_api:os-aggregates:"
+_az = {"type": ["string", "null"], "minLength": 1, "maxLength": 255,
+       "pattern": r"^[^:]*$"}
+_name = v.name_with_spaces
+CREATE = v.obj({"aggregate": v.obj({"name": _name, "availability_zone": _az}, ["name"])}, ["aggregate"])
+UPDATE = v.obj({"aggregate": {**v.obj({"name": _name, "availability_zone": _az}), "minProperties": 1}},
+               ["aggregate"])
+_host = v.obj({"host": {"type": "string", "minLength": 1, "maxLength": 255}}, ["host"])
+ACTIONS = {
+    "add_host": v.obj({"add_host": _host}, ["add_host"]),
+    "remove_host": v.obj({"remove_host": _host}, ["remove_host"]),
+    "set_metadata": v.obj({"set_metadata": v.obj({"metadata": {
+        "type": "object", "patternProperties": {
+            r"^[a-zA-Z0-9-_:. /]{1,255}$": {"type": ["string", "null"], "maxLength": 255}},
+        "additionalProperties": False}}, ["metadata"])}, ["set_metadata"]),
+}
+
+
+def _zone(agg):
+    return next((m.value for m in agg.metadata_items if m.key == "availability_zone"), None)
+
+
+def view(req, agg, full=True):
+    out = {"availability_zone": _zone(agg), "created_at": common.iso_usec(agg.created_at),
+           "deleted": False, "deleted_at": None, "id": agg.id, "name": agg.name,
+           "updated_at": common.iso_usec(agg.updated_at)}
+    if req.at_least("2.41"):
+        out["uuid"] = agg.uuid
+    if full:
+        out["hosts"] = [h.host for h in agg.hosts]
+        out["metadata"] = {m.key: m.value for m in agg.metadata_items}
+    return out
+
+
+def _get(s, aggregate_id):
+    try:
+        agg = s.get(am.Aggregate, int(aggregate_id))
+    except ValueError:
+        agg = None
+    if agg is None:
+        raise errors.NotFound(f"Aggregate {aggregate_id} could not be found.")
+    return agg
+
+
+def _check_zone_name(req, zone):
+    if zone == req.api.conf.internal_service_availability_zone:
+        raise errors.BadRequest("Aggregates cannot be put in the internal availability zone.")
+
+
+def _zone_conflicts(s, agg, hosts_, zone):
+    """Zones other aggregates give ``hosts_`` that differ from ``zone``."""
+    if zone is None or not hosts_:
+        return set()
+    q = (sa.select(am.AggregateMetadata.value)
+         .join(am.AggregateHost, am.AggregateHost.aggregate_id == am.AggregateMetadata.aggregate_id)
+         .where(am.AggregateMetadata.key == "availability_zone",
+                am.AggregateHost.host.in_(hosts_), am.AggregateMetadata.aggregate_id != agg.id))
+    return {z for z in s.scalars(q) if z != zone}
+
+
+def _set_metadata(s, agg, metadata):
+    items = {m.key: m for m in agg.metadata_items}
+    for key, value in metadata.items():
+        if value is None:
+            if key in items:
+                agg.metadata_items.remove(items.pop(key))
+        elif key in items:
+            items[key].value = value
+        else:
+            agg.metadata_items.append(am.AggregateMetadata(key=key, value=value))
+
+
+def index(req):
+    req.authorize(P + "index")
+    with req.api.api_db.session() as s:
+        rows = s.scalars(sa.select(am.Aggregate).order_by(am.Aggregate.id))
+        return 200, {"aggregates": [view(req, a) for a in rows]}
+
+
+def create(req):
+    req.authorize(P + "create")
+    body = req.body_json(CREATE)["aggregate"]
+    name, zone = body["name"].strip(), body.get("availability_zone")
+    _check_zone_name(req, zone)
+    with req.api.api_db.session(write=True) as s:
+        if s.scalars(sa.select(am.Aggregate).where(am.Aggregate.name == name)).first():
+            raise errors.Conflict(f"Aggregate {name} already exists.")
+        agg = am.Aggregate(uuid=str(uuid_mod.uuid4()), name=name)
+        s.add(agg)
+        if zone:
+            agg.metadata_items.append(am.AggregateMetadata(key="availability_zone", value=zone))
+        s.flush()
+        return 200, {"aggregate": view(req, agg, full=False)}
+
+
+def show(req, aggregate_id):
+    req.authorize(P + "show")
+    with req.api.api_db.session() as s:
+        return 200, {"aggregate": view(req, _get(s, aggregate_id))}
+
+
+def update(req, aggregate_id):
+    req.authorize(P + "update")
+    body = req.body_json(UPDATE)["aggregate"]
+    with req.api.api_db.session(write=True) as s:
+        agg = _get(s, aggregate_id)
+        if "name" in body:
+            name = body["name"].strip()
+            other = s.scalars(sa.select(am.Aggregate).where(am.Aggregate.name == name,
+                                                            am.Aggregate.id != agg.id)).first()
+            if other is not None:
+                raise errors.Conflict(f"Aggregate {name} already exists.")
+            agg.name = name
+        if "availability_zone" in body:
+            zone = body["availability_zone"]
+            _check_zone_name(req, zone)
+            conflicts = _zone_conflicts(s, agg, [h.host for h in agg.hosts], zone)
+            if conflicts:
+                raise errors.BadRequest(f"Cannot update aggregate {agg.id}. Reason: One or more "
+                                        f"hosts already in availability zone(s) {sorted(conflicts)}.")
+            _set_metadata(s, agg, {"availability_zone": zone})
+        agg.updated_at = common_now()
+        s.flush()
+        return 200, {"aggregate": view(req, agg)}
+
+
+def common_now():
+    from novella.db import records
+    return records.utcnow()
+
+
+def delete(req, aggregate_id):
+    req.authorize(P + "delete")
+    with req.api.api_db.session(write=True) as s:
+        agg = _get(s, aggregate_id)
+        if agg.hosts:
+            raise errors.BadRequest(f"Cannot remove aggregate {agg.id}. Reason: Host list is not empty.")
+        s.delete(agg)
+    return 200, None
+
+
+def action(req, aggregate_id):
+    body = req.body_json()
+    name = next(iter(body), None) if isinstance(body, dict) and len(body) == 1 else None
+    if name not in ACTIONS:
+        raise errors.BadRequest(f"There is no such action: {name}")
+    req.authorize(P + name)
+    v.validate(ACTIONS[name], body)
+    hook = req.api.aggregate_hook
+    with req.api.api_db.session(write=True) as s:
+        agg = _get(s, aggregate_id)
+        members = [h.host for h in agg.hosts]
+        if name == "add_host":
+            host = body["add_host"]["host"]
+            if not hosts.services(req.api, cm.Service.host == host,
+                                  cm.Service.binary == hosts.COMPUTE):
+                raise errors.NotFound(f"Compute host {host} could not be found.")
+            if host in members:
+                raise errors.Conflict(f"Aggregate {agg.id} already has host {host}.")
+            conflicts = _zone_conflicts(s, agg, [host], _zone(agg))
+            if conflicts:
+                raise errors.Conflict(f"Cannot add host to aggregate {agg.id}. Reason: One or more "
+                                      f"hosts already in availability zone(s) {sorted(conflicts)}.")
+            agg.hosts.append(am.AggregateHost(host=host))
+        elif name == "remove_host":
+            host = body["remove_host"]["host"]
+            entry = next((h for h in agg.hosts if h.host == host), None)
+            if entry is None:
+                raise errors.NotFound(f"Cannot remove host {host} in aggregate {agg.id}")
+            agg.hosts.remove(entry)
+        else:
+            metadata = body["set_metadata"]["metadata"]
+            if "availability_zone" in metadata:
+                _check_zone_name(req, metadata["availability_zone"])
+                conflicts = _zone_conflicts(s, agg, members, metadata["availability_zone"])
+                if conflicts:
+                    raise errors.BadRequest(f"Cannot update metadata of aggregate {agg.id}. Reason: "
+                                            f"One or more hosts already in availability zone(s) "
+                                            f"{sorted(conflicts)}.")
+            _set_metadata(s, agg, metadata)
+        agg.updated_at = common_now()
+        s.flush()
+        out = view(req, agg)
+        agg_uuid = agg.uuid
+    if hook is not None and name in ("add_host", "remove_host"):
+        hook(name, agg_uuid, body[name]["host"])
+    return 200, {"aggregate": out}
+
+
+ROUTES = [
+    ("GET", "/os-aggregates", index),
+    ("POST", "/os-aggregates", create),
+    ("GET", "/os-aggregates/{aggregate_id}", show),
+    ("PUT", "/os-aggregates/{aggregate_id}", update),
+    ("DELETE", "/os-aggregates/{aggregate_id}", delete),
+    ("POST", "/os-aggregates/{aggregate_id}/action", action),
+]

@@ -1,0 +1,271 @@
+"""/flavors with extra specs (os-extra_specs) and access lists (os-flavor-access)."""
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from novella.api.compute import common, errors, validation
+from novella.api.compute.schemas import flavors as schemas
+from novella.db import api_models as am
+
+P = "os_compute_api:os-flavor-"
+SORT_KEYS = ("created_at", "description", "disabled", "ephemeral_gb", "flavorid", "id",
+             "is_public", "memory_mb", "name", "root_gb", "rxtx_factor", "swap",
+             "updated_at", "vcpu_weight", "vcpus")
+
+
+def view(req, fl, detail=True):
+    out = {"id": fl.flavorid, "name": fl.name, "links": req.links("flavors", fl.flavorid)}
+    if req.at_least("2.55"):
+        out["description"] = fl.description
+    if not detail:
+        return out
+    out.update({"ram": fl.memory_mb, "disk": fl.root_gb, "vcpus": fl.vcpus,
+                "OS-FLV-EXT-DATA:ephemeral": fl.ephemeral_gb,
+                "OS-FLV-DISABLED:disabled": fl.disabled,
+                "swap": fl.swap if (fl.swap or req.at_least("2.75")) else "",
+                "rxtx_factor": fl.rxtx_factor,
+                "os-flavor-access:is_public": fl.is_public})
+    if req.at_least("2.61") and req.can(P + "extra-specs:index"):
+        out["extra_specs"] = {e.key: e.value for e in fl.extra_specs}
+    return out
+
+
+def _visible(req, fl):
+    return fl.is_public or req.is_admin() or \
+        req.context.project_id in {p.project_id for p in fl.projects}
+
+
+def _get(req, s, flavor_id, check_access=True):
+    fl = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == flavor_id)).first()
+    if fl is None or (check_access and not _visible(req, fl)):
+        raise errors.NotFound(f"Flavor {flavor_id} could not be found.")
+    return fl
+
+
+def _list(req, detail):
+    limit, marker = common.limit_and_marker(req)
+    sort_key = req.GET.get("sort_key", "flavorid")
+    sort_dir = req.GET.get("sort_dir", "asc")
+    if sort_key not in SORT_KEYS or sort_dir not in ("asc", "desc"):
+        raise errors.BadRequest("Invalid sort_key or sort_dir")
+    admin = req.is_admin()
+    with req.api.api_db.session() as s:
+        q = sa.select(am.Flavor)
+        is_public = req.GET.get("is_public")
+        if admin:
+            if is_public is not None and is_public.lower() != "none":
+                q = q.where(am.Flavor.is_public == validation.to_bool(is_public))
+            elif is_public is None:
+                q = q.where(am.Flavor.is_public.is_(True))
+        else:
+            access = sa.select(am.FlavorProject.flavor_id).where(
+                am.FlavorProject.project_id == req.context.project_id)
+            q = q.where(sa.or_(am.Flavor.is_public.is_(True), am.Flavor.id.in_(access)))
+        for param, col in (("minRam", am.Flavor.memory_mb), ("minDisk", am.Flavor.root_gb)):
+            if req.GET.get(param):
+                try:
+                    q = q.where(col >= int(req.GET[param]))
+                except ValueError:
+                    raise errors.BadRequest(f"Invalid {param} filter [{req.GET[param]}]")
+        col = getattr(am.Flavor, sort_key)
+        if marker:
+            m = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == marker)).first()
+            if m is None:
+                raise errors.BadRequest(f"marker [{marker}] not found")
+            mv = getattr(m, sort_key)
+            after = (col > mv) if sort_dir == "asc" else (col < mv)
+            tie = (am.Flavor.id > m.id) if sort_dir == "asc" else (am.Flavor.id < m.id)
+            q = q.where(sa.or_(after, sa.and_(col == mv, tie)))
+        order = [col.asc(), am.Flavor.id.asc()] if sort_dir == "asc" else [col.desc(), am.Flavor.id.desc()]
+        rows = list(s.scalars(q.order_by(*order).limit(limit)))
+        items = [view(req, fl, detail) for fl in rows]
+    body = {"flavors": items}
+    links = common.next_link(req, ["flavors"] + (["detail"] if detail else []), items, limit)
+    if links:
+        body["flavors_links"] = links
+    return 200, body
+
+
+def index(req):
+    return _list(req, False)
+
+
+def detail(req):
+    return _list(req, True)
+
+
+def show(req, flavor_id):
+    with req.api.api_db.session() as s:
+        return 200, {"flavor": view(req, _get(req, s, flavor_id))}
+
+
+def create(req):
+    req.authorize(P + "manage:create")
+    body = req.body_json(schemas.create)["flavor"]
+    flavorid = body.get("id")
+    flavorid = str(uuid_mod.uuid4()) if flavorid in (None, "", "auto") else str(flavorid).strip()
+    name = body["name"].strip()
+    is_public = validation.to_bool(body.get("os-flavor-access:is_public", True))
+    try:
+        with req.api.api_db.session(write=True) as s:
+            for col, value, what in ((am.Flavor.name, name, "name"), (am.Flavor.flavorid, flavorid, "ID")):
+                if s.scalar(sa.select(sa.func.count()).select_from(am.Flavor).where(col == value)):
+                    raise errors.Conflict(f"Flavor with {what} {value} already exists.")
+            fl = am.Flavor(flavorid=flavorid, name=name, memory_mb=int(body["ram"]),
+                           vcpus=int(body["vcpus"]), root_gb=int(body["disk"]),
+                           ephemeral_gb=int(body.get("OS-FLV-EXT-DATA:ephemeral", 0) or 0),
+                           swap=int(body.get("swap") or 0),
+                           rxtx_factor=float(body.get("rxtx_factor", 1.0)),
+                           is_public=is_public, description=body.get("description"))
+            s.add(fl)
+            s.flush()
+            s.refresh(fl)
+            out = view(req, fl)
+    except sa_exc.IntegrityError:
+        raise errors.Conflict(f"Flavor with name {name} already exists.")
+    return 200, {"flavor": out}
+
+
+def update(req, flavor_id):
+    if not req.at_least("2.55"):
+        raise errors.MethodNotAllowed("The method specified is not allowed for this resource.")
+    req.authorize(P + "manage:update")
+    body = req.body_json(schemas.update)
+    with req.api.api_db.session(write=True) as s:
+        fl = _get(req, s, flavor_id, check_access=False)
+        fl.description = body["flavor"]["description"]
+        s.flush()
+        return 200, {"flavor": view(req, fl)}
+
+
+def delete(req, flavor_id):
+    req.authorize(P + "manage:delete")
+    with req.api.api_db.session(write=True) as s:
+        s.delete(_get(req, s, flavor_id, check_access=False))
+    return 202, None
+
+
+# --- extra specs --------------------------------------------------------------------------
+def specs_index(req, flavor_id):
+    req.authorize(P + "extra-specs:index")
+    with req.api.api_db.session() as s:
+        fl = _get(req, s, flavor_id)
+        return 200, {"extra_specs": {e.key: e.value for e in fl.extra_specs}}
+
+
+def _set_specs(s, fl, specs):
+    existing = {e.key: e for e in fl.extra_specs}
+    for key, value in specs.items():
+        value = str(value).lower() if isinstance(value, bool) else str(value)
+        if key in existing:
+            existing[key].value = value
+        else:
+            fl.extra_specs.append(am.FlavorExtraSpec(key=key, value=value))
+
+
+def specs_create(req, flavor_id):
+    req.authorize(P + "extra-specs:create")
+    body = req.body_json(schemas.extra_specs_create)
+    with req.api.api_db.session(write=True) as s:
+        fl = _get(req, s, flavor_id, check_access=False)
+        _set_specs(s, fl, body["extra_specs"])
+    return 200, {"extra_specs": {k: (str(v).lower() if isinstance(v, bool) else str(v))
+                                 for k, v in body["extra_specs"].items()}}
+
+
+def specs_show(req, flavor_id, key):
+    req.authorize(P + "extra-specs:show")
+    with req.api.api_db.session() as s:
+        fl = _get(req, s, flavor_id)
+        for e in fl.extra_specs:
+            if e.key == key:
+                return 200, {key: e.value}
+    raise errors.NotFound(f"Flavor {flavor_id} has no extra specs with key {key}.")
+
+
+def specs_update(req, flavor_id, key):
+    req.authorize(P + "extra-specs:update")
+    body = req.body_json(schemas.extra_spec_update)
+    if key not in body:
+        raise errors.BadRequest("Request body and URI mismatch")
+    with req.api.api_db.session(write=True) as s:
+        fl = _get(req, s, flavor_id, check_access=False)
+        _set_specs(s, fl, body)
+    value = body[key]
+    return 200, {key: str(value).lower() if isinstance(value, bool) else str(value)}
+
+
+def specs_delete(req, flavor_id, key):
+    req.authorize(P + "extra-specs:delete")
+    with req.api.api_db.session(write=True) as s:
+        fl = _get(req, s, flavor_id, check_access=False)
+        spec = next((e for e in fl.extra_specs if e.key == key), None)
+        if spec is None:
+            raise errors.NotFound(f"Flavor {flavor_id} has no extra specs with key {key}.")
+        fl.extra_specs.remove(spec)
+    return 200, None
+
+
+# --- access ---------------------------------------------------------------------------------
+def _access(fl):
+    return {"flavor_access": [{"flavor_id": fl.flavorid, "tenant_id": p.project_id}
+                              for p in sorted(fl.projects, key=lambda p: p.id)]}
+
+
+def access_index(req, flavor_id):
+    req.authorize(P + "access")
+    with req.api.api_db.session() as s:
+        fl = _get(req, s, flavor_id, check_access=False)
+        if fl.is_public:
+            raise errors.NotFound("Access list not available for public flavors.")
+        return 200, _access(fl)
+
+
+def action(req, flavor_id):
+    body = req.body_json()
+    if isinstance(body, dict) and "addTenantAccess" in body:
+        req.authorize(P + "access:add_tenant_access")
+        req.body_json(schemas.add_tenant)
+        tenant = body["addTenantAccess"]["tenant"]
+        with req.api.api_db.session(write=True) as s:
+            fl = _get(req, s, flavor_id, check_access=False)
+            if fl.is_public:
+                raise errors.Conflict("Can not add access to a public flavor.")
+            if tenant in {p.project_id for p in fl.projects}:
+                raise errors.Conflict(f"Flavor access already exists for flavor {flavor_id} "
+                                      f"and project {tenant} combination.")
+            fl.projects.append(am.FlavorProject(project_id=tenant))
+            s.flush()
+            return 200, _access(fl)
+    if isinstance(body, dict) and "removeTenantAccess" in body:
+        req.authorize(P + "access:remove_tenant_access")
+        req.body_json(schemas.remove_tenant)
+        tenant = body["removeTenantAccess"]["tenant"]
+        with req.api.api_db.session(write=True) as s:
+            fl = _get(req, s, flavor_id, check_access=False)
+            entry = next((p for p in fl.projects if p.project_id == tenant), None)
+            if entry is None:
+                raise errors.NotFound(f"Flavor access not found for {flavor_id} / {tenant} combination.")
+            fl.projects.remove(entry)
+            s.flush()
+            return 200, _access(fl)
+    name = next(iter(body), None) if isinstance(body, dict) else None
+    raise errors.BadRequest(f"There is no such action: {name}")
+
+
+ROUTES = [
+    ("GET", "/flavors", index),
+    ("POST", "/flavors", create),
+    ("GET", "/flavors/detail", detail),
+    ("GET", "/flavors/{flavor_id}", show),
+    ("PUT", "/flavors/{flavor_id}", update),
+    ("DELETE", "/flavors/{flavor_id}", delete),
+    ("POST", "/flavors/{flavor_id}/action", action),
+    ("GET", "/flavors/{flavor_id}/os-flavor-access", access_index),
+    ("GET", "/flavors/{flavor_id}/os-extra_specs", specs_index),
+    ("POST", "/flavors/{flavor_id}/os-extra_specs", specs_create),
+    ("GET", "/flavors/{flavor_id}/os-extra_specs/{key}", specs_show),
+    ("PUT", "/flavors/{flavor_id}/os-extra_specs/{key}", specs_update),
+    ("DELETE", "/flavors/{flavor_id}/os-extra_specs/{key}", specs_delete),
+]

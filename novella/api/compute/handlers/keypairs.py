@@ -1,0 +1,122 @@
+"""/os-keypairs: enough for ``key_name`` at server create."""
+import base64
+import hashlib
+
+import sqlalchemy as sa
+
+from novella.api.compute import errors, validation as v
+from novella.db import api_models as am
+
+P = "os_compute_api:os-keypairs:"
+_name = {"type": "string", "minLength": 1, "maxLength": 255,
+         "pattern": r"^[a-zA-Z0-9 _.@-]*$"}
+
+
+def _create_schema(version):
+    kp = {"name": _name, "public_key": {"type": "string"}}
+    required = ["name"]
+    if version >= (2, 2):
+        kp["type"] = {"type": "string", "enum": ["ssh", "x509"]}
+    if version >= (2, 10):
+        kp["user_id"] = {"type": "string"}
+    if version >= (2, 92):
+        required.append("public_key")
+    return v.obj({"keypair": v.obj(kp, required)}, ["keypair"])
+
+
+def fingerprint(public_key):
+    try:
+        blob = base64.b64decode(public_key.split()[1])
+    except (IndexError, ValueError):
+        raise errors.BadRequest("Keypair data is invalid: failed to generate fingerprint")
+    digest = hashlib.md5(blob, usedforsecurity=False).hexdigest()
+    return ":".join(digest[i:i + 2] for i in range(0, 32, 2))
+
+
+def _generate():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                           serialization.PublicFormat.OpenSSH).decode()
+    return private, public + " Generated-by-Novella"
+
+
+def _user(req):
+    user_id = req.GET.get("user_id") if req.at_least("2.10") else None
+    return user_id or req.context.user_id
+
+
+def view(req, kp, detail=False):
+    out = {"name": kp.name, "public_key": kp.public_key, "fingerprint": kp.fingerprint}
+    if req.at_least("2.2"):
+        out["type"] = kp.type
+    if detail:
+        out.update({"user_id": kp.user_id, "created_at": kp.created_at, "deleted": False,
+                    "deleted_at": None, "updated_at": None, "id": kp.id})
+    return out
+
+
+def index(req):
+    user_id = _user(req)
+    req.authorize(P + "index", {"user_id": user_id})
+    with req.api.api_db.session() as s:
+        rows = s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id).order_by(am.KeyPair.name))
+        return 200, {"keypairs": [{"keypair": view(req, kp)} for kp in rows]}
+
+
+def create(req):
+    body = req.body_json(_create_schema)["keypair"]
+    user_id = body.get("user_id") or req.context.user_id
+    req.authorize(P + "create", {"user_id": user_id})
+    private = None
+    public = body.get("public_key")
+    if public is None:
+        private, public = _generate()
+    key_type = body.get("type", "ssh")
+    fp = fingerprint(public) if key_type == "ssh" else hashlib.sha1(public.encode()).hexdigest()
+    with req.api.api_db.session(write=True) as s:
+        if s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id,
+                                                 am.KeyPair.name == body["name"])).first():
+            raise errors.Conflict(f"Key pair '{body['name']}' already exists.")
+        kp = am.KeyPair(name=body["name"], user_id=user_id, public_key=public,
+                        fingerprint=fp, type=key_type)
+        s.add(kp)
+        s.flush()
+        out = view(req, kp)
+    out["user_id"] = user_id
+    if private is not None:
+        out["private_key"] = private
+    return (201 if req.at_least("2.2") else 200), {"keypair": out}
+
+
+def _get(req, s, name):
+    user_id = _user(req)
+    kp = s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id,
+                                               am.KeyPair.name == name)).first()
+    if kp is None:
+        raise errors.NotFound(f"Keypair {name} not found for user {user_id}")
+    return kp
+
+
+def show(req, name):
+    req.authorize(P + "show", {"user_id": _user(req)})
+    with req.api.api_db.session() as s:
+        return 200, {"keypair": view(req, _get(req, s, name), detail=True)}
+
+
+def delete(req, name):
+    req.authorize(P + "delete", {"user_id": _user(req)})
+    with req.api.api_db.session(write=True) as s:
+        s.delete(_get(req, s, name))
+    return (204 if req.at_least("2.2") else 202), None
+
+
+ROUTES = [
+    ("GET", "/os-keypairs", index),
+    ("POST", "/os-keypairs", create),
+    ("GET", "/os-keypairs/{name}", show),
+    ("DELETE", "/os-keypairs/{name}", delete),
+]

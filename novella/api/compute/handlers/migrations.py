@@ -1,0 +1,188 @@
+"""/os-migrations and /servers/{id}/migrations, merged across cells.
+
+During a cross-cell move both cells hold a row with the same uuid; the
+listing shows one: the copy that is not hidden, else the one in the cell the
+instance mapping points at.
+"""
+import functools
+
+import sqlalchemy as sa
+
+from novella.api.compute import common, errors, instances
+from novella.db import api_models as am, cell_models as cm, cells as cells_mod
+
+IN_PROGRESS_LIVE = ("queued", "preparing", "running", "post-migrating")
+
+
+def view(req, m, cell=None):
+    out = {"id": m.id, "source_node": m.source_node, "dest_node": m.dest_node,
+           "source_compute": m.source_compute, "dest_compute": m.dest_compute,
+           "dest_host": m.dest_host, "status": m.status, "instance_uuid": m.instance_uuid,
+           "old_instance_type_id": m.old_instance_type_id,
+           "new_instance_type_id": m.new_instance_type_id,
+           "created_at": common.iso_usec(m.created_at), "updated_at": common.iso_usec(m.updated_at)}
+    if req.at_least("2.23"):
+        out["migration_type"] = m.migration_type
+        if m.migration_type == "live-migration" and m.status in IN_PROGRESS_LIVE:
+            out["links"] = req.links("servers", m.instance_uuid, "migrations", m.id)
+    if req.at_least("2.59"):
+        out["uuid"] = m.uuid
+    if req.at_least("2.80"):
+        out["user_id"] = m.user_id
+        out["project_id"] = m.project_id
+    return out
+
+
+def _filters(req):
+    where = [cm.Migration.deleted == 0]
+    g = req.GET
+    if g.get("instance_uuid"):
+        where.append(cm.Migration.instance_uuid == g["instance_uuid"])
+    if g.get("status"):
+        where.append(cm.Migration.status == g["status"])
+    if g.get("migration_type"):
+        where.append(cm.Migration.migration_type == g["migration_type"])
+    if g.get("source_compute"):
+        where.append(cm.Migration.source_compute == g["source_compute"])
+    if g.get("host"):
+        where.append(sa.or_(cm.Migration.source_compute == g["host"],
+                            cm.Migration.dest_compute == g["host"]))
+    if req.at_least("2.59"):
+        since, before = common.changes_window(req)
+        if since:
+            where.append(cm.Migration.updated_at >= since)
+        if before:
+            where.append(cm.Migration.updated_at <= before)
+    if req.at_least("2.80"):
+        for key in ("user_id", "project_id"):
+            if g.get(key):
+                where.append(getattr(cm.Migration, key) == g[key])
+    return where
+
+
+def _key(m):
+    return (m.created_at, m.uuid)
+
+
+def _dedupe(api_db, found):
+    """One row per migration uuid (see the module's doc)."""
+    by_uuid = {}
+    for cell, m in found:
+        by_uuid.setdefault(m.uuid, []).append((cell, m))
+    out = []
+    for copies in by_uuid.values():
+        if len(copies) > 1:
+            shown = [c for c in copies if not c[1].hidden]
+            if len(shown) == 1:
+                copies = shown
+            else:
+                _im, home = instances.mapping(api_db, copies[0][1].instance_uuid)
+                copies = [c for c in copies if home is not None and c[0].uuid == home.uuid] or copies
+        out.append(copies[0])
+    return out
+
+
+def list_migrations(req, where, limit, marker):
+    cells = cells_mod.list_cells(req.api.api_db)
+    marker_row = None
+    if marker:
+        hits = cells_mod.scatter(cells, lambda c, db: _one(db, cm.Migration.uuid == marker))
+        marker_row = next((r for r in hits.values() if r is not None and not isinstance(r, Exception)), None)
+        if marker_row is None:
+            raise errors.BadRequest(f"Marker {marker} could not be found.")
+
+    def fetch(cell, db):
+        q = sa.select(cm.Migration).where(*where)
+        if marker_row is not None:
+            q = q.where(sa.or_(cm.Migration.created_at < marker_row.created_at,
+                               sa.and_(cm.Migration.created_at == marker_row.created_at,
+                                       cm.Migration.uuid < marker_row.uuid)))
+        q = q.order_by(cm.Migration.created_at.desc(), cm.Migration.uuid.desc())
+        if limit is not None:
+            q = q.limit(limit * 2)  # room for copies dropped by the dedupe
+        with db.session() as s:
+            return [(cell, m) for m in s.scalars(q)]
+
+    found = []
+    for result in cells_mod.scatter(cells, fetch).values():
+        if not isinstance(result, Exception):
+            found.extend(result)
+    rows = sorted(_dedupe(req.api.api_db, found), key=lambda cm_: _key(cm_[1]), reverse=True)
+    return rows[:limit] if limit is not None else rows
+
+
+def _one(db, *where):
+    with db.session() as s:
+        return s.scalars(sa.select(cm.Migration).where(*where)).first()
+
+
+def index(req):
+    req.authorize("os_compute_api:os-migrations:index")
+    limit, marker = (common.limit_and_marker(req) if req.at_least("2.59") else (None, None))
+    rows = list_migrations(req, _filters(req), limit, marker)
+    items = [view(req, m, c) for c, m in rows]
+    body = {"migrations": items}
+    if limit is not None:
+        links = common.next_link(req, ["os-migrations"], items, limit, id_key="uuid")
+        if links:
+            body["migrations_links"] = links
+    return 200, body
+
+
+# --- /servers/{id}/migrations: in-progress live migrations -----------------------------------
+def server_view(req, m):
+    out = {"id": m.id, "server_uuid": m.instance_uuid, "source_node": m.source_node,
+           "dest_node": m.dest_node, "source_compute": m.source_compute,
+           "dest_compute": m.dest_compute, "dest_host": m.dest_host, "status": m.status,
+           "memory_total_bytes": None, "memory_processed_bytes": None,
+           "memory_remaining_bytes": None, "disk_total_bytes": None,
+           "disk_processed_bytes": None, "disk_remaining_bytes": None,
+           "created_at": common.iso_usec(m.created_at), "updated_at": common.iso_usec(m.updated_at)}
+    if req.at_least("2.59"):
+        out["uuid"] = m.uuid
+    if req.at_least("2.80"):
+        out["user_id"] = m.user_id
+        out["project_id"] = m.project_id
+    return out
+
+
+def _server_migrations(req, server_id, *where):
+    rec = instances.get(req, server_id)
+    if rec["cell"] is None:
+        return rec, []
+    with cells_mod.cell_database(rec["cell"]).session() as s:
+        q = sa.select(cm.Migration).where(
+            cm.Migration.instance_uuid == server_id, cm.Migration.deleted == 0,
+            cm.Migration.migration_type == "live-migration",
+            cm.Migration.status.in_(IN_PROGRESS_LIVE), *where).order_by(cm.Migration.id)
+        return rec, list(s.scalars(q))
+
+
+def server_index(req, server_id):
+    if not req.at_least("2.23"):
+        raise errors.NotFound("The resource could not be found.")
+    req.authorize("os_compute_api:servers:migrations:index")
+    _rec, rows = _server_migrations(req, server_id)
+    return 200, {"migrations": [server_view(req, m) for m in rows]}
+
+
+def server_show(req, server_id, migration_id):
+    if not req.at_least("2.23"):
+        raise errors.NotFound("The resource could not be found.")
+    req.authorize("os_compute_api:servers:migrations:show")
+    try:
+        mid = int(migration_id)
+    except ValueError:
+        raise errors.NotFound(f"Migration {migration_id} could not be found.")
+    _rec, rows = _server_migrations(req, server_id, cm.Migration.id == mid)
+    if not rows:
+        raise errors.NotFound(f"In-progress live migration {migration_id} is not found for "
+                              f"server {server_id}.")
+    return 200, {"migration": server_view(req, rows[0])}
+
+
+ROUTES = [
+    ("GET", "/os-migrations", index),
+    ("GET", "/servers/{server_id}/migrations", server_index),
+    ("GET", "/servers/{server_id}/migrations/{migration_id}", server_show),
+]

@@ -1,0 +1,622 @@
+"""/servers: create, list (merged across cells), show, update, delete."""
+import base64
+import datetime
+import json
+import re
+import secrets
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella.api.compute import common, errors, instances, rpcclients, validation, views
+from novella.api.compute.handlers import availability_zones
+from novella.api.compute.schemas import servers as schemas
+from novella.compute import states
+from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
+
+P = "os_compute_api:servers:"
+
+
+def _target(rec):
+    return {"project_id": rec["project_id"], "user_id": rec["user_id"]}
+
+
+# --- list ---------------------------------------------------------------------------
+# Query parameters a list understands (2.75 refuses any other).
+_NON_ADMIN_FILTERS = {"reservation_id", "name", "status", "image", "flavor", "ip", "ip6",
+                      "changes-since", "changes-before", "tags", "tags-any", "not-tags",
+                      "not-tags-any", "all_tenants", "limit", "marker", "sort_key",
+                      "sort_dir", "availability_zone", "config_drive", "key_name",
+                      "created_at", "description", "locked", "display_description",
+                      "launched_at", "terminated_at", "progress", "task_state",
+                      "vm_state", "power_state", "user_id", "project_id", "tenant_id",
+                      "uuid", "hostname", "host", "node", "deleted", "access_ip_v4",
+                      "access_ip_v6", "launch_index", "updated_at", "kernel_id",
+                      "ramdisk_id", "root_device_name", "auto_disk_config",
+                      "display_name", "compute_host", "image_ref", "flavorid",
+                      "instance_type_id", "locked_by", "block_device_mapping",
+                      "security_groups", "metadata", "system_metadata", "cell_name",
+                      "default_ephemeral_device", "default_swap_device", "os_type",
+                      "terminated_at", "vm_mode", "info_cache", "pci_devices", "services",
+                      "flavor_id", "soft_deleted", "tenant", "architecture", "hidden",
+                      "pinned_availability_zone"}
+_USER_FILTERS = {"reservation_id", "name", "status", "image", "flavor", "ip", "ip6",
+                 "changes-since", "changes-before", "tags", "tags-any", "not-tags",
+                 "not-tags-any", "all_tenants", "limit", "marker", "sort_key", "sort_dir",
+                 "locked", "description", "availability_zone", "config_drive",
+                 "key_name", "created_at", "launched_at", "terminated_at", "power_state",
+                 "task_state", "vm_state", "progress", "user_id", "updated_at"}
+_TIME_FILTERS = ("created_at", "launched_at", "terminated_at", "updated_at")
+
+
+def _sort(req, admin):
+    keys = req.GET.getall("sort_key")
+    dirs = req.GET.getall("sort_dir")
+    for d in dirs:
+        if d not in ("asc", "desc"):
+            raise errors.BadRequest(f"Invalid input for query parameters sort_dir. Value: {d}. "
+                                    "'%s' is not one of ['asc', 'desc']" % d)
+    sort = []
+    for i, key in enumerate(keys):
+        if key in instances.BAD_SORT_KEYS or key not in instances.SORT_KEYS:
+            raise errors.BadRequest(f"Invalid input for query parameters sort_key. Value: {key}.")
+        if key in instances.ADMIN_SORT_KEYS and not admin:
+            continue
+        sort.append((key, dirs[i] if i < len(dirs) else (dirs[-1] if dirs else "desc")))
+    return sort or [("created_at", "desc")]
+
+
+def _split(value):
+    return [t.strip() for t in value.split(",") if t.strip()]
+
+
+def _filters(req):
+    ctxt = req.context
+    admin = req.can(P + "allow_all_filters")
+    params = {k: v for k, v in req.GET.items()}
+    if req.at_least("2.75"):
+        unknown = sorted(set(params) - _NON_ADMIN_FILTERS)
+        if unknown:
+            raise errors.BadRequest("Invalid input for query parameters. "
+                                    f"Additional properties are not allowed ('{unknown[0]}' was unexpected)")
+    if not admin:
+        params = {k: v for k, v in params.items() if k in _USER_FILTERS}
+    filters = {}
+    all_tenants = "all_tenants" in params and validation.to_bool(params["all_tenants"] or "true")
+    if all_tenants:
+        req.authorize(P + ("detail:get_all_tenants" if req.path_info.endswith("detail")
+                           else "index:get_all_tenants"))
+        project = params.get("project_id") or params.get("tenant_id")
+        if project:
+            filters["project_id"] = project
+    else:
+        filters["project_id"] = ctxt.project_id
+    if params.get("name"):
+        try:
+            re.compile(params["name"])
+        except re.error:
+            raise errors.BadRequest("Invalid input for query parameters name.")
+        filters["name"] = params["name"]
+    if "status" in params:
+        vm, task = instances.STATUS_MAP.get(params["status"].upper(), (None, None))
+        if vm is None:
+            if req.at_least("2.38"):
+                raise errors.BadRequest("Invalid status value")
+            return None
+        if params["status"].upper() == "DELETED":
+            if not admin:
+                raise errors.Forbidden("Only administrators may list deleted instances")
+            filters["deleted"] = True
+        filters["vm_states"] = vm
+        if task is not None:
+            filters["task_states"] = task
+    if params.get("image"):
+        filters["image_ref"] = params["image"].rstrip("/").rsplit("/", 1)[-1]
+    if params.get("flavor"):
+        with req.api.api_db.session() as s:
+            fid = s.scalars(sa.select(am.Flavor.id).where(
+                am.Flavor.flavorid == params["flavor"].rstrip("/").rsplit("/", 1)[-1])).first()
+        if fid is None:
+            return None
+        filters["instance_type_id"] = fid
+    since, before = common.changes_window(req)
+    if since:
+        filters["changes-since"] = since
+    if before:
+        filters["changes-before"] = before
+    for key in ("tags", "tags-any", "not-tags", "not-tags-any"):
+        if params.get(key) and req.at_least("2.26"):
+            filters[key] = _split(params[key])
+    for key in ("reservation_id", "availability_zone", "key_name", "user_id", "uuid",
+                "hostname", "task_state", "vm_state"):
+        if params.get(key):
+            filters[key] = params[key]
+    if admin:
+        for key, col in (("host", "host"), ("node", "node"), ("compute_host", "host")):
+            if params.get(key):
+                filters[col] = params[key]
+        if "deleted" in params:
+            filters["deleted"] = validation.to_bool(params["deleted"])
+    if "locked" in params and req.at_least("2.73"):
+        filters["locked"] = validation.to_bool(params["locked"])
+    if "power_state" in params:
+        try:
+            filters["power_state"] = int(params["power_state"])
+        except ValueError:
+            raise errors.BadRequest("Invalid input for query parameters power_state.")
+    return filters
+
+
+def _list(req, detail):
+    req.authorize(P + ("detail" if detail else "index"))
+    limit, marker = common.limit_and_marker(req)
+    filters = _filters(req)
+    sort = _sort(req, req.is_admin())
+    recs = [] if filters is None else instances.list_records(req.api, filters, sort, limit, marker)
+    render = (lambda r: views.detail(req, r)) if detail else (lambda r: views.basic(req, r))
+    body = {"servers": [render(r) for r in recs]}
+    nxt = common.next_link(req, ["servers"] + (["detail"] if detail else []),
+                           [{"id": r["uuid"]} for r in recs], limit)
+    if nxt:
+        body["servers_links"] = nxt
+    return 200, body
+
+
+def index(req):
+    return _list(req, detail=False)
+
+
+def detail(req):
+    return _list(req, detail=True)
+
+
+def show(req, server_id):
+    rec = instances.get(req, server_id, rule=P + "show")
+    if req.at_least("2.71"):
+        with req.api.api_db.session() as s:
+            rec["server_groups"] = list(s.scalars(
+                sa.select(am.InstanceGroup.uuid).join(am.InstanceGroupMember)
+                .where(am.InstanceGroupMember.instance_uuid == server_id)))
+    return 200, {"server": views.detail(req, rec, show=True)}
+
+
+# --- create -------------------------------------------------------------------------
+def _last_segment(ref):
+    return str(ref).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _flavor(req, flavor_ref):
+    flavorid = _last_segment(flavor_ref)
+    ctxt = req.context
+    with req.api.api_db.session() as s:
+        fl = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == flavorid)).first()
+        if fl is None or (not fl.is_public and not req.is_admin()
+                          and ctxt.project_id not in {p.project_id for p in fl.projects}):
+            raise errors.BadRequest(f"Flavor {flavorid} could not be found.")
+        if fl.disabled:
+            raise errors.BadRequest("Flavor is disabled.")
+        return flavor_dict(fl)
+
+
+def flavor_dict(fl):
+    """A flavor as it travels with requests and is stored with instances."""
+    return {"id": fl.id, "flavorid": fl.flavorid, "name": fl.name, "memory_mb": fl.memory_mb,
+            "vcpus": fl.vcpus, "root_gb": fl.root_gb, "ephemeral_gb": fl.ephemeral_gb,
+            "swap": fl.swap, "rxtx_factor": fl.rxtx_factor, "vcpu_weight": fl.vcpu_weight,
+            "is_public": fl.is_public, "disabled": fl.disabled, "description": fl.description,
+            "extra_specs": {e.key: e.value for e in fl.extra_specs}}
+
+
+def _not_found(exc):
+    code = getattr(exc, "code", None)
+    return code == 404 or type(exc).__name__.endswith("NotFound")
+
+
+def _image(req, image_ref, flavor, is_bfv):
+    if not image_ref:
+        return {"id": None, "properties": {}}
+    image_id = _last_segment(image_ref)
+    api = req.api.image_api
+    if api is None:
+        return {"id": image_id, "properties": {}}
+    try:
+        image = api.get(req.context, image_id)
+    except Exception as exc:  # noqa: BLE001 - the image service's not-found error
+        if _not_found(exc):
+            raise errors.BadRequest(f"Image {image_id} could not be found.")
+        raise
+    image = dict(image)
+    if image.get("status", "active") != "active":
+        raise errors.BadRequest(f"Image {image_id} is not active.")
+    if (image.get("min_ram") or 0) > flavor["memory_mb"]:
+        raise errors.BadRequest("Flavor's memory is too small for requested image.")
+    if not is_bfv and (image.get("min_disk") or 0) > flavor["root_gb"] and flavor["root_gb"]:
+        raise errors.BadRequest("Flavor's disk is too small for requested image.")
+    size_gb = (image.get("size") or 0) / float(1 << 30)
+    if not is_bfv and flavor["root_gb"] and size_gb > flavor["root_gb"]:
+        raise errors.BadRequest("Flavor's disk is too small for requested image.")
+    return {"id": image_id, "name": image.get("name"), "status": image.get("status", "active"),
+            "min_ram": image.get("min_ram") or 0, "min_disk": image.get("min_disk") or 0,
+            "size": image.get("size") or 0, "properties": dict(image.get("properties") or {})}
+
+
+_BOOT_SEQ = ("Block Device Mapping is Invalid: Boot sequence for the instance and "
+             "image/block device mapping combination is not valid.")
+
+
+def _bdms(req, server, image_ref):
+    """Block device mappings as dicts; volumes checked with the volume service."""
+    out = []
+    for bdm in server.get("block_device_mapping_v2") or []:
+        source = bdm.get("source_type")
+        dest = bdm.get("destination_type") or ("volume" if source in ("volume", "snapshot") else "local")
+        boot_index = bdm.get("boot_index")
+        boot_index = int(boot_index) if boot_index not in (None, "") else None
+        ref = bdm.get("uuid")
+        if source in ("volume", "image", "snapshot") and not ref:
+            raise errors.BadRequest("Block Device Mapping is Invalid: Missing uuid for "
+                                    f"{source} source.")
+        if source == "image" and dest == "volume" and not bdm.get("volume_size"):
+            raise errors.BadRequest("Block Device Mapping is Invalid: Images with "
+                                    "destination_type 'volume' need to have a non-zero size specified")
+        row = {"uuid": str(uuid_mod.uuid4()), "source_type": source, "destination_type": dest,
+               "boot_index": boot_index, "device_name": bdm.get("device_name"),
+               "device_type": bdm.get("device_type"), "disk_bus": bdm.get("disk_bus"),
+               "volume_size": int(bdm["volume_size"]) if bdm.get("volume_size") else None,
+               "delete_on_termination": validation.to_bool(bdm.get("delete_on_termination", False)),
+               "tag": bdm.get("tag"), "volume_type": bdm.get("volume_type"),
+               "volume_id": ref if source == "volume" else None,
+               "image_id": ref if source == "image" else None,
+               "snapshot_id": ref if source == "snapshot" else None}
+        if source == "volume" and req.api.volume_api is not None:
+            try:
+                req.api.volume_api.get(req.context, ref)
+            except Exception as exc:  # noqa: BLE001 - the volume service's not-found error
+                if _not_found(exc):
+                    raise errors.BadRequest(f"Block Device Mapping is Invalid: failed to get volume {ref}.")
+                raise
+        out.append(row)
+    boots = [b for b in out if b["boot_index"] == 0]
+    if len(boots) > 1:
+        raise errors.BadRequest(_BOOT_SEQ)
+    is_bfv = bool(boots) and boots[0]["destination_type"] == "volume"
+    if not image_ref and not boots:
+        raise errors.BadRequest(_BOOT_SEQ)
+    if out:
+        req.authorize(P + "create:attach_volume")
+    return out, is_bfv
+
+
+def _networks(req, server, max_count):
+    """Requested networks in the conductor's format, checked with the network service."""
+    nets = server.get("networks")
+    if nets is None:
+        return []
+    if isinstance(nets, str):
+        return [{"network_id": nets}]
+    req.authorize(P + "create:attach_network")
+    api = req.api.network_api
+    out, seen = [], set()
+    for n in nets:
+        port, net_id = n.get("port"), n.get("uuid")
+        if not port and not net_id:
+            raise errors.BadRequest("Bad networks format: network uuid is not in proper format ()")
+        if net_id and not port:
+            try:
+                uuid_mod.UUID(net_id)
+            except ValueError:
+                raise errors.BadRequest(f"Bad networks format: network uuid is not in proper format ({net_id})")
+        if port:
+            if max_count > 1:
+                raise errors.BadRequest("Unable to launch multiple instances with a single "
+                                        "configured port ID. Please launch your instance one by "
+                                        "one with different ports.")
+            if port in seen:
+                raise errors.BadRequest(f"Port ID {port} is duplicated in the request.")
+            seen.add(port)
+        if api is not None:
+            _check_network(req, api, net_id if not port else None, port)
+        out.append({"network_id": None if port else net_id, "port_id": port,
+                    "fixed_ip": n.get("fixed_ip"), "tag": n.get("tag")})
+    return out
+
+
+def _call_first(api, names, *args):
+    for name in names:
+        fn = getattr(api, name, None)
+        if fn is not None:
+            return fn(*args)
+    return None
+
+
+def _check_network(req, api, net_id, port_id):
+    try:
+        if port_id:
+            port = _call_first(api, ("show_port", "get_port"), req.context, port_id)
+            if isinstance(port, dict) and "port" in port:
+                port = port["port"]
+            if port and port.get("device_id"):
+                raise errors.Conflict(f"Port {port_id} is still in use.")
+        else:
+            _call_first(api, ("get_network", "show_network"), req.context, net_id)
+    except errors.APIError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the network service's not-found error
+        if _not_found(exc):
+            if port_id:
+                raise errors.NotFound(f"Port {port_id} could not be found.")
+            raise errors.BadRequest(f"Network {net_id} could not be found.")
+        raise
+
+
+def _key_pair(req, key_name):
+    if not key_name:
+        return None
+    with req.api.api_db.session() as s:
+        kp = s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == req.context.user_id,
+                                                   am.KeyPair.name == key_name)).first()
+    if kp is None:
+        raise errors.BadRequest("Invalid key_name provided.")
+    return kp
+
+
+def _availability_zone(req, server):
+    """(zone, forced host, forced node) from ``zone[:host[:node]]`` or host/hypervisor_hostname."""
+    text = server.get("availability_zone")
+    zone = host = node = None
+    if text:
+        zone, _sep, rest = text.partition(":")
+        host, _sep, node = rest.partition(":")
+        zone, host, node = zone or None, host or None, node or None
+        if host or node:
+            req.authorize(P + "create:forced_host")
+    conf = req.api.conf
+    if zone is None:
+        zone = conf.default_schedule_zone
+    if zone is not None:
+        known = availability_zones.zone_names(req.api)
+        if zone not in known and zone != conf.default_availability_zone:
+            raise errors.BadRequest("The requested availability zone is not available")
+    if server.get("host") or server.get("hypervisor_hostname"):
+        req.authorize(P + "create:requested_destination")
+    return zone, host, node
+
+
+def _server_group(req, hints):
+    group_uuid = hints.get("group")
+    if not group_uuid:
+        return None
+    with req.api.api_db.session() as s:
+        g = s.scalars(sa.select(am.InstanceGroup).where(am.InstanceGroup.uuid == group_uuid)).first()
+        if g is None or (g.project_id != req.context.project_id and not req.is_admin()):
+            raise errors.BadRequest(f"Instance group {group_uuid} could not be found.")
+        return {"id": g.id, "uuid": g.uuid, "policy": g.policy,
+                "rules": json.loads(g.rules or "{}"),
+                "members": [m.instance_uuid for m in g.members], "hosts": []}
+
+
+def _hostname(name):
+    host = re.sub(r"[ _]", "-", name.lower())
+    host = re.sub(r"[^a-z0-9.-]", "", host).strip(".-")
+    return host[:63] or "server"
+
+
+def _check_user_data(value):
+    if value is None:
+        return
+    try:
+        base64.b64decode(value, validate=True)
+    except ValueError:
+        raise errors.BadRequest(f"Invalid input for field/attribute user_data. Value: {value}. "
+                                f"'{value}' is not a 'base64'")
+
+
+def create(req):
+    body = req.body_json(schemas.create)
+    ctxt = req.context
+    req.authorize(P + "create")
+    server = body["server"]
+    hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
+    min_count = int(server.get("min_count", 1))
+    max_count = int(server.get("max_count", min_count))
+    if min_count > max_count:
+        raise errors.BadRequest("min_count must be <= max_count")
+    _check_user_data(server.get("user_data"))
+    flavor = _flavor(req, server["flavorRef"])
+    image_ref = server.get("imageRef") or None
+    bdms, is_bfv = _bdms(req, server, image_ref)
+    image = _image(req, image_ref, flavor, is_bfv)
+    if not is_bfv and flavor["root_gb"] == 0 and image_ref:
+        if not req.can(P + "create:zero_disk_flavor"):
+            raise errors.Forbidden("Only volume-backed servers are allowed for flavors with zero disk.")
+    networks = _networks(req, server, max_count)
+    key_pair = _key_pair(req, server.get("key_name"))
+    zone, force_host, force_node = _availability_zone(req, server)
+    group = _server_group(req, hints)
+    tags = list(server.get("tags") or [])
+    reservation_id = "r-" + secrets.token_hex(4)
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    admin_pass = server.get("adminPass") or secrets.token_urlsafe(9)
+    requested_destination = None
+    if server.get("host") or server.get("hypervisor_hostname"):
+        requested_destination = {"host": server.get("host"),
+                                 "node": server.get("hypervisor_hostname"), "cell_uuid": None}
+    build_requests, specs = [], []
+    for index in range(max_count):
+        inst_uuid = str(uuid_mod.uuid4())
+        name = server["name"] if max_count == 1 else f"{server['name']}-{index + 1}"
+        hostname = server.get("hostname") or _hostname(name)
+        if max_count > 1 and server.get("hostname"):
+            hostname = f"{server['hostname']}-{index + 1}"
+        inst = {
+            "uuid": inst_uuid, "display_name": name,
+            "display_description": server.get("description"), "hostname": hostname,
+            "project_id": ctxt.project_id, "user_id": ctxt.user_id,
+            "availability_zone": zone, "vm_state": states.BUILDING,
+            "task_state": states.task_states.SCHEDULING, "power_state": 0,
+            "memory_mb": flavor["memory_mb"], "vcpus": flavor["vcpus"],
+            "root_gb": flavor["root_gb"], "ephemeral_gb": flavor["ephemeral_gb"],
+            "instance_type_id": flavor["id"], "image_ref": image["id"] or "",
+            "key_name": key_pair.name if key_pair else None,
+            "key_data": key_pair.public_key if key_pair else None,
+            "user_data": server.get("user_data"),
+            "config_drive": "True" if validation.to_bool(server.get("config_drive", False)) else "",
+            "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
+            "reservation_id": reservation_id, "launch_index": index, "locked": False,
+            "metadata": dict(server.get("metadata") or {}), "flavor": flavor,
+            "security_groups": [g["name"] for g in server.get("security_groups") or []] or ["default"],
+            "created_at": now.isoformat(),
+        }
+        spec = {
+            "instance_uuid": inst_uuid, "project_id": ctxt.project_id, "user_id": ctxt.user_id,
+            "flavor": flavor, "image": image, "num_instances": max_count,
+            "availability_zone": zone, "scheduler_hints": hints,
+            "instance_group": group, "requested_destination": requested_destination,
+            "ignore_hosts": [], "force_hosts": [force_host] if force_host else [],
+            "force_nodes": [force_node] if force_node else [],
+            "requested_resources": [], "is_bfv": is_bfv,
+            "retry": {"num_attempts": 0, "hosts": []},
+        }
+        build_requests.append(inst)
+        specs.append(spec)
+    with req.api.api_db.session(write=True) as s:
+        for inst, spec in zip(build_requests, specs):
+            s.add(am.BuildRequest(instance_uuid=inst["uuid"], project_id=ctxt.project_id,
+                                  instance=json.dumps(inst), tags=json.dumps(tags),
+                                  block_device_mappings=json.dumps(bdms), created_at=now))
+            s.add(am.RequestSpec(instance_uuid=inst["uuid"], spec=json.dumps(spec)))
+            s.add(am.InstanceMapping(instance_uuid=inst["uuid"], cell_id=None,
+                                     project_id=ctxt.project_id, user_id=ctxt.user_id))
+            if group is not None:
+                s.add(am.InstanceGroupMember(group_id=group["id"], instance_uuid=inst["uuid"]))
+    try:
+        rpcclients.schedule_and_build_instances(
+            req.api.transport, ctxt, build_requests=build_requests, request_specs=specs,
+            requested_networks=networks, block_device_mappings=bdms, tags=tags)
+    except Exception:
+        _forget(req.api.api_db, [i["uuid"] for i in build_requests])
+        raise
+    if validation.to_bool(server.get("return_reservation_id", False)):
+        return 202, {"reservation_id": reservation_id}
+    first = build_requests[0]["uuid"]
+    out = {"id": first, "links": req.links("servers", first),
+           "OS-DCF:diskConfig": server.get("OS-DCF:diskConfig", "MANUAL"),
+           "security_groups": [{"name": g} for g in build_requests[0]["security_groups"]]}
+    if req.api.conf.api.enable_instance_password:
+        out["adminPass"] = admin_pass
+    return 202, {"server": out}, {"Location": req.self_link("servers", first)}
+
+
+def _forget(api_db, uuids):
+    """Undo what create wrote when the conductor could not be reached."""
+    with api_db.session(write=True) as s:
+        for model in (am.BuildRequest, am.RequestSpec, am.InstanceMapping, am.InstanceGroupMember):
+            s.execute(sa.delete(model).where(model.instance_uuid.in_(uuids)))
+
+
+# --- update -------------------------------------------------------------------------
+def update(req, server_id):
+    body = req.body_json(schemas.update)
+    rec = instances.get(req, server_id)
+    req.authorize(P + "update", _target(rec))
+    changes = {}
+    s_body = body["server"]
+    for field, column in (("name", "display_name"), ("description", "display_description"),
+                          ("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6"),
+                          ("hostname", "hostname")):
+        if field in s_body:
+            changes[column] = s_body[field]
+    if changes:
+        if rec["cell"] is None:
+            with req.api.api_db.session(write=True) as s:
+                br = s.scalars(sa.select(am.BuildRequest)
+                               .where(am.BuildRequest.instance_uuid == server_id)).first()
+                if br is None:
+                    raise errors.instance_not_found(server_id)
+                inst = json.loads(br.instance)
+                inst.update(changes)
+                br.instance = json.dumps(inst)
+        else:
+            records.update_instance(cells_mod.cell_database(rec["cell"]), server_id, **changes)
+    rec = instances.get(req, server_id)
+    return 200, {"server": views.detail(req, rec, show=True)}
+
+
+# --- delete -------------------------------------------------------------------------
+def delete(req, server_id):
+    rec = instances.get(req, server_id)
+    req.authorize(P + "delete", _target(rec))
+    if rec["locked"] and not req.is_admin():
+        raise errors.Conflict(f"Instance {server_id} is locked")
+    api_db = req.api.api_db
+    if rec["cell"] is None and _delete_build_request(api_db, server_id):
+        return 204, None
+    if rec["cell"] is None:  # the conductor placed it meanwhile
+        rec = instances.get(req, server_id)
+    delete_instance(req.api, req.context, rec)
+    return 204, None
+
+
+def _delete_build_request(api_db, server_id):
+    with api_db.session(write=True) as s:
+        gone = s.execute(sa.delete(am.BuildRequest)
+                         .where(am.BuildRequest.instance_uuid == server_id)).rowcount
+        if not gone:
+            return False
+        for model in (am.RequestSpec, am.InstanceMapping, am.InstanceGroupMember):
+            s.execute(sa.delete(model).where(model.instance_uuid == server_id))
+        return True
+
+
+def delete_instance(api, ctxt, rec):
+    """Delete a server that is in a cell: on its host, or here when it has none."""
+    cell = rec["cell"]
+    cell_db = cells_mod.cell_database(cell)
+    uuid = rec["uuid"]
+    if rec.get("task_state") == states.task_states.DELETING:
+        return
+    records.start_action(cell_db, ctxt, uuid, "delete")
+    _queue_for_delete(api.api_db, uuid)
+    if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host"):
+        _local_delete(cell_db, uuid)
+        return
+    try:
+        records.update_instance(cell_db, uuid, task_state=states.task_states.DELETING)
+    except records.InstanceNotFound:
+        raise errors.instance_not_found(uuid)
+    rpcclients.cast_to_compute(ctxt, cell, rec["host"], "terminate_instance", instance_uuid=uuid)
+
+
+def _queue_for_delete(api_db, uuid):
+    with api_db.session(write=True) as s:
+        s.execute(sa.update(am.InstanceMapping).where(am.InstanceMapping.instance_uuid == uuid)
+                  .values(queued_for_delete=True))
+
+
+def _local_delete(cell_db, uuid):
+    """Soft-delete a server no host knows about (cell0, or never placed)."""
+    now = records.utcnow()
+    with cell_db.session(write=True) as s:
+        inst = s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == uuid,
+                                                      cm.Instance.deleted == 0)).first()
+        if inst is None:
+            return
+        inst.vm_state = states.DELETED
+        inst.task_state = None
+        inst.terminated_at = now
+        inst.deleted_at = now
+        inst.deleted = inst.id
+        s.execute(sa.update(cm.BlockDeviceMapping)
+                  .where(cm.BlockDeviceMapping.instance_uuid == uuid,
+                         cm.BlockDeviceMapping.deleted == 0)
+                  .values(deleted=cm.BlockDeviceMapping.id, deleted_at=now))
+
+
+ROUTES = [
+    ("GET", "/servers", index),
+    ("POST", "/servers", create),
+    ("GET", "/servers/detail", detail),
+    ("GET", "/servers/{server_id}", show),
+    ("PUT", "/servers/{server_id}", update),
+    ("DELETE", "/servers/{server_id}", delete),
+]

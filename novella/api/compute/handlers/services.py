@@ -1,0 +1,174 @@
+"""/os-services: list, enable/disable/force-down, delete.
+
+From 2.53 a service is named by its uuid and updated with
+``PUT /os-services/{uuid}``; before, by host and binary through
+``PUT /os-services/{enable,disable,disable-log-reason,force-down}``.
+"""
+import sqlalchemy as sa
+
+from novella.api.compute import common, errors, hosts, validation as v
+from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
+
+P = "os_compute_api:os-services:"
+
+_host_binary = {"host": {"type": "string", "minLength": 1, "maxLength": 255},
+                "binary": {"type": "string", "minLength": 1, "maxLength": 255}}
+_reason = {"type": "string", "minLength": 1, "maxLength": 255,
+           "pattern": r"^[^\x00-\x1f\x7f]*$"}
+LEGACY = {
+    "enable": v.obj(_host_binary, ["host", "binary"]),
+    "disable": v.obj(_host_binary, ["host", "binary"]),
+    "disable-log-reason": v.obj({**_host_binary, "disabled_reason": _reason}, ["host", "binary"]),
+    "force-down": v.obj({**_host_binary, "forced_down": v.boolean}, ["host", "binary", "forced_down"]),
+}
+UPDATE_253 = {"type": "object", "properties": {
+    "status": {"type": "string", "enum": ["enabled", "disabled"]},
+    "disabled_reason": _reason, "forced_down": v.boolean},
+    "additionalProperties": False, "minProperties": 1,
+    "dependencies": {"disabled_reason": {"properties": {"status": {"enum": ["disabled"]}}}}}
+
+
+def view(req, svc, zones):
+    out = {"id": svc.uuid if req.at_least("2.53") else svc.id,
+           "binary": svc.binary, "host": svc.host,
+           "zone": hosts.zone_of(req.api, svc, zones),
+           "status": "disabled" if svc.disabled else "enabled",
+           "state": "up" if hosts.is_up(req.api.conf, svc) else "down",
+           "updated_at": common.iso_usec(svc.updated_at),
+           "disabled_reason": svc.disabled_reason}
+    if req.at_least("2.11"):
+        out["forced_down"] = bool(svc.forced_down)
+    return out
+
+
+def index(req):
+    req.authorize(P + "list")
+    where = []
+    if req.GET.get("host"):
+        where.append(cm.Service.host == req.GET["host"])
+    if req.GET.get("binary"):
+        where.append(cm.Service.binary == req.GET["binary"])
+    zones = hosts.host_zones(req.api)
+    return 200, {"services": [view(req, svc, zones) for _c, svc in hosts.services(req.api, *where)]}
+
+
+def _find(req, service_id):
+    """(cell, service) by uuid (2.53+) or integer id (ambiguous across cells: 404)."""
+    if req.at_least("2.53"):
+        try:
+            import uuid
+            uuid.UUID(service_id)
+        except ValueError:
+            raise errors.BadRequest(f"Invalid uuid {service_id}")
+        found = hosts.services(req.api, cm.Service.uuid == service_id)
+    else:
+        try:
+            found = hosts.services(req.api, cm.Service.id == int(service_id))
+        except ValueError:
+            raise errors.BadRequest(f"Invalid service id {service_id}")
+        if len(found) > 1:
+            raise errors.BadRequest(f"Service id {service_id} refers to multiple services.")
+    if not found:
+        raise errors.NotFound(f"Service {service_id} could not be found.")
+    return found[0]
+
+
+def _save(cell, svc_id, **values):
+    with cells_mod.cell_database(cell).session(write=True) as s:
+        row = s.get(cm.Service, svc_id)
+        for k, val in values.items():
+            setattr(row, k, val)
+        row.updated_at = records.utcnow()
+        return row
+
+
+def update(req, service_id):
+    req.authorize(P + "update")
+    if not req.at_least("2.53"):
+        return _legacy(req, service_id)
+    body = req.body_json(UPDATE_253)
+    cell, svc = _find(req, service_id)
+    if svc.binary != hosts.COMPUTE:
+        raise errors.BadRequest(f"Updating a {svc.binary} service is not supported. "
+                                "Only nova-compute services can be updated.")
+    values = {}
+    if "status" in body:
+        values["disabled"] = body["status"] == "disabled"
+        values["disabled_reason"] = body.get("disabled_reason") if values["disabled"] else None
+    if "forced_down" in body:
+        values["forced_down"] = v.to_bool(body["forced_down"])
+    svc = _save(cell, svc.id, **values)
+    return 200, {"service": view(req, svc, hosts.host_zones(req.api))}
+
+
+def _legacy(req, action):
+    schema = LEGACY.get(action)
+    if schema is None or (action == "force-down" and not req.at_least("2.11")):
+        raise errors.NotFound(f"Unknown action")
+    body = req.body_json(schema)
+    found = hosts.services(req.api, cm.Service.host == body["host"],
+                           cm.Service.binary == body["binary"])
+    if not found:
+        raise errors.NotFound("Host %s could not be found." % body["host"] if not
+                              hosts.services(req.api, cm.Service.host == body["host"])
+                              else f"Service {body['binary']} on host {body['host']} could not be found.")
+    cell, svc = found[0]
+    out = {"host": svc.host, "binary": svc.binary}
+    if action == "force-down":
+        forced = v.to_bool(body["forced_down"])
+        _save(cell, svc.id, forced_down=forced)
+        out["forced_down"] = forced
+    else:
+        disabled = action != "enable"
+        reason = body.get("disabled_reason") if action == "disable-log-reason" else None
+        _save(cell, svc.id, disabled=disabled, disabled_reason=reason)
+        out["status"] = "disabled" if disabled else "enabled"
+        if reason:
+            out["disabled_reason"] = reason
+    return 200, {"service": out}
+
+
+def delete(req, service_id):
+    req.authorize(P + "delete")
+    cell, svc = _find(req, service_id)
+    cell_db = cells_mod.cell_database(cell)
+    now = records.utcnow()
+    if svc.binary == hosts.COMPUTE:
+        with cell_db.session() as s:
+            busy = s.scalar(sa.select(sa.func.count()).select_from(cm.Instance).where(
+                cm.Instance.host == svc.host, cm.Instance.deleted == 0))
+            moving = s.scalar(sa.select(sa.func.count()).select_from(cm.Migration).where(
+                sa.or_(cm.Migration.source_compute == svc.host, cm.Migration.dest_compute == svc.host),
+                cm.Migration.deleted == 0,
+                cm.Migration.status.notin_(["confirmed", "reverted", "error", "failed",
+                                            "completed", "cancelled", "done"])))
+        if busy:
+            raise errors.Conflict("Unable to delete compute service that is hosting instances. "
+                                  "Migrate or delete the instances first.")
+        if moving:
+            raise errors.Conflict("Unable to delete compute service that has in-progress "
+                                  "migrations. Complete the migrations or delete the instances first.")
+    with cell_db.session(write=True) as s:
+        s.execute(sa.update(cm.Service).where(cm.Service.id == svc.id)
+                  .values(deleted=svc.id, deleted_at=now))
+        if svc.binary == hosts.COMPUTE:
+            s.execute(sa.update(cm.ComputeNode).where(cm.ComputeNode.host == svc.host,
+                                                      cm.ComputeNode.deleted == 0)
+                      .values(deleted=cm.ComputeNode.id, deleted_at=now))
+    if svc.binary == hosts.COMPUTE:
+        with req.api.api_db.session(write=True) as s:
+            aggs = list(s.scalars(sa.select(am.Aggregate.uuid).join(am.AggregateHost)
+                                  .where(am.AggregateHost.host == svc.host)))
+            s.execute(sa.delete(am.AggregateHost).where(am.AggregateHost.host == svc.host))
+            s.execute(sa.delete(am.HostMapping).where(am.HostMapping.host == svc.host))
+        if req.api.aggregate_hook is not None:
+            for agg_uuid in aggs:
+                req.api.aggregate_hook("remove_host", agg_uuid, svc.host)
+    return 204, None
+
+
+ROUTES = [
+    ("GET", "/os-services", index),
+    ("PUT", "/os-services/{service_id}", update),
+    ("DELETE", "/os-services/{service_id}", delete),
+]

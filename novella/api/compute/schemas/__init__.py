@@ -1,0 +1,1 @@
+"""Request body schemas, one module per resource, per microversion."""

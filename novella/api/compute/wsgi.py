@@ -1,0 +1,234 @@
+"""The Compute API's WSGI application: routing, negotiation, errors.
+
+    app = make_app(conf, api_db, transport, network_api=None, image_api=None,
+                   volume_api=None)
+
+Each handler module under ``handlers/`` lists its ``ROUTES`` as
+``(method, path template, function)``; a function receives the request and
+the path's variables and returns ``(status, body[, headers])``.
+"""
+import json
+import logging
+import re
+import uuid as uuid_mod
+
+import webob
+
+from novella.api import auth
+from novella.api.compute import errors, microversion
+from novella.api.compute.handlers import (
+    aggregates, availability_zones, flavors, hypervisors, instance_actions, keypairs,
+    migrations, server_actions, server_groups, server_tags, servers, services, versions)
+from novella.policies import compute as compute_policies, make_enforcer
+
+LOG = logging.getLogger(__name__)
+
+HANDLER_MODULES = [versions, servers, server_actions, server_tags, instance_actions,
+                   migrations, flavors, keypairs, services, hypervisors,
+                   availability_zones, aggregates, server_groups]
+
+
+class Request(webob.Request):
+    """A request with its context, microversion and the API's state."""
+
+    api = None            # the API object (databases, transports, clients)
+    version = microversion.MIN_VERSION
+    project_in_url = None
+    negotiated = False
+
+    @property
+    def context(self):
+        return self.environ.get(auth.ENV_CONTEXT)
+
+    def at_least(self, text):
+        return self.version >= microversion.parse(text)
+
+    def is_admin(self):
+        return self.api.check(self.context, "context_is_admin")
+
+    def authorize(self, rule, target=None):
+        ctxt = self.context
+        if target is None:
+            target = {"project_id": ctxt.project_id, "user_id": ctxt.user_id}
+        if not self.api.check(ctxt, rule, target):
+            raise errors.Forbidden(f"Policy doesn't allow {rule} to be performed.")
+
+    def can(self, rule, target=None):
+        ctxt = self.context
+        if target is None:
+            target = {"project_id": ctxt.project_id, "user_id": ctxt.user_id}
+        return self.api.check(ctxt, rule, target)
+
+    def body_json(self, schema=None):
+        """The JSON body, validated against ``schema`` for this microversion."""
+        if not self.body:
+            data = None
+        else:
+            try:
+                data = json.loads(self.body)
+            except ValueError:
+                raise errors.BadRequest("Malformed request body")
+        if schema is not None:
+            from novella.api.compute import validation
+            if data is None and validation.pick(schema, self.version) is not None:
+                raise errors.BadRequest("The request body is missing or invalid.")
+            validation.validate(schema, data, self.version)
+        return data
+
+    def link_prefix(self):
+        prefix = self.api.conf.api.compute_link_prefix
+        return (prefix or self.host_url + self.script_name).rstrip("/")
+
+    def self_link(self, *parts):
+        root = self.link_prefix() + "/v2.1"
+        if self.project_in_url:
+            root += "/" + self.project_in_url
+        return "/".join([root] + [str(p) for p in parts])
+
+    def links(self, *parts):
+        bookmark = self.link_prefix()
+        if self.project_in_url:
+            bookmark += "/" + self.project_in_url
+        return [{"rel": "self", "href": self.self_link(*parts)},
+                {"rel": "bookmark", "href": "/".join([bookmark] + [str(p) for p in parts])}]
+
+
+class Router:
+    """Method + path template -> function; 404 or 405 when nothing fits."""
+
+    def __init__(self):
+        self.routes = []
+
+    def add(self, method, template, fn):
+        pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template.rstrip("/") or "/")
+        self.routes.append((method, re.compile("^" + pattern + "/?$"), fn))
+
+    def match(self, method, path):
+        allowed = False
+        for m, regex, fn in self.routes:
+            found = regex.match(path)
+            if found:
+                if m == method:
+                    return fn, found.groupdict()
+                allowed = True
+        if allowed:
+            raise errors.MethodNotAllowed("The method specified is not allowed for this resource.")
+        raise errors.NotFound("The resource could not be found.")
+
+
+# First path segments that are collections, not a project id in the URL.
+_COLLECTIONS = {"servers", "flavors", "os-keypairs", "os-services", "os-hypervisors",
+                "os-availability-zone", "os-aggregates", "os-server-groups",
+                "os-migrations", "limits", "extensions", "images"}
+
+
+class API:
+    """The state every handler reaches through ``req.api``."""
+
+    def __init__(self, conf, api_db, transport, network_api=None, image_api=None,
+                 volume_api=None, aggregate_hook=None):
+        self.conf = conf
+        self.api_db = api_db
+        self.transport = transport
+        self.network_api = network_api
+        self.image_api = image_api
+        self.volume_api = volume_api
+        # aggregate_hook(event, aggregate_uuid, host): mirrors host membership
+        # into placement aggregates when given ("add_host" / "remove_host").
+        self.aggregate_hook = aggregate_hook
+        self.enforcer = make_enforcer(conf, compute_policies.list_rules())
+        self.router = Router()
+        for module in HANDLER_MODULES:
+            for method, template, fn in module.ROUTES:
+                self.router.add(method, template, fn)
+
+    def check(self, ctxt, rule, target=None):
+        from oslo_policy import policy
+        if target is None:
+            target = {"project_id": ctxt.project_id, "user_id": ctxt.user_id}
+        try:
+            return self.enforcer.authorize(rule, target, ctxt, do_raise=False)
+        except policy.InvalidScope:
+            return False
+
+
+class ComputeApp:
+    def __init__(self, api):
+        self.api = api
+
+    def __call__(self, environ, start_response):
+        req = Request(environ)
+        req.api = self.api
+        ctxt = req.context
+        request_id = ctxt.request_id if ctxt is not None else "req-" + str(uuid_mod.uuid4())
+        headers = {"x-openstack-request-id": request_id, "x-compute-request-id": request_id}
+        status, body = 500, b""
+        try:
+            status, body, extra = self._handle(req)
+            headers.update(extra)
+        except errors.APIError as exc:
+            status, body = exc.code, exc.body()
+            headers.update(exc.headers)
+        except Exception:  # noqa: BLE001 - every failure becomes a fault body
+            LOG.exception("Unexpected error in %s %s", req.method, req.path)
+            exc = errors.APIError("Unexpected API Error. Please report this at "
+                                  "the project's issue tracker and attach the API log if possible.")
+            status, body = 500, exc.body()
+        if req.negotiated:
+            headers.update(microversion.response_headers(req.version))
+        if body:
+            headers.setdefault("Content-Type", "application/json")
+        resp = webob.Response(status=status, body=body, headerlist=[])
+        for k, v in headers.items():
+            resp.headers[k] = v
+        if not body:
+            resp.headers.pop("Content-Type", None)
+        return resp(environ, start_response)
+
+    def _handle(self, req):
+        path = req.path_info.rstrip("/")
+        if path in ("", "/v2.1"):
+            result = versions.root(req) if not path else versions.show_v21(req)
+        elif not path.startswith("/v2.1/"):
+            raise errors.NotFound("The resource could not be found.")
+        else:
+            req.version = microversion.negotiate(req.headers)
+            req.negotiated = True
+            rest = path[len("/v2.1"):]
+            parts = rest.split("/")
+            if len(parts) > 2 and parts[1] not in _COLLECTIONS:
+                self._check_project(req, parts[1])
+                req.project_in_url = parts[1]
+                rest = "/" + "/".join(parts[2:])
+            fn, kwargs = self.api.router.match(req.method, rest)
+            result = fn(req, **kwargs)
+        if len(result) == 2:
+            status, body = result
+            extra = {}
+        else:
+            status, body, extra = result
+        if body is not None and not isinstance(body, bytes):
+            body = json.dumps(body, default=_json_default).encode()
+        return status, body or b"", extra
+
+    @staticmethod
+    def _check_project(req, project_id):
+        ctxt = req.context
+        if project_id != ctxt.project_id and not ctxt.is_admin:
+            raise errors.BadRequest(
+                f"Malformed request URL: URL's project_id '{project_id}' doesn't match "
+                f"Context's project_id '{ctxt.project_id}'")
+
+
+def _json_default(value):
+    import datetime
+    if isinstance(value, datetime.datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value)
+
+
+def make_app(conf, api_db, transport, network_api=None, image_api=None, volume_api=None,
+             aggregate_hook=None):
+    """The Compute API v2.1 as a WSGI application, authentication included."""
+    api = API(conf, api_db, transport, network_api, image_api, volume_api, aggregate_hook)
+    return auth.AuthMiddleware(ComputeApp(api), conf, public_paths=("/", "", "/v2.1"))

@@ -1,0 +1,62 @@
+"""Versions documents and microversion negotiation."""
+
+
+def test_root_lists_versions_without_a_token(cloud):
+    import webob
+    resp = webob.Request.blank("/").get_response(cloud.app)
+    assert resp.status_int == 200
+    versions = {v["id"]: v for v in resp.json["versions"]}
+    assert versions["v2.1"]["version"] == "2.96"
+    assert versions["v2.1"]["min_version"] == "2.1"
+    resp = webob.Request.blank("/v2.1").get_response(cloud.app)
+    assert resp.status_int == 200 and resp.json["version"]["id"] == "v2.1"
+
+
+def test_missing_token_is_401(cloud):
+    import webob
+    resp = webob.Request.blank("/v2.1/servers").get_response(cloud.app)
+    assert resp.status_int == 401
+
+
+def test_default_version_headers_and_vary(cloud):
+    resp = cloud.user.get("/servers")
+    assert resp.status_int == 200
+    assert resp.headers["OpenStack-API-Version"] == "compute 2.1"
+    assert resp.headers["X-OpenStack-Nova-API-Version"] == "2.1"
+    assert "OpenStack-API-Version" in resp.headers["Vary"]
+
+
+def test_latest_and_legacy_header(cloud):
+    resp = cloud.user.get("/servers", version="latest")
+    assert resp.headers["OpenStack-API-Version"] == "compute 2.96"
+    resp = cloud.user.get("/servers", headers={"X-OpenStack-Nova-API-Version": "2.53"})
+    assert resp.headers["X-OpenStack-Nova-API-Version"] == "2.53"
+
+
+def test_out_of_range_is_406_and_malformed_is_400(cloud):
+    resp = cloud.user.get("/servers", version="2.97")
+    assert resp.status_int == 406
+    assert "maximum is 2.96" in resp.json["computeFault"]["message"]
+    resp = cloud.user.get("/servers", version="3.0")
+    assert resp.status_int == 406
+    resp = cloud.user.get("/servers", version="2.x")
+    assert resp.status_int == 400
+    assert resp.json["badRequest"]["code"] == 400
+
+
+def test_unknown_path_is_item_not_found(cloud):
+    resp = cloud.user.get("/nothing-here")
+    assert resp.status_int == 404
+    assert resp.json["itemNotFound"]["code"] == 404
+
+
+def test_method_not_allowed(cloud):
+    resp = cloud.user.request("PATCH", "/servers")
+    assert resp.status_int == 405
+    assert "badMethod" in resp.json
+
+
+def test_project_id_in_url_is_accepted_and_checked(cloud):
+    assert cloud.user.get("/project-a/servers").status_int == 200
+    resp = cloud.user.get("/project-b/servers")
+    assert resp.status_int == 400
