@@ -148,7 +148,11 @@ def test_resize_claim_lifecycle_on_the_same_host(rt):
     usage = rt.usage()
     assert len(usage["pci"]) == 2 and usage["vcpus"] == 6       # old + new on one host
     rt.apply_migration_context(None, inst)
+    with rt.cell_db.session(write=True) as s:                  # finish_resize's part
+        extra = s.query(m.InstanceExtra).filter_by(instance_uuid=inst).one()
+        extra.flavor = json.dumps({"cur": bigger, "old": FLAVOR, "new": bigger})
     assert len(rt.usage()["pci"]) == 2                         # new current + old held
+    assert rt.usage()["vcpus"] == 6
     rt.drop_move_claim(None, inst)                             # confirm
     usage = rt.usage()
     assert usage["pci"] == [new.pci_devices[0]["address"]] and usage["vcpus"] == 4
