@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import tempfile
 import unittest
 import uuid
@@ -383,3 +384,89 @@ def test_recorder_counts_every_outcome():
     got = sorted(outcome for outcome, _ in result.outcomes.values())
     assert got == ["failed", "failed", "passed", "skipped"]
 
+
+
+# ---------------------------------------------------------------------------
+# Command line: list the current failures (to maintain docs/conformance.md)
+# ---------------------------------------------------------------------------
+
+def _failure_headline(detail):
+    """The most telling line of a gabbi failure traceback."""
+    lines = [line.strip() for line in detail.strip().splitlines()
+             if line.strip()]
+    for line in reversed(lines):
+        if line.startswith(("AssertionError", "testtools", "gabbi",
+                            "ValueError", "TypeError", "KeyError",
+                            "RuntimeError")) or "Error:" in line:
+            return line[:300]
+    return lines[-1][:300] if lines else ""
+
+
+_REASON_PATTERNS = [
+    (re.compile(r"AssertionError: (.*?) != (.*?) : Unable to match (\S+) as"),
+     lambda m: "%s is %s, expected %s" % (m.group(3), m.group(2),
+                                           m.group(1))),
+    (re.compile(r"AssertionError: '(\d+)' not found in \[(.*)\]"),
+     lambda m: "answers %s, expected %s" % (m.group(1),
+                                             m.group(2).replace("'", ""))),
+    (re.compile(r"AssertionError: (.*) not found in <html>"),
+     lambda m: "error body is HTML, expected JSON containing %s"
+     % m.group(1)[:80]),
+    (re.compile(r"AssertionError: (.*) not found in \{"),
+     lambda m: "error detail lacks %s" % m.group(1)[:80]),
+    (re.compile(r"AssertionError: '([^']*)' != '([^']*)'$"),
+     lambda m: "header is '%s', expected '%s'" % (m.group(2), m.group(1))),
+    (re.compile(r"(\w+Error: .*)"), lambda m: "500: %s" % m.group(1)[:100]),
+]
+
+
+def failure_reason(detail):
+    """A short, table-friendly reason derived from a failure traceback."""
+    headline = _failure_headline(detail)
+    for pattern, render in _REASON_PATTERNS:
+        match = pattern.search(headline)
+        if match:
+            return render(match)
+    return headline
+
+
+def _run_for_report(path):
+    rows = run_yaml_file(pathlib.Path(path))
+    return [(pathlib.Path(path).name, name, failure_reason(detail))
+            for name, outcome, detail in rows if outcome == "failed"]
+
+
+def main(argv=None):
+    """``python3 -m tests.conformance.test_placement_gabbi [-j N] [FILE...]``
+
+    Runs the suite outside pytest and prints the failing tests as rows of
+    the known-failure table, with the assertion that failed.
+    """
+    import argparse
+    import multiprocessing
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("files", nargs="*",
+                        help="YAML file stems to run (default: all)")
+    args = parser.parse_args(argv)
+    paths = [str(p) for p in _FILES if not args.files or p.stem in args.files]
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        results = pool.map(_run_for_report, paths, chunksize=1)
+    failures = [row for rows in results for row in rows]
+    known = known_failures()
+    total = sum(len(yaml_test_names(pathlib.Path(p))) for p in paths)
+    for file_name, name, headline in failures:
+        mark = "" if (file_name, name) in known else "  <- not listed"
+        print("| `%s` | %s | %s |%s" % (file_name, name,
+                                        headline.replace("|", "/"), mark))
+    stale = sorted(set(known) - {(f, n) for f, n, _ in failures})
+    for file_name, name in stale:
+        print("now passing (listed): %s: %s" % (file_name, name))
+    print("%d tests in %d files, %d failed, %d listed entries now pass"
+          % (total, len(paths), len(failures), len(stale)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
