@@ -2,35 +2,14 @@
 import sqlalchemy as sa
 
 from novella import rpc
+from novella.compute.rpcapi import ComputeAPI
 from novella.db import api_models as am
 
 
-class _CastingCompute:
-    """Stand-in for novella.compute.rpcapi.ComputeAPI: the same calls, spelled directly."""
-
-    CALLS = {"build_and_run_instance"}
-
-    def __init__(self, transport, timeout=None):
-        self.transport = transport
-        self.timeout = timeout
-
-    def __getattr__(self, method):
-        def send(ctxt, host, **kwargs):
-            if method in self.CALLS:
-                return self.transport.call(ctxt, "compute", host, method,
-                                           timeout=self.timeout, **kwargs)
-            return self.transport.cast(ctxt, "compute", host, method, **kwargs)
-        return send
-
-
-def compute_api(cell_mapping, timeout=None):
+def compute_api(conf, cell_mapping):
     """The compute RPC client on the cell's own transport."""
-    transport = rpc.get_transport(cell_mapping.transport_url)
-    try:
-        from novella.compute.rpcapi import ComputeAPI
-    except ImportError:
-        return _CastingCompute(transport, timeout)
-    return ComputeAPI(transport)
+    return ComputeAPI(rpc.get_transport(cell_mapping.transport_url),
+                      timeout=conf.rpc_response_timeout, long_timeout=conf.long_rpc_timeout)
 
 
 def host_availability_zone(api_db, host, default_zone):

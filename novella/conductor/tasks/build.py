@@ -18,6 +18,7 @@ import uuid as uuid_mod
 import sqlalchemy as sa
 
 from novella import rpc
+from novella.compute import exceptions as compute_exc
 from novella.compute import states
 from novella.conductor import utils
 from novella.conductor.tasks.base import Task
@@ -158,7 +159,8 @@ class BuildOnHost(BuildTask):
         try:
             with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT):
                 self._build_with_alternates()
-        except (MaxRetriesExceeded, rpc.RemoteError, rpc.Timeout) as exc:
+        except (MaxRetriesExceeded, compute_exc.ComputeException, rpc.RemoteError,
+                rpc.Timeout) as exc:
             # The host list is spent or the build failed for good: ERROR, nothing held.
             b.placement.delete_allocations(b.instance_uuid)
             try:
@@ -179,18 +181,16 @@ class BuildOnHost(BuildTask):
             records.update_instance(b.cell_db, b.instance_uuid, host=sel["service_host"],
                                     node=sel["nodename"])
             try:
-                utils.compute_api(b.cell, b.conf.long_rpc_timeout).build_and_run_instance(
+                utils.compute_api(b.conf, b.cell).build_and_run_instance(
                     b.ctxt, sel["service_host"], instance_uuid=b.instance_uuid,
                     request_spec=b.request_spec, node=sel["nodename"],
                     allocations=sel["allocation_request"]["allocations"],
                     requested_networks=b.requested_networks,
                     block_device_mappings=b.build_request.get("block_device_mappings") or [])
                 return
-            except rpc.RemoteError as exc:
-                if exc.exc_type != "RescheduledException":
-                    raise
+            except compute_exc.RescheduledException as exc:
                 LOG.info("build of %s on %s rescheduled: %s", b.instance_uuid,
-                         sel["service_host"], exc.message)
+                         sel["service_host"], exc)
             b.failed_hosts.append(sel["service_host"])
             b.placement.delete_allocations(b.instance_uuid)
             records.update_instance(b.cell_db, b.instance_uuid, host=None, node=None,
