@@ -1,0 +1,748 @@
+"""The network service client: networks, subnets, ports and port bindings.
+
+Ports are dicts with Neutron's field names (``binding:host_id``,
+``binding:profile``, ``binding:vif_type``, ``binding:vnic_type``,
+``resource_request``, ...). Bindings follow the port-bindings-extended model:
+a port has one binding row per host; exactly one is ``ACTIVE`` (an unbound
+port keeps an active row for host ``''``) and the port's ``binding:*`` fields
+show that row. A move creates an ``INACTIVE`` binding on the destination,
+activates it when the server runs there, and deletes the other one.
+
+The instance-level calls (``allocate_for_instance``, ``bind_ports_to_host``,
+``migrate_instance_finish``, ...) are what compute and conductor use; each
+runs in one transaction, so a failure half-way leaves nothing behind.
+"""
+import datetime
+import functools
+import ipaddress
+import random
+import uuid
+
+import os_traits
+import sqlalchemy as sa
+
+from novella.db.engine import Database
+from novella.network import models
+
+ACTIVE, INACTIVE = "ACTIVE", "INACTIVE"
+BANDWIDTH_CLASSES = {"egress": "NET_BW_EGR_KILOBIT_PER_SEC",
+                     "ingress": "NET_BW_IGR_KILOBIT_PER_SEC"}
+PACKET_RATE_CLASSES = {"any": "NET_PACKET_RATE_KILOPACKET_PER_SEC",
+                       "egress": "NET_PACKET_RATE_EGR_KILOPACKET_PER_SEC",
+                       "ingress": "NET_PACKET_RATE_IGR_KILOPACKET_PER_SEC"}
+UPDATABLE = {"name", "device_id", "device_owner", "admin_state_up", "qos_policy_id",
+             "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request"}
+
+
+class NetworkError(Exception):
+    code = 400
+
+
+class NotFound(NetworkError):
+    code = 404
+
+
+class NetworkNotFound(NotFound):
+    pass
+
+
+class SubnetNotFound(NotFound):
+    pass
+
+
+class PortNotFound(NotFound):
+    pass
+
+
+class QosPolicyNotFound(NotFound):
+    pass
+
+
+class PortBindingNotFound(NotFound):
+    pass
+
+
+class Conflict(NetworkError):
+    code = 409
+
+
+class NetworkInUse(Conflict):
+    pass
+
+
+class NetworkAmbiguous(Conflict):
+    pass
+
+
+class PortInUse(Conflict):
+    pass
+
+
+class IpAddressAlreadyAllocated(Conflict):
+    pass
+
+
+class IpAddressGenerationFailure(Conflict):
+    """No address left in the subnet."""
+
+
+class PortBindingAlreadyExists(Conflict):
+    pass
+
+
+class PortBindingAlreadyActive(Conflict):
+    pass
+
+
+class PortBindingFailed(Conflict):
+    pass
+
+
+def _retry_on_duplicate(fn):
+    """Run again when a concurrent writer took the same IP or MAC first."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        for attempt in range(5):
+            try:
+                return fn(*args, **kwargs)
+            except sa.exc.IntegrityError:
+                if attempt == 4:
+                    raise
+    return wrapper
+
+
+def _iso(value):
+    return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
+def _is_admin(ctxt):
+    return ctxt is None or ctxt.is_admin
+
+
+class NetworkAPI:
+    def __init__(self, db):
+        self.db = db if isinstance(db, Database) else Database(db)
+        models.Base.metadata.create_all(self.db.engine)
+        # Fault injection: binding a port to one of these hosts fails.
+        self.unbindable_hosts = set()
+
+    # --- QoS policies --------------------------------------------------------------
+    def create_qos_policy(self, ctxt, name, rules, id=None):  # noqa: A002
+        """A policy whose minimum_bandwidth / minimum_packet_rate rules give ports a resource request."""
+        for r in rules:
+            kinds = {"minimum_bandwidth": BANDWIDTH_CLASSES, "minimum_packet_rate": PACKET_RATE_CLASSES}
+            if r.get("type") not in kinds or r.get("direction", "egress") not in kinds[r["type"]]:
+                raise NetworkError(f"unsupported QoS rule {r!r}")
+        row = models.QosPolicy(id=id or str(uuid.uuid4()), name=name, rules=list(rules),
+                               project_id=getattr(ctxt, "project_id", None))
+        with self.db.session(write=True) as s:
+            s.add(row)
+        return {"id": row.id, "name": row.name, "rules": row.rules, "project_id": row.project_id}
+
+    # --- networks and subnets ---------------------------------------------------------
+    @staticmethod
+    def _network_dict(s, n):
+        subnets = s.scalars(sa.select(models.Subnet.id).where(models.Subnet.network_id == n.id)
+                            .order_by(models.Subnet.created_at, models.Subnet.id)).all()
+        return {"id": n.id, "name": n.name, "project_id": n.project_id, "tenant_id": n.project_id,
+                "shared": n.shared, "admin_state_up": n.admin_state_up, "status": n.status,
+                "mtu": n.mtu, "provider:network_type": n.network_type,
+                "provider:physical_network": n.physical_network,
+                "qos_policy_id": n.qos_policy_id, "subnets": list(subnets),
+                "created_at": _iso(n.created_at), "updated_at": _iso(n.updated_at)}
+
+    @staticmethod
+    def _subnet_dict(sn):
+        return {"id": sn.id, "network_id": sn.network_id, "name": sn.name, "cidr": sn.cidr,
+                "ip_version": sn.ip_version, "gateway_ip": sn.gateway_ip,
+                "enable_dhcp": sn.enable_dhcp, "allocation_pools": list(sn.allocation_pools),
+                "project_id": sn.project_id, "tenant_id": sn.project_id}
+
+    def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
+                       physical_network=None, network_type=None, qos_policy_id=None,
+                       id=None):  # noqa: A002
+        """A network; with ``cidr`` also its subnet (named ``<name>-subnet``)."""
+        n = models.Network(id=id or str(uuid.uuid4()), name=name, shared=shared, mtu=mtu,
+                           project_id=project_id or getattr(ctxt, "project_id", None),
+                           physical_network=physical_network, qos_policy_id=qos_policy_id,
+                           network_type=network_type or ("flat" if physical_network else "vxlan"))
+        with self.db.session(write=True) as s:
+            if qos_policy_id and s.get(models.QosPolicy, qos_policy_id) is None:
+                raise QosPolicyNotFound(f"QoS policy {qos_policy_id} could not be found")
+            s.add(n)
+            s.flush()
+            if cidr:
+                self._add_subnet(s, n, cidr, name=f"{name}-subnet")
+            return self._network_dict(s, n)
+
+    def ensure_default_network(self, ctxt, name="private", cidr="10.0.0.0/24"):
+        """The shared network servers get when they ask for none in particular."""
+        for net in self.list_networks(None, name=name):
+            return net
+        return self.create_network(ctxt, name, cidr=cidr, shared=True)
+
+    def _network(self, s, network_id):
+        n = s.get(models.Network, network_id)
+        if n is None:
+            raise NetworkNotFound(f"network {network_id} could not be found")
+        return n
+
+    def get_network(self, ctxt, network_id):
+        with self.db.session() as s:
+            return self._network_dict(s, self._network(s, network_id))
+
+    def list_networks(self, ctxt, **filters):
+        """Networks visible to the context (its project's and shared ones)."""
+        with self.db.session() as s:
+            q = sa.select(models.Network)
+            if not _is_admin(ctxt):
+                q = q.where(sa.or_(models.Network.project_id == ctxt.project_id,
+                                   models.Network.shared.is_(True)))
+            for key, value in filters.items():
+                col = getattr(models.Network, "project_id" if key == "tenant_id" else key)
+                q = q.where(col.in_(value) if isinstance(value, (list, tuple, set)) else col == value)
+            rows = s.scalars(q.order_by(models.Network.created_at, models.Network.id)).all()
+            return [self._network_dict(s, n) for n in rows]
+
+    def delete_network(self, ctxt, network_id):
+        with self.db.session(write=True) as s:
+            n = self._network(s, network_id)
+            if s.scalar(sa.select(sa.func.count()).select_from(models.Port)
+                        .where(models.Port.network_id == n.id)):
+                raise NetworkInUse(f"network {network_id} has ports")
+            s.execute(sa.delete(models.Subnet).where(models.Subnet.network_id == n.id))
+            s.delete(n)
+
+    def _add_subnet(self, s, network, cidr, name=None, gateway_ip=None, allocation_pools=None,
+                    enable_dhcp=True):
+        net = ipaddress.ip_network(cidr, strict=False)
+        hosts = net.hosts() if net.num_addresses > 2 else iter(net)
+        first = next(hosts)
+        gateway = gateway_ip or str(first)
+        if allocation_pools is None:
+            start = first + 1 if str(first) == gateway else first
+            last = net.broadcast_address - 1 if net.version == 4 else net[-1]
+            allocation_pools = [{"start": str(start), "end": str(last)}]
+        sn = models.Subnet(id=str(uuid.uuid4()), network_id=network.id, name=name, cidr=str(net),
+                           ip_version=net.version, gateway_ip=gateway, enable_dhcp=enable_dhcp,
+                           allocation_pools=allocation_pools, project_id=network.project_id)
+        s.add(sn)
+        s.flush()
+        return sn
+
+    def create_subnet(self, ctxt, network_id, cidr, name=None, gateway_ip=None,
+                      allocation_pools=None, enable_dhcp=True):
+        with self.db.session(write=True) as s:
+            sn = self._add_subnet(s, self._network(s, network_id), cidr, name, gateway_ip,
+                                  allocation_pools, enable_dhcp)
+            return self._subnet_dict(sn)
+
+    def get_subnet(self, ctxt, subnet_id):
+        with self.db.session() as s:
+            sn = s.get(models.Subnet, subnet_id)
+            if sn is None:
+                raise SubnetNotFound(f"subnet {subnet_id} could not be found")
+            return self._subnet_dict(sn)
+
+    def list_subnets(self, ctxt, network_id=None):
+        with self.db.session() as s:
+            q = sa.select(models.Subnet)
+            if network_id:
+                q = q.where(models.Subnet.network_id == network_id)
+            return [self._subnet_dict(sn) for sn in
+                    s.scalars(q.order_by(models.Subnet.created_at, models.Subnet.id))]
+
+    # --- ports ---------------------------------------------------------------------------
+    def _port(self, s, port_id):
+        p = s.get(models.Port, port_id)
+        if p is None:
+            raise PortNotFound(f"port {port_id} could not be found")
+        return p
+
+    @staticmethod
+    def _bindings(s, port_id):
+        return s.scalars(sa.select(models.PortBinding).where(models.PortBinding.port_id == port_id)
+                         .order_by(models.PortBinding.host)).all()
+
+    def _active(self, s, port_id):
+        return next(b for b in self._bindings(s, port_id) if b.status == ACTIVE)
+
+    def _resource_request(self, s, p):
+        if p.resource_request is not None:
+            return p.resource_request
+        network = s.get(models.Network, p.network_id)
+        policy_id = p.qos_policy_id or network.qos_policy_id
+        policy = s.get(models.QosPolicy, policy_id) if policy_id else None
+        if policy is None:
+            return None
+        vnic_trait = os_traits.normalize_name("VNIC_TYPE_" + p.vnic_type)
+        bandwidth, packet_rate = {}, {}
+        for r in policy.rules:
+            if r["type"] == "minimum_bandwidth":
+                bandwidth[BANDWIDTH_CLASSES[r.get("direction", "egress")]] = r["min_kbps"]
+            else:
+                packet_rate[PACKET_RATE_CLASSES[r.get("direction", "egress")]] = r["min_kpps"]
+        groups = []
+        if bandwidth:
+            required = [vnic_trait]
+            if network.physical_network:
+                required.insert(0, os_traits.normalize_name("PHYSNET_" + network.physical_network))
+            groups.append({"id": _group_id(p.id, "minimum_bandwidth"), "required": required,
+                           "resources": bandwidth})
+        if packet_rate:
+            groups.append({"id": _group_id(p.id, "minimum_packet_rate"), "required": [vnic_trait],
+                           "resources": packet_rate})
+        return {"request_groups": groups, "same_subtree": [g["id"] for g in groups]}
+
+    def _port_dict(self, s, p):
+        active = self._active(s, p.id)
+        ips = s.scalars(sa.select(models.IPAllocation).where(models.IPAllocation.port_id == p.id)
+                        .order_by(models.IPAllocation.subnet_id)).all()
+        return {"id": p.id, "name": p.name, "network_id": p.network_id,
+                "project_id": p.project_id, "tenant_id": p.project_id,
+                "mac_address": p.mac_address, "admin_state_up": p.admin_state_up,
+                "status": p.status, "device_id": p.device_id, "device_owner": p.device_owner,
+                "fixed_ips": [{"subnet_id": a.subnet_id, "ip_address": a.ip_address} for a in ips],
+                "binding:host_id": active.host, "binding:profile": dict(active.profile or {}),
+                "binding:vif_type": active.vif_type,
+                "binding:vif_details": dict(active.vif_details or {}),
+                "binding:vnic_type": p.vnic_type, "qos_policy_id": p.qos_policy_id,
+                "qos_network_policy_id": s.get(models.Network, p.network_id).qos_policy_id,
+                "resource_request": self._resource_request(s, p),
+                "security_groups": [], "port_security_enabled": True,
+                "created_at": _iso(p.created_at), "updated_at": _iso(p.updated_at)}
+
+    def _allocate_ip(self, s, network_id, request):
+        subnets = s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network_id)
+                            .order_by(models.Subnet.created_at, models.Subnet.id)).all()
+        if request.get("subnet_id"):
+            subnets = [sn for sn in subnets if sn.id == request["subnet_id"]]
+            if not subnets:
+                raise SubnetNotFound(f"subnet {request['subnet_id']} is not on network {network_id}")
+        wanted = request.get("ip_address")
+        for sn in subnets:
+            net = ipaddress.ip_network(sn.cidr)
+            used = set(s.scalars(sa.select(models.IPAllocation.ip_address)
+                                 .where(models.IPAllocation.subnet_id == sn.id)))
+            if wanted:
+                if ipaddress.ip_address(wanted) not in net:
+                    continue
+                if wanted in used:
+                    raise IpAddressAlreadyAllocated(
+                        f"IP address {wanted} already allocated in subnet {sn.id}")
+                return sn, wanted
+            for pool in sn.allocation_pools:
+                addr, end = ipaddress.ip_address(pool["start"]), ipaddress.ip_address(pool["end"])
+                while addr <= end:
+                    if str(addr) not in used and str(addr) != sn.gateway_ip:
+                        return sn, str(addr)
+                    addr += 1
+            if request.get("subnet_id"):
+                break
+        if wanted:
+            raise NetworkError(f"IP address {wanted} is not in a subnet of network {network_id}")
+        raise IpAddressGenerationFailure(f"no more IP addresses on network {network_id}")
+
+    def _create_port(self, s, body, project_id=None):
+        network = self._network(s, body.get("network_id"))
+        if body.get("qos_policy_id") and s.get(models.QosPolicy, body["qos_policy_id"]) is None:
+            raise QosPolicyNotFound(f"QoS policy {body['qos_policy_id']} could not be found")
+        p = models.Port(id=body.get("id") or str(uuid.uuid4()), network_id=network.id,
+                        name=body.get("name"),
+                        project_id=body.get("project_id") or body.get("tenant_id") or project_id,
+                        mac_address=body.get("mac_address") or _random_mac(),
+                        admin_state_up=body.get("admin_state_up", True),
+                        device_id=body.get("device_id") or "",
+                        device_owner=body.get("device_owner") or "",
+                        vnic_type=body.get("binding:vnic_type") or "normal",
+                        qos_policy_id=body.get("qos_policy_id"),
+                        resource_request=body.get("resource_request"),
+                        created_for_instance=bool(body.get("created_for_instance")))
+        s.add(p)
+        s.flush()
+        requests = body.get("fixed_ips")
+        if requests is None:
+            has_subnet = s.scalar(sa.select(models.Subnet.id)
+                                  .where(models.Subnet.network_id == network.id).limit(1))
+            requests = [{}] if has_subnet else []
+        for req in requests:
+            subnet, address = self._allocate_ip(s, network.id, req)
+            s.add(models.IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=p.id,
+                                      network_id=network.id))
+            s.flush()
+        s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE, vif_type="unbound",
+                                 vnic_type=p.vnic_type, profile={}))
+        s.flush()
+        if body.get("binding:host_id") or body.get("binding:profile"):
+            self._rebind_active(s, p, body.get("binding:host_id") or "",
+                                body.get("binding:profile") or {})
+        return p
+
+    @_retry_on_duplicate
+    def create_port(self, ctxt, body):
+        """A port from a Neutron-style body (``network_id`` required)."""
+        with self.db.session(write=True) as s:
+            p = self._create_port(s, body, getattr(ctxt, "project_id", None))
+            return self._port_dict(s, p)
+
+    def get_port(self, ctxt, port_id):
+        with self.db.session() as s:
+            return self._port_dict(s, self._port(s, port_id))
+
+    def list_ports(self, ctxt, filters=None, **kw):
+        """Ports matching Neutron-style filters (a list value matches any of its items)."""
+        filters = dict(filters or {}, **kw)
+        host = filters.pop("binding:host_id", None)
+        with self.db.session() as s:
+            q = sa.select(models.Port)
+            if not _is_admin(ctxt):
+                q = q.where(models.Port.project_id == ctxt.project_id)
+            if host is not None:
+                q = q.join(models.PortBinding, sa.and_(models.PortBinding.port_id == models.Port.id,
+                                                       models.PortBinding.status == ACTIVE)) \
+                     .where(models.PortBinding.host.in_(_as_list(host)))
+            for key, value in filters.items():
+                col = getattr(models.Port, "project_id" if key == "tenant_id" else key, None)
+                if col is None:
+                    raise NetworkError(f"cannot filter ports on {key!r}")
+                q = q.where(col.in_(_as_list(value)))
+            rows = s.scalars(q.order_by(models.Port.created_at, models.Port.id)).all()
+            return [self._port_dict(s, p) for p in rows]
+
+    def update_port(self, ctxt, port_id, body):
+        """Change a port; ``binding:host_id`` / ``binding:profile`` change its active binding."""
+        unknown = set(body) - UPDATABLE
+        if unknown:
+            raise NetworkError(f"cannot update {sorted(unknown)}")
+        with self.db.session(write=True) as s:
+            p = self._port(s, port_id)
+            for key in ("name", "admin_state_up", "qos_policy_id", "resource_request"):
+                if key in body:
+                    setattr(p, key, body[key])
+            for key in ("device_id", "device_owner"):
+                if key in body:
+                    setattr(p, key, body[key] or "")
+            if "binding:vnic_type" in body:
+                p.vnic_type = body["binding:vnic_type"]
+            if {"binding:host_id", "binding:profile", "binding:vnic_type"} & set(body):
+                active = self._active(s, p.id)
+                self._rebind_active(s, p, body.get("binding:host_id", active.host) or "",
+                                    body.get("binding:profile", active.profile) or {})
+            self._set_status(s, p)
+            p.updated_at = datetime.datetime.utcnow()
+            return self._port_dict(s, p)
+
+    def delete_port(self, ctxt, port_id):
+        with self.db.session(write=True) as s:
+            self._delete_port(s, self._port(s, port_id))
+
+    @staticmethod
+    def _delete_port(s, p):
+        s.execute(sa.delete(models.IPAllocation).where(models.IPAllocation.port_id == p.id))
+        s.execute(sa.delete(models.PortBinding).where(models.PortBinding.port_id == p.id))
+        s.delete(p)
+
+    # --- bindings ------------------------------------------------------------------------
+    def _vif(self, host, vnic_type):
+        """What the simulated mechanism driver answers when binding to ``host``."""
+        if not host:
+            return "unbound", {}
+        if host in self.unbindable_hosts:
+            raise PortBindingFailed(f"binding failed for host {host}")
+        if vnic_type in ("direct", "macvtap"):
+            return "hw_veb", {"vlan": "0"}
+        return "ovs", {"port_filter": True, "bridge_name": "br-int", "datapath_type": "system"}
+
+    def _rebind_active(self, s, p, host, profile):
+        active = self._active(s, p.id)
+        if host != active.host:
+            if s.get(models.PortBinding, (p.id, host)) is not None:
+                raise PortBindingAlreadyExists(f"port {p.id} already has a binding for host {host}")
+            vif_type, details = self._vif(host, p.vnic_type)
+            s.delete(active)
+            s.flush()
+            s.add(models.PortBinding(port_id=p.id, host=host, status=ACTIVE, vif_type=vif_type,
+                                     vif_details=details, vnic_type=p.vnic_type,
+                                     profile=dict(profile)))
+        else:
+            active.vif_type, active.vif_details = self._vif(host, p.vnic_type)
+            active.vnic_type, active.profile = p.vnic_type, dict(profile)
+        s.flush()
+        self._set_status(s, p)
+
+    def _set_status(self, s, p):
+        bound = self._active(s, p.id).host
+        p.status = ACTIVE if bound and p.device_owner.startswith("compute:") else "DOWN"
+
+    @staticmethod
+    def _binding_dict(b):
+        return {"host": b.host, "status": b.status, "vif_type": b.vif_type,
+                "vif_details": dict(b.vif_details or {}), "vnic_type": b.vnic_type,
+                "profile": dict(b.profile or {})}
+
+    def _create_binding(self, s, p, host, vnic_type=None, profile=None):
+        if not host:
+            raise NetworkError("a binding needs a host")
+        if s.get(models.PortBinding, (p.id, host)) is not None:
+            raise PortBindingAlreadyExists(f"port {p.id} already has a binding for host {host}")
+        active = self._active(s, p.id)
+        if not active.host:
+            # An unbound port is simply bound: its one binding stays active.
+            self._rebind_active(s, p, host, profile or {})
+            return self._active(s, p.id)
+        vnic = vnic_type or p.vnic_type
+        vif_type, details = self._vif(host, vnic)
+        b = models.PortBinding(port_id=p.id, host=host, status=INACTIVE, vif_type=vif_type,
+                               vif_details=details, vnic_type=vnic, profile=dict(profile or {}))
+        s.add(b)
+        s.flush()
+        return b
+
+    def create_port_binding(self, ctxt, port_id, host, vnic_type=None, profile=None):
+        """An INACTIVE binding for ``host`` (ACTIVE if the port was unbound)."""
+        with self.db.session(write=True) as s:
+            return self._binding_dict(self._create_binding(s, self._port(s, port_id), host,
+                                                           vnic_type, profile))
+
+    def list_port_bindings(self, ctxt, port_id):
+        """The port's bindings to hosts (the unbound placeholder is not listed)."""
+        with self.db.session() as s:
+            self._port(s, port_id)
+            return [self._binding_dict(b) for b in self._bindings(s, port_id) if b.host]
+
+    def get_port_binding(self, ctxt, port_id, host):
+        with self.db.session() as s:
+            b = s.get(models.PortBinding, (port_id, host))
+            if b is None or not host:
+                raise PortBindingNotFound(f"port {port_id} has no binding for host {host}")
+            return self._binding_dict(b)
+
+    def _activate(self, s, p, host):
+        b = s.get(models.PortBinding, (p.id, host))
+        if b is None or not host:
+            raise PortBindingNotFound(f"port {p.id} has no binding for host {host}")
+        if b.status == ACTIVE:
+            raise PortBindingAlreadyActive(f"binding of port {p.id} to {host} is already active")
+        for other in self._bindings(s, p.id):
+            if other.status == ACTIVE:
+                if other.host:
+                    other.status = INACTIVE
+                else:
+                    s.delete(other)  # the unbound placeholder
+        s.flush()
+        b.status = ACTIVE
+        s.flush()
+        self._set_status(s, p)
+        return b
+
+    def activate_port_binding(self, ctxt, port_id, host):
+        """Make ``host``'s binding the active one; the previous one becomes INACTIVE."""
+        with self.db.session(write=True) as s:
+            return self._binding_dict(self._activate(s, self._port(s, port_id), host))
+
+    def _delete_binding(self, s, p, host):
+        b = s.get(models.PortBinding, (p.id, host))
+        if b is None or not host:
+            raise PortBindingNotFound(f"port {p.id} has no binding for host {host}")
+        was_active = b.status == ACTIVE
+        s.delete(b)
+        s.flush()
+        if was_active:
+            # Keep exactly one active row: the port becomes unbound.
+            s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE, vif_type="unbound",
+                                     vnic_type=p.vnic_type, profile={}))
+            s.flush()
+            self._set_status(s, p)
+
+    def delete_port_binding(self, ctxt, port_id, host):
+        with self.db.session(write=True) as s:
+            self._delete_binding(s, self._port(s, port_id), host)
+
+    # --- servers ------------------------------------------------------------------------
+    def _instance_ports(self, s, instance_uuid):
+        return s.scalars(sa.select(models.Port).where(models.Port.device_id == instance_uuid)
+                         .order_by(models.Port.created_at, models.Port.id)).all()
+
+    def _vif_dict(self, s, p):
+        port = self._port_dict(s, p)
+        network = s.get(models.Network, p.network_id)
+        subnets = []
+        for sn in s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network.id)
+                            .order_by(models.Subnet.created_at, models.Subnet.id)):
+            ips = [{"address": ip["ip_address"], "type": "fixed", "version": sn.ip_version}
+                   for ip in port["fixed_ips"] if ip["subnet_id"] == sn.id]
+            if ips:
+                subnets.append({"cidr": sn.cidr, "version": sn.ip_version, "ips": ips,
+                                "gateway": {"address": sn.gateway_ip}, "dns": [], "routes": []})
+        return {"id": p.id, "address": p.mac_address, "type": port["binding:vif_type"],
+                "details": port["binding:vif_details"], "devname": ("tap" + p.id)[:14],
+                "ovs_interfaceid": p.id, "vnic_type": p.vnic_type,
+                "profile": port["binding:profile"], "active": p.status == ACTIVE,
+                "preserve_on_delete": not p.created_for_instance,
+                "network": {"id": network.id, "label": network.name, "bridge": "br-int",
+                            "subnets": subnets,
+                            "meta": {"tenant_id": network.project_id, "mtu": network.mtu,
+                                     "physical_network": network.physical_network}}}
+
+    def _requested(self, s, ctxt, project_id, requested_networks):
+        if requested_networks == "none":
+            return []
+        if not requested_networks or requested_networks == "auto":
+            q = sa.select(models.Network).where(sa.or_(models.Network.project_id == project_id,
+                                                       models.Network.shared.is_(True)))
+            nets = s.scalars(q).all()
+            if len(nets) > 1:
+                raise NetworkAmbiguous("more than one network is available; choose one")
+            return [{"network_id": n.id} for n in nets]
+        out = []
+        for r in requested_networks:
+            r = {"network_id": r} if isinstance(r, str) else r
+            out.append({"network_id": r.get("network_id") or r.get("uuid"),
+                        "port_id": r.get("port_id") or r.get("port"),
+                        "address": r.get("address") or r.get("fixed_ip"), "tag": r.get("tag")})
+        return out
+
+    @_retry_on_duplicate
+    def allocate_for_instance(self, ctxt, instance_uuid, project_id, requested_networks=None,
+                              host=None, availability_zone="nova", port_profiles=None):
+        """Ports for a server, bound to ``host`` when given; returns its network_info.
+
+        ``requested_networks``: None/[]/"auto" (the one network available to the
+        project), "none", or a list of ``{"network_id"|"uuid", "port_id"|"port",
+        "address"|"fixed_ip", "tag"}``. ``port_profiles``: ``{port_id: profile}``
+        merged into the bindings (e.g. the resource provider of an allocation).
+        """
+        owner = f"compute:{availability_zone or 'nova'}"
+        with self.db.session(write=True) as s:
+            ports = []
+            for req in self._requested(s, ctxt, project_id, requested_networks):
+                if req.get("port_id"):
+                    p = self._port(s, req["port_id"])
+                    if p.device_id and p.device_id != instance_uuid:
+                        raise PortInUse(f"port {p.id} is in use by {p.device_id}")
+                else:
+                    fixed = [{"ip_address": req["address"]}] if req.get("address") else None
+                    p = self._create_port(s, {"network_id": req["network_id"], "fixed_ips": fixed,
+                                              "created_for_instance": True}, project_id)
+                p.device_id, p.device_owner = instance_uuid, owner
+                ports.append(p)
+            for p in ports:
+                active = self._active(s, p.id)
+                profile = dict(active.profile or {}, **(port_profiles or {}).get(p.id, {}))
+                self._rebind_active(s, p, host or active.host, profile)
+            return [self._vif_dict(s, p) for p in ports]
+
+    def get_instance_nw_info(self, ctxt, instance_uuid):
+        with self.db.session() as s:
+            return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
+
+    def deallocate_for_instance(self, ctxt, instance_uuid):
+        """Delete the ports made for the server; unbind and release the ones it was given."""
+        with self.db.session(write=True) as s:
+            for p in self._instance_ports(s, instance_uuid):
+                if p.created_for_instance:
+                    self._delete_port(s, p)
+                    continue
+                for b in self._bindings(s, p.id):
+                    s.delete(b)
+                s.flush()
+                s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE,
+                                         vif_type="unbound", vnic_type=p.vnic_type, profile={}))
+                p.device_id, p.device_owner, p.status = "", "", "DOWN"
+
+    def bind_ports_to_host(self, ctxt, instance_uuid, host, vnic_types=None, port_profiles=None):
+        """INACTIVE bindings on ``host`` for every port of a server; all or none.
+
+        Returns ``{port_id: binding}``. Used before a move; activate them with
+        ``activate_port_bindings`` or drop them with ``delete_port_bindings``.
+        """
+        with self.db.session(write=True) as s:
+            return {p.id: self._binding_dict(self._create_binding(
+                        s, p, host, (vnic_types or {}).get(p.id),
+                        (port_profiles or {}).get(p.id)))
+                    for p in self._instance_ports(s, instance_uuid)}
+
+    def activate_port_bindings(self, ctxt, instance_uuid, host):
+        """Activate ``host``'s binding of every port of a server (those already active are kept)."""
+        with self.db.session(write=True) as s:
+            for p in self._instance_ports(s, instance_uuid):
+                if self._active(s, p.id).host != host:
+                    self._activate(s, p, host)
+            return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
+
+    def delete_port_bindings(self, ctxt, instance_uuid, host):
+        """Drop the server's bindings on ``host`` (cleanup or rollback); missing ones are fine."""
+        with self.db.session(write=True) as s:
+            for p in self._instance_ports(s, instance_uuid):
+                if host and s.get(models.PortBinding, (p.id, host)) is not None:
+                    self._delete_binding(s, p, host)
+
+    def migrate_instance_finish(self, ctxt, instance_uuid, host, port_profiles=None):
+        """The server now runs on ``host``: its ports' active bindings point there.
+
+        An INACTIVE binding on ``host`` is activated; otherwise the active binding
+        is moved to ``host``. ``port_profiles`` replaces the profile (e.g. the
+        destination's resource allocation). Returns the network_info.
+        """
+        with self.db.session(write=True) as s:
+            for p in self._instance_ports(s, instance_uuid):
+                existing = s.get(models.PortBinding, (p.id, host))
+                if existing is not None and existing.status == INACTIVE:
+                    self._activate(s, p, host)
+                active = self._active(s, p.id)
+                profile = (port_profiles or {}).get(p.id, active.profile or {})
+                self._rebind_active(s, p, host, profile)
+            return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
+
+    def setup_networks_on_host(self, ctxt, instance_uuid, host=None, teardown=False):
+        """Mark the active bindings ``migrating_to`` a host, or clear the mark.
+
+        With ``teardown`` the server's INACTIVE bindings on ``host`` go too.
+        """
+        with self.db.session(write=True) as s:
+            for p in self._instance_ports(s, instance_uuid):
+                active = self._active(s, p.id)
+                profile = dict(active.profile or {})
+                if teardown:
+                    profile.pop("migrating_to", None)
+                    b = s.get(models.PortBinding, (p.id, host)) if host else None
+                    if b is not None and b.status == INACTIVE:
+                        s.delete(b)
+                elif host and host != active.host:
+                    profile["migrating_to"] = host
+                active.profile = profile
+            s.flush()
+
+    def get_requested_resource_groups(self, ctxt, instance_uuid=None, port_ids=()):
+        """The placement request groups of a server's (or the given) ports.
+
+        Each group is in the request-spec ``requested_resources`` shape, its
+        ``suffix`` the group id the port asks for, plus ``requester_id`` (the
+        port) and ``same_subtree`` (the suffixes that must share a subtree).
+        """
+        with self.db.session() as s:
+            ports = [self._port(s, pid) for pid in port_ids]
+            if instance_uuid:
+                ports += self._instance_ports(s, instance_uuid)
+            groups = []
+            for p in ports:
+                rr = self._resource_request(s, p)
+                for g in (rr or {}).get("request_groups", []):
+                    groups.append({"suffix": g["id"], "requester_id": p.id,
+                                   "resources": dict(g["resources"]),
+                                   "required_traits": list(g["required"]),
+                                   "forbidden_traits": [], "member_of": [], "in_tree": None,
+                                   "same_subtree": list(rr.get("same_subtree", []))})
+            return groups
+
+
+def _group_id(port_id, kind):
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, f"{port_id}:{kind}"))
+
+
+def _random_mac():
+    return "fa:16:3e:%02x:%02x:%02x" % tuple(random.randint(0, 255) for _ in range(3))
+
+
+def _as_list(value):
+    return list(value) if isinstance(value, (list, tuple, set)) else [value]

@@ -1,0 +1,106 @@
+"""The embedded network service's own database (Neutron's core and binding tables)."""
+import datetime
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+
+def _now():
+    return datetime.datetime.utcnow()
+
+
+class Base(orm.DeclarativeBase):
+    pass
+
+
+class Timestamps:
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
+
+
+class QosPolicy(Timestamps, Base):
+    __tablename__ = "qos_policies"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    # [{"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"}, ...]
+    rules: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list)
+
+
+class Network(Timestamps, Base):
+    __tablename__ = "networks"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    shared: orm.Mapped[bool] = orm.mapped_column(default=False)
+    admin_state_up: orm.Mapped[bool] = orm.mapped_column(default=True)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(16), default="ACTIVE")
+    mtu: orm.Mapped[int] = orm.mapped_column(default=1500)
+    network_type: orm.Mapped[str] = orm.mapped_column(sa.String(32), default="vxlan")
+    physical_network: orm.Mapped[str | None] = orm.mapped_column(sa.String(64))
+    qos_policy_id: orm.Mapped[str | None] = orm.mapped_column(sa.ForeignKey("qos_policies.id"))
+
+
+class Subnet(Timestamps, Base):
+    __tablename__ = "subnets"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    network_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("networks.id"), index=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    cidr: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    ip_version: orm.Mapped[int] = orm.mapped_column(default=4)
+    gateway_ip: orm.Mapped[str | None] = orm.mapped_column(sa.String(64))
+    enable_dhcp: orm.Mapped[bool] = orm.mapped_column(default=True)
+    allocation_pools: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list)
+
+
+class Port(Timestamps, Base):
+    __tablename__ = "ports"
+    __table_args__ = (sa.UniqueConstraint("network_id", "mac_address"),)
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    network_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("networks.id"), index=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    mac_address: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    admin_state_up: orm.Mapped[bool] = orm.mapped_column(default=True)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(16), default="DOWN")
+    device_id: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="", index=True)
+    device_owner: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    vnic_type: orm.Mapped[str] = orm.mapped_column(sa.String(64), default="normal")
+    qos_policy_id: orm.Mapped[str | None] = orm.mapped_column(sa.ForeignKey("qos_policies.id"))
+    # A resource request set directly (simulating a backend that computes it).
+    resource_request: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
+    # Created by allocate_for_instance: deleted, not just unbound, with the server.
+    created_for_instance: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class IPAllocation(Base):
+    __tablename__ = "ipallocations"
+
+    # The primary key makes an address unique within its subnet.
+    subnet_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("subnets.id"), primary_key=True)
+    ip_address: orm.Mapped[str] = orm.mapped_column(sa.String(64), primary_key=True)
+    port_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("ports.id", ondelete="CASCADE"),
+                                                 index=True)
+    network_id: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+
+
+class PortBinding(Base):
+    """One row per (port, host); exactly one row of a port is ACTIVE.
+
+    An unbound port keeps an ACTIVE row with host '' (vif_type 'unbound').
+    """
+    __tablename__ = "ml2_port_bindings"
+
+    port_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("ports.id", ondelete="CASCADE"),
+                                                 primary_key=True)
+    host: orm.Mapped[str] = orm.mapped_column(sa.String(255), primary_key=True, default="")
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(16), default="ACTIVE")
+    vif_type: orm.Mapped[str] = orm.mapped_column(sa.String(64), default="unbound")
+    vif_details: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict)
+    vnic_type: orm.Mapped[str] = orm.mapped_column(sa.String(64), default="normal")
+    profile: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict)
