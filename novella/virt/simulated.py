@@ -294,8 +294,9 @@ class SimulatedDriver(driver_mod.ComputeDriver):
     def list_instances(self):
         if not os.path.isdir(self.path):
             return []
-        return sorted(d for d in os.listdir(self.path)
-                      if os.path.exists(os.path.join(self.path, d, "domain.json")))
+        # A "<uuid>_resize" directory is the copy kept for a revert, not a guest.
+        return sorted(d for d in os.listdir(self.path) if not d.endswith("_resize")
+                      and os.path.exists(os.path.join(self.path, d, "domain.json")))
 
     def instance_exists(self, instance):
         return os.path.exists(self._domain_file(instance["uuid"]))

@@ -126,6 +126,7 @@ def test_cold_move_copies_real_bytes_confirm_and_revert(drv, tmp_path):
     bigger = dict(FLAVOR, root_gb=20, swap=512)
     info = drv.migrate_disk_and_power_off(None, inst, dest.host, bigger)
     assert {d["kind"] for d in info} == {"root", "ephemeral"}
+    assert drv.list_instances() == []  # the kept copy is not a guest
     assert os.path.isdir(drv.instance_dir(inst["uuid"]) + "_resize")
     moved = dict(inst, flavor=bigger)
     dest.finish_migration(None, {}, moved, info, [], {"id": None}, True)
