@@ -6,14 +6,21 @@ can take its place without touching the compute databases.
 from oslo_config import cfg
 
 image_opts = [
-    cfg.StrOpt("connection", secret=True, help="Database URL of the embedded image service."),
-    cfg.StrOpt("data_dir", help="Directory holding image data files."),
+    cfg.StrOpt("connection", secret=True,
+               help="Database URL of the embedded image service "
+                    "(default: the [api_database] connection)."),
+    cfg.StrOpt("data_dir", default="$state_path/images",
+               help="Directory holding image data files; shared by every process."),
 ]
 volume_opts = [
-    cfg.StrOpt("connection", secret=True, help="Database URL of the embedded volume service."),
+    cfg.StrOpt("connection", secret=True,
+               help="Database URL of the embedded volume service "
+                    "(default: the [api_database] connection)."),
 ]
 network_opts = [
-    cfg.StrOpt("connection", secret=True, help="Database URL of the embedded network service."),
+    cfg.StrOpt("connection", secret=True,
+               help="Database URL of the embedded network service "
+                    "(default: the [api_database] connection)."),
     cfg.StrOpt("default_network_name", default="private",
                help="Name of the network created when the service starts empty."),
     cfg.StrOpt("default_network_cidr", default="10.0.0.0/24",
