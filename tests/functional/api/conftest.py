@@ -200,3 +200,69 @@ def cloud(tmp_path):
     c = Cloud(tmp_path)
     yield c
     c.wait()
+
+
+class NotFound(Exception):
+    code = 404
+
+
+class FakeImages:
+    def __init__(self, images):
+        self.images = {i["id"]: i for i in images}
+
+    def get(self, ctxt, image_id):
+        if image_id not in self.images:
+            raise NotFound(image_id)
+        return self.images[image_id]
+
+
+class FakeNetworks:
+    def __init__(self, networks=(), ports=()):
+        self.networks = {n["id"]: n for n in networks}
+        self.ports = {p["id"]: p for p in ports}
+
+    def get_network(self, ctxt, network_id):
+        if network_id not in self.networks:
+            raise NotFound(network_id)
+        return self.networks[network_id]
+
+    def show_port(self, ctxt, port_id):
+        if port_id not in self.ports:
+            raise NotFound(port_id)
+        return self.ports[port_id]
+
+
+class FakeVolumes:
+    def __init__(self, volumes=()):
+        self.volumes = {v: {"id": v, "status": "available"} for v in volumes}
+
+    def get(self, ctxt, volume_id):
+        if volume_id not in self.volumes:
+            raise NotFound(volume_id)
+        return self.volumes[volume_id]
+
+
+IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
+INACTIVE_IMAGE = "a2459075-d96c-40d5-893e-577ff92e721c"
+BIG_IMAGE = "70a599e0-31e7-49b7-b260-868f441e862b"
+NET = "3cb9bc59-5699-4588-a4b1-b87f96708bc6"
+PORT = "ce531f90-199f-48c0-816c-13e38010b442"
+USED_PORT = "5a2d3f38-1e1f-4a8a-9d2f-6c1b9a8f0d11"
+VOLUME = "521752a6-acf6-4b2d-bc7a-119f9148cd8c"
+
+
+@pytest.fixture
+def services_cloud(cloud):
+    """The cloud with image, network and volume clients that know a few things."""
+    cloud.image_api = FakeImages([
+        {"id": IMAGE, "name": "cirros", "status": "active", "min_ram": 0, "min_disk": 0,
+         "size": 1024, "properties": {"hw_machine_type": "q35"}},
+        {"id": INACTIVE_IMAGE, "name": "queued", "status": "queued"},
+        {"id": BIG_IMAGE, "name": "big", "status": "active", "min_ram": 4096, "min_disk": 0},
+    ])
+    cloud.network_api = FakeNetworks(networks=[{"id": NET, "name": "private"}],
+                                     ports=[{"id": PORT, "device_id": ""},
+                                            {"id": USED_PORT, "device_id": "someone"}])
+    cloud.volume_api = FakeVolumes([VOLUME])
+    cloud.build_app()
+    return cloud

@@ -491,7 +491,9 @@ def create(req):
                 s.add(am.InstanceGroupMember(group_id=group["id"], instance_uuid=inst["uuid"]))
     try:
         rpcclients.schedule_and_build_instances(
-            req.api.transport, ctxt, build_requests=build_requests, request_specs=specs,
+            req.api.transport, ctxt,
+            build_requests=[{"instance_uuid": i["uuid"], "instance": i} for i in build_requests],
+            request_specs=specs,
             requested_networks=networks, block_device_mappings=bdms, tags=tags)
     except Exception:
         _forget(req.api.api_db, [i["uuid"] for i in build_requests])
