@@ -1,0 +1,63 @@
+import pytest
+
+from novella.scheduler import weighers
+
+
+def _order(conf, names, hosts, spec=None):
+    ws = weighers.load_weighers(conf, names)
+    return [h.host for _, h in weighers.weigh_hosts(ws, hosts, spec or {})]
+
+
+def test_all_enables_every_weigher(conf):
+    names = {type(w).__name__ for w in weighers.load_weighers(conf, ["all"])}
+    assert names == {"RAMWeigher", "CPUWeigher", "DiskWeigher", "BuildFailureWeigher",
+                     "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher"}
+
+
+def test_unknown_weigher_is_refused(conf):
+    with pytest.raises(ValueError):
+        weighers.load_weighers(conf, ["NoSuchWeigher"])
+
+
+def test_ram_weigher_spreads_and_negative_multiplier_stacks(conf, host):
+    hosts = [host("small", free_ram_mb=1024), host("big", free_ram_mb=4096)]
+    assert _order(conf, ["RAMWeigher"], hosts) == ["big", "small"]
+    conf.set_override("ram_weight_multiplier", -1.0, group="filter_scheduler")
+    assert _order(conf, ["RAMWeigher"], hosts) == ["small", "big"]
+
+
+def test_cpu_weigher(conf, host):
+    hosts = [host("busy", vcpus_used=7), host("idle", vcpus_used=0)]
+    assert _order(conf, ["CPUWeigher"], hosts) == ["idle", "busy"]
+
+
+def test_disk_weigher(conf, host):
+    hosts = [host("full", free_disk_mb=1024), host("empty", free_disk_mb=102400)]
+    assert _order(conf, ["DiskWeigher"], hosts) == ["empty", "full"]
+
+
+def test_build_failure_weigher_outweighs_free_ram(conf, host):
+    hosts = [host("flaky", free_ram_mb=8192, failed_builds=2), host("ok", free_ram_mb=1024)]
+    assert _order(conf, ["RAMWeigher", "BuildFailureWeigher"], hosts) == ["ok", "flaky"]
+
+
+def test_soft_affinity_weighers(conf, host):
+    hosts = [host("h1"), host("h2")]
+    soft = {"instance_group": {"policy": "soft-affinity", "hosts": ["h2", "h2"]}}
+    assert _order(conf, ["ServerGroupSoftAffinityWeigher"], hosts, soft) == ["h2", "h1"]
+    anti = {"instance_group": {"policy": "soft-anti-affinity", "hosts": ["h1"]}}
+    assert _order(conf, ["ServerGroupSoftAntiAffinityWeigher"], hosts, anti) == ["h2", "h1"]
+    # Each only acts on its own policy.
+    assert _order(conf, ["ServerGroupSoftAffinityWeigher"], hosts, anti) == ["h1", "h2"]
+
+
+def test_aggregate_metadata_overrides_multiplier(conf, host):
+    hosts = [host("h1", free_ram_mb=1024, aggregates=[{"ram_weight_multiplier": "-1.0"}]),
+             host("h2", free_ram_mb=4096)]
+    w = weighers.load_weighers(conf, ["RAMWeigher"])[0]
+    assert w.weight_multiplier(hosts[0]) == -1.0 and w.weight_multiplier(hosts[1]) == 1.0
+
+
+def test_equal_weights_keep_input_order(conf, host):
+    hosts = [host(f"h{i}") for i in range(5)]
+    assert _order(conf, ["all"], hosts) == [f"h{i}" for i in range(5)]
