@@ -4,6 +4,10 @@ import re
 import uuid as uuidlib
 
 import jsonschema
+try:
+    import orjson
+except ImportError:  # pragma: no cover - the standard library is enough
+    orjson = None
 import webob
 import webob.dec
 import webob.exc
@@ -26,6 +30,13 @@ PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
 QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
 QUERY_BAD_VALUE = "placement.query.bad_value"
 QUERY_MISSING_VALUE = "placement.query.missing_value"
+
+
+def dumps(data):
+    """Serialise a response body to JSON bytes (orjson when available)."""
+    if orjson is not None:
+        return orjson.dumps(data)
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def json_error_formatter(body, status, title, environ):
@@ -135,7 +146,7 @@ def respond(req, data=None, status=200, last_modified=None, location=None):
     if data is None:
         resp.content_type = None
     else:
-        resp.body = json.dumps(data, separators=(",", ":")).encode()
+        resp.body = dumps(data)
         resp.content_type = "application/json"
         resp.charset = None
     if location:

@@ -53,11 +53,6 @@ class Search:
             out[s.id] = roots
         return out
 
-    def _roots_of(self, p, g):
-        if p.id in self._anchors and (g.same_provider or g.in_tree is None):
-            return self._anchors[p.id]
-        return (p.root,)
-
     # -- per group filters ------------------------------------------------------------
     @staticmethod
     def _aggs_ok(g, p):
@@ -83,32 +78,47 @@ class Search:
         p = self.st.by_uuid.get(g.in_tree)
         return p.root if p is not None else False
 
-    def _options(self, g, rc_amounts, check_traits):
-        """{root: [providers]} of providers meeting ``rc_amounts`` for group g."""
+    def _options(self, g, rc_amounts, whole):
+        """Providers able to serve group g, grouped by the roots they serve.
+
+        ``whole``: one provider must serve every class of ``rc_amounts`` (and
+        carry the group's traits); returns {root: [providers]}. Otherwise each
+        class is served on its own; returns {class: {root: [providers]}}.
+        """
         tree = self._tree_filter(g)
-        if tree is False:
-            return {}
-        out = {}
-        pool = tree.descendants() if tree is not None else self.st.by_id.values()
         items = list(rc_amounts.items())
+        out = {} if whole else {rc: {} for rc, _n in items}
+        if tree is False:
+            return out
+        pool = tree.descendants() if tree is not None else self.st.by_id.values()
+        anchors, forbidden = self._anchors, g.forbidden
+        aggs = g.member_of or g.forbidden_aggs
         for p in pool:
+            if aggs and not self._aggs_ok(g, p):
+                continue
+            if whole:
+                if not self._traits_ok(g, p.traits):
+                    continue
+            elif forbidden and p.traits & forbidden:
+                continue
             inv, used = p.inv, p.used
-            ok = True
+            roots = (anchors[p.id] if p.id in anchors and (g.same_provider or g.in_tree is None)
+                     else (p.root,))
+            if whole:
+                for rc, n in items:
+                    i = inv.get(rc)
+                    if i is None or not i.fits(used.get(rc, 0), n):
+                        break
+                else:
+                    for root in roots:
+                        out.setdefault(root, []).append(p)
+                continue
             for rc, n in items:
                 i = inv.get(rc)
-                if i is None or not i.fits(used.get(rc, 0), n):
-                    ok = False
-                    break
-            if not ok:
-                continue
-            if check_traits and not self._traits_ok(g, p.traits):
-                continue
-            if not check_traits and g.forbidden and p.traits & g.forbidden:
-                continue
-            if not self._aggs_ok(g, p):
-                continue
-            for root in self._roots_of(p, g):
-                out.setdefault(root, []).append(p)
+                if i is not None and i.fits(used.get(rc, 0), n):
+                    by_root = out[rc]
+                    for root in roots:
+                        by_root.setdefault(root, []).append(p)
         return out
 
     # -- search -----------------------------------------------------------------------------
@@ -119,8 +129,8 @@ class Search:
             if g.same_provider:
                 slots.append((g, None, self._options(g, g.resources, True)))
             else:
-                for rc, n in g.resources.items():
-                    slots.append((g, rc, self._options(g, {rc: n}, False)))
+                for rc, by_root in self._options(g, g.resources, False).items():
+                    slots.append((g, rc, by_root))
         if not slots:
             return []
         roots = set(slots[0][2])
@@ -132,8 +142,16 @@ class Search:
         out, seen = [], set()
         unsuffixed = [i for i, s in enumerate(slots) if not s[0].same_provider]
         granular = [i for i, s in enumerate(slots) if s[0].same_provider]
+        simple = not granular and not self.same_subtrees and not self._anchors
+        g0 = slots[0][0]
         for root in sorted(roots, key=lambda r: r.id):
             choices = [s[2][root] for s in slots]
+            if simple and all(len(c) == 1 and c[0] is root for c in choices):
+                # The whole request is met by the root alone (the common case).
+                if (g0.required or g0.forbidden) and not self._traits_ok(g0, root.traits):
+                    continue
+                out.append(({root: dict(g0.resources)}, {"": [root]}))
+                continue
             if all(len(c) == 1 for c in choices):
                 combos = [tuple(c[0] for c in choices)]
             else:

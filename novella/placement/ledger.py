@@ -187,7 +187,7 @@ class Ledger:
                 st.version = version
                 return
         self._full_load(conn)
-        st.version = version
+        self.state.version = version
 
     def _full_load(self, conn):
         st = State()

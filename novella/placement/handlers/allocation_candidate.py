@@ -1,5 +1,4 @@
 """GET /allocation_candidates."""
-import json
 import random
 
 from novella.placement import base, candidates, ledger, params, schemas
@@ -190,5 +189,4 @@ def _render(req, st, found, groups, has_trees):
             s["parent_provider_uuid"] = p.parent.uuid if p.parent else None
             s["root_provider_uuid"] = p.root.uuid
         summaries[p.uuid] = s
-    return json.dumps({"allocation_requests": requests, "provider_summaries": summaries},
-                      separators=(",", ":")).encode()
+    return base.dumps({"allocation_requests": requests, "provider_summaries": summaries})
