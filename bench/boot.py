@@ -262,7 +262,7 @@ def main(argv=None):
         figures["rss_before_mb"] = rss_before
 
         leftovers = placement_leftovers(aio)
-        consumers_left = [u for u in created if aio.placement.get_allocations(u)]
+        consumers_left = [u for u in created if aio.placement.get_allocations(u).get("allocations")]
         figures["placement"] = {"providers_with_usage": leftovers,
                                 "servers_with_allocations": len(consumers_left)}
     finally:
