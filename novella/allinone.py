@@ -107,12 +107,8 @@ class AllInOne:
         self.log(f"Cells: {', '.join(c.name for c in self.cells)} (+ cell0).")
 
     def _start_embedded_services(self):
-        from novella.image.api import ImageAPI
-        from novella.network.api import NetworkAPI
-        from novella.volume.api import VolumeAPI
-        self.image_api = ImageAPI(self._url("image"), os.path.join(self.data_dir, "images"))
-        self.network_api = NetworkAPI(self._url("network"))
-        self.volume_api = VolumeAPI(self._url("volume"))
+        from novella.embedded import services_from_conf
+        self.image_api, self.network_api, self.volume_api = services_from_conf(CONF)
 
     def _start_control_plane(self):
         from novella.conductor.manager import ConductorManager
@@ -173,12 +169,7 @@ class AllInOne:
 
     def _ensure_demo_network(self):
         from novella.context import get_admin_context
-        ctxt = get_admin_context()
-        for net in self.network_api.list_networks(ctxt):
-            if net["name"] == "private":
-                return net
-        return self.network_api.create_network(ctxt, name="private", cidr="10.0.0.0/24",
-                                               shared=True)
+        return self.network_api.ensure_default_network(get_admin_context())
 
     def _start_api(self):
         from novella.api.compute.wsgi import make_app

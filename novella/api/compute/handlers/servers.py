@@ -292,8 +292,8 @@ def _networks(req, server, max_count):
     nets = server.get("networks")
     if nets is None:
         return []
-    if isinstance(nets, str):
-        return [{"network_id": nets}]
+    if isinstance(nets, str):  # "auto" or "none", resolved by the network service
+        return nets
     req.authorize(P + "create:attach_network")
     api = req.api.network_api
     out, seen = [], set()
