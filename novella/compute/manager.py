@@ -218,16 +218,16 @@ class ComputeManager:
     # -- network and volume services (optional) ----------------------------------------
 
     def _allocate_network(self, ctxt, inst, requested_networks, allocations):
+        """Ports for the server, bound to this host; returns its network_info."""
         if self.network_api is None:
             return []
         return self.network_api.allocate_for_instance(
-            ctxt, self.instance_dict(inst), requested_networks=requested_networks,
-            bind_host_id=self.host, resource_provider_mapping=allocations) or []
+            ctxt, inst.uuid, inst.project_id, requested_networks=requested_networks,
+            host=self.host, availability_zone=inst.availability_zone or "nova") or []
 
-    def _deallocate_network(self, ctxt, inst, requested_networks=None):
+    def _deallocate_network(self, ctxt, inst):
         if self.network_api is not None:
-            self.network_api.deallocate_for_instance(
-                ctxt, self.instance_dict(inst), requested_networks=requested_networks)
+            self.network_api.deallocate_for_instance(ctxt, inst.uuid)
 
     def _attach_volumes(self, ctxt, inst, attached):
         """Attach every volume BDM; record each attachment in ``attached``."""
@@ -343,7 +343,7 @@ class ComputeManager:
                     self.volume_api.attachment_delete(ctxt, attachment_id)
         if done["network"]:
             with _logged("deallocate_for_instance"):
-                self._deallocate_network(ctxt, stand_in, requested_networks)
+                self._deallocate_network(ctxt, stand_in)
         if done["claim"] is not None:
             with _logged("abort claim"):
                 done["claim"].abort()

@@ -88,3 +88,44 @@ def test_root_disk_from_image_and_snapshot_to_image(env, tmp_path):
     driver.snapshot(env.ctxt, {"uuid": inst_uuid}, snap["id"])
     assert images.download(env.ctxt, snap["id"]) == b"bootable bytes"
     assert images.get(env.ctxt, snap["id"])["status"] == "active"
+
+
+def _network_host(env, tmp_path):
+    from novella.network.api import NetworkAPI
+    network = NetworkAPI(f"sqlite:///{tmp_path}/network.db")
+    host = "nh-" + uuid.uuid4().hex[:6]
+    driver = simulated.SimulatedDriver(host, conf=CONF, instances_path=env.instances_path)
+    mgr = manager_mod.ComputeManager(CONF, host, env.cell_db, env.placement, driver,
+                                     network_api=network, notifier=env.notifier,
+                                     transport=env.transport)
+    mgr.start_service()
+    env.managers[host] = mgr
+    return host, network
+
+
+def test_network_allocated_on_build_and_released_on_delete(env, tmp_path):
+    host, network = _network_host(env, tmp_path)
+    net = network.create_network(env.ctxt, name="private", cidr="10.0.0.0/24", shared=True)
+    inst_uuid = env.make_instance()
+    env.claim(inst_uuid, host)
+    env.compute.build_and_run_instance(env.ctxt, host, inst_uuid, {"flavor": FLAVOR},
+                                       requested_networks=[{"network_id": net["id"]}])
+    [vif] = json.loads(env.instance(inst_uuid).info_cache.network_info)
+    port = network.get_port(env.ctxt, vif["id"])
+    assert port["device_id"] == inst_uuid and port["binding:host_id"] == host
+    assert len(network.list_ports(env.ctxt, device_id=inst_uuid)) == 1
+    env.set_task_state(inst_uuid, "deleting")
+    env.compute.terminate_instance(env.ctxt, host, inst_uuid)
+    env.transport.wait_idle()
+    assert network.list_ports(env.ctxt, device_id=inst_uuid) == []
+
+
+def test_spawn_failure_releases_the_ports(env, tmp_path):
+    host, network = _network_host(env, tmp_path)
+    net = network.create_network(env.ctxt, name="private", cidr="10.0.0.0/24", shared=True)
+    inst_uuid = env.make_instance()
+    simulated.inject_fault(host, "spawn")
+    with pytest.raises(exceptions.RescheduledException):
+        env.compute.build_and_run_instance(env.ctxt, host, inst_uuid, {"flavor": FLAVOR},
+                                           requested_networks=[{"network_id": net["id"]}])
+    assert network.list_ports(env.ctxt, device_id=inst_uuid) == []
