@@ -24,8 +24,7 @@ LEGACY = {
 UPDATE_253 = {"type": "object", "properties": {
     "status": {"type": "string", "enum": ["enabled", "disabled"]},
     "disabled_reason": _reason, "forced_down": v.boolean},
-    "additionalProperties": False, "minProperties": 1,
-    "dependencies": {"disabled_reason": {"properties": {"status": {"enum": ["disabled"]}}}}}
+    "additionalProperties": False, "minProperties": 1}
 
 
 def view(req, svc, zones):
@@ -91,6 +90,9 @@ def update(req, service_id):
     if svc.binary != hosts.COMPUTE:
         raise errors.BadRequest(f"Updating a {svc.binary} service is not supported. "
                                 "Only nova-compute services can be updated.")
+    if "disabled_reason" in body and body.get("status") != "disabled":
+        raise errors.BadRequest("Specifying 'disabled_reason' with status other than "
+                                "'disabled' is invalid.")
     values = {}
     if "status" in body:
         values["disabled"] = body["status"] == "disabled"
