@@ -159,6 +159,9 @@ class BuildOnHost(BuildTask):
         try:
             with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT):
                 self._build_with_alternates()
+        except (compute_exc.BuildAbortException, records.InstanceNotFound):
+            # Deleted by its user during the build: the delete owns the server now.
+            b.placement.delete_allocations(b.instance_uuid)
         except (MaxRetriesExceeded, compute_exc.ComputeException, rpc.RemoteError,
                 rpc.Timeout) as exc:
             # The host list is spent or the build failed for good: ERROR, nothing held.

@@ -33,12 +33,17 @@ class RescheduledException(Exception):
     """Named as compute's: the conductor recognises it by class name."""
 
 
+class BuildAbortException(Exception):
+    """Named as compute's: the server was deleted during its build."""
+
+
 class FakeCompute:
     def __init__(self, host, cell_db):
         self.host = host
         self.cell_db = cell_db
         self.calls = []
         self.fail = False
+        self.abort = False
 
     def build_and_run_instance(self, ctxt, instance_uuid, request_spec, node, allocations,
                                requested_networks=None, block_device_mappings=None):
@@ -47,6 +52,9 @@ class FakeCompute:
                            "block_device_mappings": block_device_mappings})
         with records.action_event(self.cell_db, ctxt, instance_uuid,
                                   "compute_build_and_run_instance", host=self.host):
+            if self.abort:
+                raise BuildAbortException(
+                    f"Build of instance {instance_uuid} aborted: deleted by its user")
             if self.fail:
                 raise RescheduledException(
                     f"Build of instance {instance_uuid} was re-scheduled: simulated failure")

@@ -226,3 +226,16 @@ def test_build_request_deleted_meanwhile_rolls_back(cloud, monkeypatch):
     assert cloud.allocations(server) == {}
     assert cloud.usages("h1")["VCPU"] == 0
     assert cloud.computes["h1"].calls == []
+
+
+def test_server_deleted_during_build_is_not_rescheduled(cloud):
+    cloud.add_host("cell1", "h1", memory_mb=8192)
+    cloud.add_host("cell1", "h2")
+    cloud.computes["h1"].abort = True
+    (server,) = cloud.boot()
+    assert cloud.computes["h2"].calls == []
+    inst = cloud.instance(server)
+    assert inst.vm_state == states.BUILDING  # the delete, not the build, decides its fate
+    assert cloud.rows("cell1", cm.InstanceFault, instance_uuid=server) == []
+    assert cloud.allocations(server) == {}
+    assert cloud.usages("h1")["VCPU"] == 0
