@@ -69,7 +69,22 @@ class ComputeManager:
         """Prepare the driver, the services row, the node and its provider."""
         self.driver.init_host(self.host)
         self._ensure_service()
+        self._destroy_deleted_guests(ctxt)
         self.update_available_resource(ctxt)
+
+    def _destroy_deleted_guests(self, ctxt):
+        """Guests whose server was deleted while this service was down go now."""
+        guests = self.driver.list_instances()
+        if not guests:
+            return
+        with self.cell_db.session() as s:
+            live = set(s.scalars(sa.select(m.Instance.uuid).where(
+                m.Instance.uuid.in_(guests), m.Instance.deleted == 0)))
+            deleted = set(s.scalars(sa.select(m.Instance.uuid).where(
+                m.Instance.uuid.in_(guests), m.Instance.deleted != 0))) - live
+        for uuid in deleted:
+            with _logged("destroy deleted guest"):
+                self.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
 
     def start_service(self):
         """init_host, then answer RPC on (compute, host)."""

@@ -217,3 +217,16 @@ def test_restart_finds_node_and_claims_again(env):
     assert again.rt.provider_uuid == rp
     assert again.rt.usage()["pci"] == old.rt.usage()["pci"] != []
     assert again.driver.get_info({"uuid": inst_uuid})["state"] == power_state.RUNNING
+
+
+def test_restart_destroys_guests_of_servers_deleted_meanwhile(env):
+    kept, gone = env.make_instance(), env.make_instance()
+    env.build(env.host1, kept)
+    env.build(env.host1, gone)
+    env.managers[env.host1].stop_service()
+    with env.cell_db.session(write=True) as s:
+        s.execute(sa.update(m.Instance).where(m.Instance.uuid == gone)
+                  .values(deleted=m.Instance.id, vm_state="deleted"))
+    env.start_host(env.host1)
+    assert _files(env, env.host1, gone) == []
+    assert _files(env, env.host1, kept) != []
