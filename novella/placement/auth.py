@@ -55,6 +55,7 @@ class Context:
     def __init__(self, app, enforcer):
         self.app = app
         self.enforcer = enforcer
+        self._decisions = {}
 
     @webob.dec.wsgify
     def __call__(self, req):
@@ -72,9 +73,21 @@ class Context:
     def authorize(self, ctx, action, target=None):
         if target is None:
             target = {"project_id": ctx.project_id, "user_id": ctx.user_id}
-        try:
-            self.enforcer.authorize(action, target, ctx, do_raise=True)
-        except (policy.PolicyNotAuthorized, policy.InvalidScope):
+        # Decisions depend only on the credentials and the target: remember them.
+        key = (action, tuple(sorted(ctx.roles)), ctx.project_id, ctx.user_id,
+               ctx.system_scope, ctx.domain_id, ctx.is_admin_project,
+               tuple(sorted(target.items())))
+        allowed = self._decisions.get(key)
+        if allowed is None:
+            try:
+                self.enforcer.authorize(action, target, ctx, do_raise=True)
+                allowed = True
+            except (policy.PolicyNotAuthorized, policy.InvalidScope):
+                allowed = False
+            if len(self._decisions) > 10000:
+                self._decisions.clear()
+            self._decisions[key] = allowed
+        if not allowed:
             raise base.forbidden("Policy does not allow %s to be performed." % action)
 
 

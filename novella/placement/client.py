@@ -63,6 +63,9 @@ class PlacementError(Exception):
         self.body = body
         super().__init__(f"{method} {path} -> {status} {code or ''}: {self.detail}".strip())
 
+    def __reduce__(self):  # picklable, e.g. across a process pool
+        return (type(self), (self.method, self.path, self.status, self.code, self.detail, self.body))
+
 
 class NotFound(PlacementError):
     pass

@@ -1,5 +1,6 @@
 """/allocations, /allocations/{consumer_uuid}, /resource_providers/{uuid}/allocations."""
 import collections
+import re
 
 from novella.placement import base, ledger, schemas
 from novella.placement.handlers import provider_or_404
@@ -53,6 +54,61 @@ def list_for_provider(req):
         return base.respond(req, {"allocations": out,
                                   "resource_provider_generation": p.generation},
                             last_modified=lm or ledger.utcnow())
+
+
+_NAME = re.compile(schemas.NAME_RE)
+_UUID = re.compile(schemas.UUID_RE)
+_KEYS = {"allocations", "project_id", "user_id", "consumer_generation", "consumer_type"}
+
+
+def _quick_consumer(data, with_type):
+    """True when a 1.28+ consumer body is plainly valid (common case fast path)."""
+    if type(data) is not dict or not data.keys() <= _KEYS:
+        return False
+    if with_type != ("consumer_type" in data) or "consumer_generation" not in data:
+        return False
+    gen = data["consumer_generation"]
+    if gen is not None and type(gen) is not int:
+        return False
+    for key in ("project_id", "user_id"):
+        v = data.get(key)
+        if type(v) is not str or not 0 < len(v) <= 255:
+            return False
+    if with_type:
+        ct = data["consumer_type"]
+        if type(ct) is not str or not 0 < len(ct) <= 255 or not _NAME.match(ct):
+            return False
+    allocs = data.get("allocations")
+    if type(allocs) is not dict:
+        return False
+    for rp, entry in allocs.items():
+        if not _UUID.match(rp) or type(entry) is not dict or entry.keys() - {"resources", "generation"}:
+            return False
+        res = entry.get("resources")
+        if type(res) is not dict or not res or (
+                "generation" in entry and type(entry["generation"]) is not int):
+            return False
+        for rc, n in res.items():
+            if type(n) is not int or n < 1 or not _NAME.match(rc):
+                return False
+    return True
+
+
+def _quick_put(req):
+    v = req.version
+    if not v.matches((1, 28)):
+        return None
+    with_type = v.matches((1, 38))
+    return lambda data: bool(data.get("allocations")) and _quick_consumer(data, with_type)
+
+
+def _quick_post(req):
+    v = req.version
+    if not v.matches((1, 28)):
+        return None
+    with_type = v.matches((1, 38))
+    return lambda data: (type(data) is dict and bool(data) and all(
+        _UUID.match(k) and _quick_consumer(b, with_type) for k, b in data.items()))
 
 
 class _Refused(Exception):
@@ -150,7 +206,8 @@ def put_allocations(req):
     if not base.is_uuid(uuid):
         raise base.bad_request("Malformed consumer_uuid: %s" % uuid)
     uuid = str(__import__("uuid").UUID(uuid))
-    data = base.extract_json(req, schemas.pick(schemas.PUT_ALLOCATIONS, req.version))
+    data = base.extract_json(req, schemas.pick(schemas.PUT_ALLOCATIONS, req.version),
+                             _quick_put(req))
     if not req.version.matches((1, 12)):
         data["allocations"] = {a["resource_provider"]["uuid"]: {"resources": a["resources"]}
                                for a in data["allocations"]}
@@ -167,7 +224,8 @@ def put_allocations(req):
 def post_allocations(req):
     base.require_json(req)
     req.can(P + "manage")
-    data = base.extract_json(req, schemas.pick(schemas.POST_ALLOCATIONS, req.version))
+    data = base.extract_json(req, schemas.pick(schemas.POST_ALLOCATIONS, req.version),
+                             _quick_post(req))
     with req.ledger.write() as txn:
         try:
             requests = [_prepare(req, txn.state, uuid, body) for uuid, body in data.items()]
