@@ -188,10 +188,12 @@ class Cloud:
         out = {}
         for label, db, models in [("api", self.api_db, am)] + [
                 (n, self.db(n), cm) for n in self.cells]:
-            for table in models.Base.metadata.sorted_tables:
-                with db.connection() as conn:
-                    out[(label, table.name)] = conn.execute(
-                        sa.select(sa.func.count()).select_from(table)).scalar()
+            tables = models.Base.metadata.sorted_tables
+            query = sa.select(*[sa.select(sa.func.count()).select_from(t).scalar_subquery()
+                                for t in tables])
+            with db.connection() as conn:
+                row = conn.execute(query).one()
+            out.update({(label, t.name): n for t, n in zip(tables, row)})
         return out
 
 

@@ -321,6 +321,15 @@ def _networks(req, server, max_count):
     return out
 
 
+def _port_resource_groups(req, networks):
+    """Placement request groups the requested ports ask for (minimum bandwidth, ...)."""
+    api = req.api.network_api
+    ports = [n["port_id"] for n in networks if isinstance(n, dict) and n.get("port_id")]
+    if not ports or api is None or not hasattr(api, "get_requested_resource_groups"):
+        return []
+    return api.get_requested_resource_groups(req.context, port_ids=ports)
+
+
 def _call_first(api, names, *args):
     for name in names:
         fn = getattr(api, name, None)
@@ -430,6 +439,7 @@ def create(req):
         if not req.can(P + "create:zero_disk_flavor"):
             raise errors.Forbidden("Only volume-backed servers are allowed for flavors with zero disk.")
     networks = _networks(req, server, max_count)
+    port_groups = _port_resource_groups(req, networks)
     key_pair = _key_pair(req, server.get("key_name"))
     zone, force_host, force_node = _availability_zone(req, server)
     group = _server_group(req, hints)
@@ -474,7 +484,7 @@ def create(req):
             "instance_group": group, "requested_destination": requested_destination,
             "ignore_hosts": [], "force_hosts": [force_host] if force_host else [],
             "force_nodes": [force_node] if force_node else [],
-            "requested_resources": [], "is_bfv": is_bfv,
+            "requested_resources": port_groups, "is_bfv": is_bfv,
             "retry": {"num_attempts": 0, "hosts": []},
         }
         build_requests.append(inst)
