@@ -66,7 +66,19 @@ def _build_novella(overrides):
     from novella.placement import wsgi as novella_wsgi
 
     conf = novella_conf.make_conf(overrides=overrides)
-    return novella_wsgi.make_app(conf), None
+    app = novella_wsgi.make_app(conf)
+
+    def cleanup():
+        # Release the database connections of this file's app, if it
+        # shows how; the database file itself is removed by the fixture.
+        close = getattr(app, "close", None)
+        engine = getattr(getattr(app, "ledger", None), "engine", None)
+        if callable(close):
+            close()
+        elif engine is not None and hasattr(engine, "dispose"):
+            engine.dispose()
+
+    return app, cleanup
 
 
 class _ReferenceState:
@@ -273,8 +285,11 @@ class APIFixture(gabbi_fixture.GabbiFixture):
                 self._cleanup()
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
-            os.environ.clear()
-            os.environ.update(self._saved_environ)
+            for name in set(os.environ) - set(self._saved_environ):
+                del os.environ[name]
+            for name, value in self._saved_environ.items():
+                if os.environ.get(name) != value:
+                    os.environ[name] = value
 
     # -- hooks for subclasses -------------------------------------------
 

@@ -135,7 +135,13 @@ class _Recorder(unittest.TestResult):
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
-        if self.outcomes.get(id(test), ("",))[0] != "failed":
+        if self.outcomes.get(id(test), ("",))[0] == "failed":
+            return
+        if reason == "fixture failure":
+            # Gabbi skips a whole file whose fixture broke: none of its
+            # tests was really exercised, so none counts as passing.
+            self._set(test, "failed", "not run: the file's fixture failed")
+        else:
             self._set(test, "skipped", reason)
 
     def addExpectedFailure(self, test, err):
@@ -205,11 +211,18 @@ def run_yaml_file(path):
 
 
 def _short(detail, limit=1500):
-    detail = detail.strip()
-    # Keep the end of the traceback: that is where gabbi says what differed.
-    if len(detail) > limit:
-        detail = "..." + detail[-limit:]
-    return detail
+    """The exception part of a traceback (the frames are gabbi's own)."""
+    lines = detail.strip().splitlines()
+    start = 0
+    for index, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            start = index + 1
+            while start < len(lines) and lines[start].startswith(" "):
+                start += 1
+    text = "\n".join(lines[start:]).strip() or detail.strip()
+    if len(text) > limit:
+        text = text[:limit] + " ..."
+    return text
 
 
 # ---------------------------------------------------------------------------
