@@ -161,22 +161,24 @@ def placement_leftovers(aio):
 
 def single_ops(aio, api, flavor, count, deadline):
     """Boot then delete one server at a time: the per-operation latency."""
-    boots, deletes = [], []
+    out = {"boot": [], "boot_cpu": [], "delete": [], "delete_cpu": []}
     for i in range(count):
         if time.monotonic() > deadline:
             break
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         server = api.expect("POST", "/servers", server_body(aio, f"single-{i}", flavor))["server"]
         aio.wait_idle()
-        boots.append(time.perf_counter() - t0)
+        out["boot"].append(time.perf_counter() - t0)
+        out["boot_cpu"].append(time.process_time() - c0)
         status = api.expect("GET", f"/servers/{server['id']}")["server"]["status"]
         if status != "ACTIVE":
             raise RuntimeError(f"single boot ended in {status}")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         api.expect("DELETE", f"/servers/{server['id']}")
         aio.wait_idle()
-        deletes.append(time.perf_counter() - t0)
-    return boots, deletes
+        out["delete"].append(time.perf_counter() - t0)
+        out["delete_cpu"].append(time.process_time() - c0)
+    return out
 
 
 def main(argv=None):
@@ -210,19 +212,21 @@ def main(argv=None):
         done = Completion(all_transports(aio))
 
         # Warm up (imports, caches), then per-operation latency, one at a time.
-        single_boot, single_delete = single_ops(aio, api, args.flavor, max(args.single, 1), deadline)
-        figures["single_boot_s"] = common.summary(single_boot)
-        figures["single_delete_s"] = common.summary(single_delete)
+        single = single_ops(aio, api, args.flavor, max(args.single, 1), deadline)
+        figures["single_boot_s"] = common.summary(single["boot"])
+        figures["single_delete_s"] = common.summary(single["delete"])
+        figures["single_boot_cpu_s"] = common.summary(single["boot_cpu"])
+        figures["single_delete_cpu_s"] = common.summary(single["delete_cpu"])
 
         # Bulk boot.
         names = [f"bench-{i:05d}" for i in range(args.servers)]
-        t_boot = time.perf_counter()
+        t_boot, c_boot = time.perf_counter(), time.process_time()
         created, boot_lat, boot_sent = run_requests(
             lambda n: api.expect("POST", "/servers", server_body(aio, n, args.flavor))["server"]["id"],
             names, args.concurrency)
         t_accepted = time.perf_counter()
         aio.wait_idle(timeout=max(deadline - time.monotonic(), 1))
-        t_active = time.perf_counter()
+        t_active, c_active = time.perf_counter(), time.process_time()
         servers = api.list_servers()
         statuses = {}
         for s in servers:
@@ -233,30 +237,34 @@ def main(argv=None):
         figures["boot"] = {
             "wall_s": t_active - t_boot, "accept_s": t_accepted - t_boot,
             "servers_per_s": args.servers / (t_active - t_boot),
+            "cpu_per_server_s": (c_active - c_boot) / args.servers,
             "api_latency_s": common.summary(boot_lat),
             "to_active_s": common.summary(to_active) if to_active else None,
             "statuses": statuses,
         }
         # Where they landed, by cell (the instance mapping is the authority).
-        hosts = {}
+        cells, used = {}, set()
         for s in servers:
             h = s.get("OS-EXT-SRV-ATTR:host")
             if h:
+                used.add(h)
                 cell = h.split("-host")[0]
-                hosts[cell] = hosts.get(cell, 0) + 1
-        figures["boot"]["by_cell"] = hosts
+                cells[cell] = cells.get(cell, 0) + 1
+        figures["boot"]["by_cell"] = cells
+        figures["boot"]["hosts_used"] = len(used)
 
         # Bulk delete.
         ids = [s["id"] for s in servers]
-        t_del = time.perf_counter()
+        t_del, c_del = time.perf_counter(), time.process_time()
         _r, del_lat, del_sent = run_requests(lambda u: api.expect("DELETE", f"/servers/{u}"),
                                              ids, args.concurrency)
         aio.wait_idle(timeout=max(deadline - time.monotonic(), 1))
-        t_gone = time.perf_counter()
+        t_gone, c_gone = time.perf_counter(), time.process_time()
         remaining = api.list_servers()
         figures["delete"] = {
             "wall_s": t_gone - t_del, "servers_per_s": len(ids) / (t_gone - t_del) if ids else None,
             "api_latency_s": common.summary(del_lat), "remaining": len(remaining),
+            "cpu_per_server_s": (c_gone - c_del) / len(ids) if ids else None,
         }
         figures["peak_rss_mb"] = common.peak_rss_mb()
         figures["rss_before_mb"] = rss_before
@@ -284,7 +292,8 @@ def report(f, ref, active):
     print(f"# bench/boot.py — {common.machine_line()}")
     print(f"all-in-one: {f['cells']} cells x {f['hosts_per_cell']} hosts, "
           f"{f['servers']} servers, {f['concurrency']} client thread(s); started in {f['startup_s']:.1f} s")
-    print(f"boot: {active}/{f['servers']} ACTIVE ({b['statuses']}); by cell {b['by_cell']}")
+    print(f"boot: {active}/{f['servers']} ACTIVE ({b['statuses']}); by cell {b['by_cell']} "
+          f"on {b['hosts_used']} hosts")
     rows = [
         ("boot: servers/s (POST .. all ACTIVE)", f"{b['servers_per_s']:.1f}", None, None),
         ("boot: wall time", s(b["wall_s"], "s"), None, None),
@@ -315,6 +324,17 @@ def report(f, ref, active):
          common.ratio(rb, per_server_boot)),
         ("delete, amortised per server in bulk", s(per_server_del, "s"), s(rd, "s"),
          common.ratio(rd, per_server_del)),
+    ]
+    rbc = ref.get("boot", {}).get("cpu_median") if ref else None
+    rdc = ref.get("delete", {}).get("cpu_median") if ref else None
+    nbc, ndc = f["single_boot_cpu_s"]["p50"], f["single_delete_cpu_s"]["p50"]
+    rows += [
+        ("CPU time, boot one server (median)", s(nbc, "s"), s(rbc, "s"), common.ratio(rbc, nbc)),
+        ("CPU time, delete one server (median)", s(ndc, "s"), s(rdc, "s"), common.ratio(rdc, ndc)),
+        ("CPU time per server, bulk boot", s(b["cpu_per_server_s"], "s"), s(rbc, "s"),
+         common.ratio(rbc, b["cpu_per_server_s"])),
+        ("CPU time per server, bulk delete", s(d["cpu_per_server_s"], "s"), s(rdc, "s"),
+         common.ratio(rdc, d["cpu_per_server_s"])),
     ]
     common.print_table("Per operation: novella vs reference (ratio = reference / novella)", rows)
     if ref is None:
