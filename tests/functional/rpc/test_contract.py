@@ -151,8 +151,8 @@ def test_transports_are_isolated(request, make_transport, kind, topic):
     """Two cells' transports (RabbitMQ: two vhosts) never see each other's messages."""
     if kind == "rabbit":
         from novella.rpc import rabbit
-        from tests.functional.rpc.conftest import _rabbit_vhost_url
-        urls = [request.getfixturevalue("rabbit_vhost"), _rabbit_vhost_url()]
+        from tests.functional.rpc.conftest import new_vhost_url
+        urls = [request.getfixturevalue("rabbit_url"), new_vhost_url()]
         request.addfinalizer(lambda: rabbit.delete_vhost(urls[1]))
     else:
         urls = ["inproc://iso-a-" + topic, "inproc://iso-b-" + topic]
