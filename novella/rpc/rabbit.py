@@ -14,8 +14,10 @@ Layout on the broker (one virtual host per cell, taken from the URL path):
 
 kombu connections are not thread-safe, so each consumer owns a connection and
 a thread, and publishing shares one connection under a lock. Requests are
-acknowledged on receipt and run on a worker pool: a long call does not hold
-up the others.
+acknowledged on receipt and run on a worker pool of the served (topic,
+server): a long call does not hold up the others, and a conductor busy with
+many calls to the scheduler cannot starve the scheduler of workers even when
+both are served by one transport.
 """
 import concurrent.futures
 import logging
@@ -164,6 +166,7 @@ class RabbitTransport(base.Transport):
     def __init__(self, url, max_workers=32, exchange=None, prefetch=64):
         super().__init__(url)
         self.kombu_url = kombu_url(url)
+        self.max_workers = max_workers
         self.prefetch = prefetch
         name = exchange or _conf().control_exchange
         self.exchange = kombu.Exchange(name, type="topic", durable=False)
@@ -171,9 +174,7 @@ class RabbitTransport(base.Transport):
         self._pub_lock = threading.Lock()
         self._pub_conn = None
         self._producer = None
-        self._servers = {}                       # (topic, server) -> _Consumer
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="rpc-worker")
+        self._servers = {}                       # (topic, server) -> (_Consumer, pool)
         self._reply_queue = "reply_" + uuid.uuid4().hex
         self._reply_consumer = None
         self._waiters = {}                       # correlation id -> _Waiter
@@ -259,19 +260,23 @@ class RabbitTransport(base.Transport):
                               routing_key=self._routing_key(topic, server), durable=False),
                   kombu.Queue(topic, self.exchange, routing_key=topic, durable=False)]
 
+        pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.max_workers, thread_name_prefix=f"rpc-{topic}.{server}")
+
         def on_request(message):
             props = message.properties
             body = message.body
             message.ack()
-            self._pool.submit(self._handle, endpoint, body,
-                              props.get("reply_to"), props.get("correlation_id"))
+            pool.submit(self._handle, endpoint, body,
+                        props.get("reply_to"), props.get("correlation_id"))
 
         consumer = _Consumer(self, queues, on_request, name=f"rpc-{topic}.{server}")
         with self._lock:
             old = self._servers.pop((topic, server), None)
-            self._servers[(topic, server)] = consumer
+            self._servers[(topic, server)] = (consumer, pool)
         if old is not None:
-            old.stop()
+            old[0].stop()
+            old[1].shutdown(wait=False)
 
     def _handle(self, endpoint, body, reply_to, correlation_id):
         reply = self.dispatch(endpoint, body)
@@ -283,9 +288,10 @@ class RabbitTransport(base.Transport):
 
     def unserve(self, topic, server):
         with self._lock:
-            consumer = self._servers.pop((topic, server), None)
-        if consumer is not None:
-            consumer.stop()
+            served = self._servers.pop((topic, server), None)
+        if served is not None:
+            served[0].stop()
+            served[1].shutdown(wait=False)  # calls already running finish
 
     # --- notifications ---------------------------------------------------------
     def listen_notifications(self, callback):
@@ -315,7 +321,8 @@ class RabbitTransport(base.Transport):
 
     def stop(self):
         with self._lock:
-            consumers = list(self._servers.values())
+            served = list(self._servers.values())
+            consumers = [c for c, _ in served]
             consumers += [c for c in (self._reply_consumer, self._notify_consumer) if c]
             self._servers.clear()
             self._reply_consumer = self._notify_consumer = None
@@ -323,7 +330,8 @@ class RabbitTransport(base.Transport):
             c.stop(wait=False)
         for c in consumers:
             c.stop()
-        self._pool.shutdown(wait=True)
+        for _, pool in served:
+            pool.shutdown(wait=True)
         with self._pub_lock:
             if self._pub_conn is not None:
                 self._pub_conn.close()

@@ -127,6 +127,30 @@ def test_long_call_does_not_block_others(transport, topic):
     assert result["slow"] is True
 
 
+class Relay:
+    """A conductor-like endpoint that calls another service on its own transport."""
+
+    def __init__(self, transport, target):
+        self.transport, self.target = transport, target
+
+    def relay(self, ctxt, value):
+        return self.transport.call(ctxt, self.target, None, "echo", timeout=10, value=value)
+
+
+def test_endpoint_calls_another_topic_on_the_same_transport(transport, topic):
+    transport.serve(topic + "x", "h", Endpoint("inner"))
+    transport.serve(topic, "h", Relay(transport, topic + "x"))
+    results = []
+    threads = [threading.Thread(target=lambda n=n: results.append(
+        transport.call(CTXT, topic, "h", "relay", timeout=10, value=n))) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert sorted(r["value"] for r in results) == list(range(8))
+    assert {r["by"] for r in results} == {"inner"}
+
+
 def test_notifications_reach_listener(transport):
     notes = FakeNotifications(transport)
     notifier = Notifier(transport, "nova-compute:h1")
