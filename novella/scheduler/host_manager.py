@@ -2,7 +2,7 @@
 
 A HostState joins, for one compute node, its row and its service row from
 whichever cell holds it, the host aggregates it belongs to (API database),
-the servers on it, its recent build failures and, from the placement
+its recent build failures and, from the placement
 answer, its provider summary (capacity and usage per resource class,
 traits) and the allocation requests that would fit on it.
 """
@@ -45,7 +45,6 @@ class HostState:
         self.num_instances = node.running_vms
         self.service = service  # {"disabled", "disabled_reason", "forced_down", "up"}
         self.aggregates = []    # [{"uuid", "name", "metadata": {}}]
-        self.instances = set()  # uuids of the servers on this host
         self.failed_builds = 0
         self.traits = set()
         self.allocation_requests = []
@@ -74,14 +73,12 @@ class HostState:
         """Every value ``key`` takes in the metadata of this host's aggregates."""
         return {a["metadata"][key] for a in self.aggregates if key in a["metadata"]}
 
-    def consume(self, resources, instance_uuid=None):
+    def consume(self, resources):
         """Account for a server just placed here, for the next instance of the request."""
         self.vcpus_used += resources.get("VCPU", 0)
         self.free_ram_mb -= resources.get("MEMORY_MB", 0)
         self.free_disk_mb -= resources.get("DISK_GB", 0) * 1024
         self.num_instances += 1
-        if instance_uuid:
-            self.instances.add(instance_uuid)
 
     def __repr__(self):
         return f"HostState({self.host}, {self.nodename}, cell={self.cell_uuid})"
@@ -114,9 +111,8 @@ class HostManager:
         for cell_uuid_, result in cells_mod.scatter(self.cells(cell_uuid), load).items():
             if isinstance(result, Exception):
                 continue  # a cell that does not answer has no host to offer
-            for node, service, instances, failed in result:
+            for node, service, failed in result:
                 hs = HostState(node, service, cell_uuid_)
-                hs.instances = instances
                 hs.failed_builds = failed
                 states.append(hs)
         aggs = self.host_aggregates({hs.host for hs in states})
@@ -138,13 +134,9 @@ class HostManager:
             services = {sv.host: sv for sv in s.scalars(
                 sa.select(cm.Service).where(cm.Service.host.in_(names), cm.Service.deleted == 0,
                                             cm.Service.binary.like("%compute")))}
-            instances = {}
-            for uuid, host in s.execute(sa.select(cm.Instance.uuid, cm.Instance.host).where(
-                    cm.Instance.host.in_(names), cm.Instance.deleted == 0)):
-                instances.setdefault(host, set()).add(uuid)
             failed = self._failed_builds(s, names)
-        return [(n, self._service_state(services.get(n.host)), instances.get(n.host, set()),
-                 failed.get(n.host, 0)) for n in nodes]
+        return [(n, self._service_state(services.get(n.host)), failed.get(n.host, 0))
+                for n in nodes]
 
     @staticmethod
     def _failed_builds(s, hosts):

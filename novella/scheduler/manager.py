@@ -62,7 +62,7 @@ class SchedulerManager:
                     raise NoValidHost("There are not enough hosts available "
                                       "(every claim in placement was refused).")
                 claimed.append(instance_uuid)
-                chosen.consume(rr.total_resources(), instance_uuid)
+                chosen.consume(rr.total_resources())
                 group = spec.get("instance_group")
                 if group:
                     group.setdefault("hosts", []).append(chosen.host)

@@ -181,9 +181,7 @@ class BuildOnHost(BuildTask):
             if attempt and not self._claim(sel):
                 continue
             b.selection = sel
-            records.update_instance(b.cell_db, b.instance_uuid, host=sel["service_host"],
-                                    node=sel["nodename"])
-            try:
+            try:  # compute sets the host and node, and clears them when it gives up
                 utils.compute_api(b.conf, b.cell).build_and_run_instance(
                     b.ctxt, sel["service_host"], instance_uuid=b.instance_uuid,
                     request_spec=b.request_spec, node=sel["nodename"],
@@ -196,8 +194,6 @@ class BuildOnHost(BuildTask):
                          sel["service_host"], exc)
             b.failed_hosts.append(sel["service_host"])
             b.placement.delete_allocations(b.instance_uuid)
-            records.update_instance(b.cell_db, b.instance_uuid, host=None, node=None,
-                                    task_state=states.task_states.SCHEDULING)
         raise MaxRetriesExceeded(b.instance_uuid)
 
     def _claim(self, sel):
