@@ -49,6 +49,11 @@ def _iso(value):
     return value.isoformat(timespec="seconds") + "Z" if value else None
 
 
+def _visible(ctxt, row):
+    return (ctxt is None or ctxt.is_admin or row.owner == ctxt.project_id
+            or row.visibility in ("public", "community"))
+
+
 def _as_dict(row):
     d = {"id": row.id, "status": row.status, "size": row.size, "checksum": row.checksum,
          "os_hash_algo": row.os_hash_algo, "os_hash_value": row.os_hash_value,
@@ -101,8 +106,12 @@ class ImageAPI:
         return row
 
     def get(self, ctxt, image_id, include_deleted=False):
+        """An image the context may see (another project's private image is not found)."""
         with self.db.session() as s:
-            return _as_dict(self._row(s, image_id, include_deleted))
+            row = self._row(s, image_id, include_deleted)
+            if not _visible(ctxt, row):
+                raise ImageNotFound(f"image {image_id} could not be found")
+            return _as_dict(row)
 
     def list(self, ctxt, filters=None):
         """Images visible to the context; filters on core fields or properties."""

@@ -189,7 +189,10 @@ class NetworkAPI:
 
     def get_network(self, ctxt, network_id):
         with self.db.session() as s:
-            return self._network_dict(s, self._network(s, network_id))
+            n = self._network(s, network_id)
+            if not (_is_admin(ctxt) or n.shared or n.project_id == ctxt.project_id):
+                raise NetworkNotFound(f"network {network_id} could not be found")
+            return self._network_dict(s, n)
 
     def list_networks(self, ctxt, **filters):
         """Networks visible to the context (its project's and shared ones)."""
@@ -387,7 +390,10 @@ class NetworkAPI:
 
     def get_port(self, ctxt, port_id):
         with self.db.session() as s:
-            return self._port_dict(s, self._port(s, port_id))
+            p = self._port(s, port_id)
+            if not (_is_admin(ctxt) or p.project_id == ctxt.project_id):
+                raise PortNotFound(f"port {port_id} could not be found")
+            return self._port_dict(s, p)
 
     def list_ports(self, ctxt, filters=None, **kw):
         """Ports matching Neutron-style filters (a list value matches any of its items)."""

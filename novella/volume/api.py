@@ -110,7 +110,10 @@ class VolumeAPI:
 
     def get(self, ctxt, volume_id):
         with self.db.session() as s:
-            return self._volume_dict(s, self._volume(s, volume_id))
+            v = self._volume(s, volume_id)
+            if ctxt is not None and not ctxt.is_admin and v.project_id != ctxt.project_id:
+                raise VolumeNotFound(f"volume {volume_id} could not be found")
+            return self._volume_dict(s, v)
 
     def list(self, ctxt, filters=None):
         with self.db.session() as s:

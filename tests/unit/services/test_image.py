@@ -112,3 +112,15 @@ def test_list_respects_visibility(images, ctxt, admin):
     assert len(images.list(admin)) == 3
     with images.db.session() as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(models.Image)) == 3
+
+
+def test_private_image_of_another_project_is_not_found(images, ctxt, admin):
+    from novella.context import RequestContext
+    other = RequestContext(user_id="u2", project_id="p2")
+    private = images.create(other, name="private", visibility="private")
+    public = images.create(other, name="public", visibility="public")
+    with pytest.raises(api.ImageNotFound):
+        images.get(ctxt, private["id"])
+    assert images.get(ctxt, public["id"])["name"] == "public"
+    assert images.get(admin, private["id"])["owner"] == "p2"
+    assert images.get(None, private["id"])["owner"] == "p2"

@@ -268,3 +268,16 @@ def test_delete_network_in_use(net, ctxt, private):
     net.delete_network(ctxt, empty["id"])
     with pytest.raises(api.NetworkNotFound):
         net.get_network(ctxt, empty["id"])
+
+
+def test_other_projects_private_resources_are_not_found(net, ctxt, admin, private):
+    from novella.context import RequestContext
+    other = RequestContext(user_id="u2", project_id="p2")
+    theirs = net.create_network(other, "theirs", cidr="10.7.0.0/24")
+    port = net.create_port(other, {"network_id": theirs["id"]})
+    with pytest.raises(api.NetworkNotFound):
+        net.get_network(ctxt, theirs["id"])
+    with pytest.raises(api.PortNotFound):
+        net.get_port(ctxt, port["id"])
+    assert net.get_network(ctxt, private["id"])["shared"]
+    assert net.get_port(admin, port["id"])["project_id"] == "p2"

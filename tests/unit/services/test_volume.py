@@ -126,3 +126,11 @@ def test_detaching_round_trip(volumes, ctxt):
     volumes.begin_detaching(ctxt, v["id"])
     volumes.attachment_delete(ctxt, a["id"])
     assert state(volumes, v["id"])[:2] == ("available", "detached")
+
+
+def test_other_projects_volume_is_not_found(volumes, ctxt, admin):
+    from novella.context import RequestContext
+    v = volumes.create(RequestContext(user_id="u2", project_id="p2"), 1)
+    with pytest.raises(api.VolumeNotFound):
+        volumes.get(ctxt, v["id"])
+    assert volumes.get(admin, v["id"])["project_id"] == "p2"
