@@ -117,7 +117,7 @@ def main(args):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.service == "placement":
         from novella.placement import cmd as placement_cmd
-        argv = ["serve"]
+        argv = ["serve", "placement"]
         for f in args.config_file:
             argv += ["--config-file", f]
         if args.bind:
