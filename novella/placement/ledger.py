@@ -57,7 +57,7 @@ class Inventory(tuple):
 
 class Provider:
     __slots__ = ("id", "uuid", "name", "generation", "parent", "root", "children",
-                 "inv", "used", "traits", "aggs", "created", "updated")
+                 "inv", "used", "traits", "aggs", "created", "updated", "memo")
 
     def __init__(self, pid, uuid, name, generation, created, updated):
         self.id, self.uuid, self.name, self.generation = pid, uuid, name, generation
@@ -67,6 +67,7 @@ class Provider:
         self.children = []
         self.inv, self.used = {}, {}
         self.traits, self.aggs = set(), set()
+        self.memo = None  # (key, rendered summary) for candidate responses
 
     def descendants(self):
         out, todo = [], [self]

@@ -178,7 +178,13 @@ def _render(req, st, found, groups, has_trees):
         wanted.update(g.resources)
     with_traits, nested = v.matches((1, 17)), v.matches((1, 29))
     summaries = {}
+    shape = (all_classes, None if all_classes else frozenset(wanted), with_traits, nested)
     for p in providers:
+        key = (p.generation, p.parent, p.root, shape)
+        memo = p.memo
+        if memo is not None and memo[0] == key:
+            summaries[p.uuid] = memo[1]
+            continue
         used_by = p.used
         res = {rc: {"capacity": int(inv.capacity()), "used": used_by.get(rc, 0)}
                for rc, inv in p.inv.items() if all_classes or rc in wanted}
@@ -188,5 +194,6 @@ def _render(req, st, found, groups, has_trees):
         if nested:
             s["parent_provider_uuid"] = p.parent.uuid if p.parent else None
             s["root_provider_uuid"] = p.root.uuid
+        p.memo = (key, s)
         summaries[p.uuid] = s
     return base.dumps({"allocation_requests": requests, "provider_summaries": summaries})
