@@ -126,7 +126,7 @@ class API:
     """The state every handler reaches through ``req.api``."""
 
     def __init__(self, conf, api_db, transport, network_api=None, image_api=None,
-                 volume_api=None, aggregate_hook=None):
+                 volume_api=None, aggregate_hook=None, placement=None):
         self.conf = conf
         self.api_db = api_db
         self.transport = transport
@@ -135,7 +135,13 @@ class API:
         self.volume_api = volume_api
         # aggregate_hook(event, aggregate_uuid, host): mirrors host membership
         # into placement aggregates when given ("add_host" / "remove_host").
-        self.aggregate_hook = aggregate_hook
+        # placement: a placement client; host aggregates are mirrored into
+        # it and a deleted compute service's providers removed from it.
+        self.placement_sync = None
+        if placement is not None:
+            from novella.api.compute.placement_sync import PlacementSync
+            self.placement_sync = PlacementSync(self, placement)
+        self.aggregate_hook = aggregate_hook or self.placement_sync
         self.enforcer = make_enforcer(conf, compute_policies.list_rules())
         self.router = Router()
         for module in HANDLER_MODULES:
@@ -228,7 +234,8 @@ def _json_default(value):
 
 
 def make_app(conf, api_db, transport, network_api=None, image_api=None, volume_api=None,
-             aggregate_hook=None):
+             aggregate_hook=None, placement=None):
     """The Compute API v2.1 as a WSGI application, authentication included."""
-    api = API(conf, api_db, transport, network_api, image_api, volume_api, aggregate_hook)
+    api = API(conf, api_db, transport, network_api, image_api, volume_api, aggregate_hook,
+              placement)
     return auth.AuthMiddleware(ComputeApp(api), conf, public_paths=("/", "", "/v2.1"))

@@ -4,11 +4,14 @@ From 2.53 a service is named by its uuid and updated with
 ``PUT /os-services/{uuid}``; before, by host and binary through
 ``PUT /os-services/{enable,disable,disable-log-reason,force-down}``.
 """
+import logging
+
 import sqlalchemy as sa
 
 from novella.api.compute import common, errors, hosts, validation as v
 from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
 
+LOG = logging.getLogger(__name__)
 P = "os_compute_api:os-services:"
 
 _host_binary = {"host": {"type": "string", "minLength": 1, "maxLength": 255},
@@ -100,7 +103,21 @@ def update(req, service_id):
     if "forced_down" in body:
         values["forced_down"] = v.to_bool(body["forced_down"])
     svc = _save(cell, svc.id, **values)
+    if "disabled" in values:
+        _tell_host(req, cell, svc)
     return 200, {"service": view(req, svc, hosts.host_zones(req.api))}
+
+
+def _tell_host(req, cell, svc):
+    """Let an up compute host mirror its status as the COMPUTE_STATUS_DISABLED trait."""
+    if svc.binary != hosts.COMPUTE or not hosts.is_up(req.api.conf, svc):
+        return
+    try:
+        from novella.compute.rpcapi import ComputeAPI
+        ComputeAPI(cell.transport_url).set_host_enabled(req.context, svc.host, not svc.disabled)
+    except Exception:  # noqa: BLE001 - the periodic sync catches up; never fail the request
+        LOG.warning("Could not tell %s it is now %s", svc.host,
+                    "disabled" if svc.disabled else "enabled", exc_info=True)
 
 
 def _legacy(req, action):
@@ -123,7 +140,8 @@ def _legacy(req, action):
     else:
         disabled = action != "enable"
         reason = body.get("disabled_reason") if action == "disable-log-reason" else None
-        _save(cell, svc.id, disabled=disabled, disabled_reason=reason)
+        svc = _save(cell, svc.id, disabled=disabled, disabled_reason=reason)
+        _tell_host(req, cell, svc)
         out["status"] = "disabled" if disabled else "enabled"
         if reason:
             out["disabled_reason"] = reason
@@ -150,6 +168,8 @@ def delete(req, service_id):
         if moving:
             raise errors.Conflict("Unable to delete compute service that has in-progress "
                                   "migrations. Complete the migrations or delete the instances first.")
+    sync = req.api.placement_sync
+    node_uuids = sync.node_uuids(svc.host) if sync and svc.binary == hosts.COMPUTE else []
     with cell_db.session(write=True) as s:
         s.execute(sa.update(cm.Service).where(cm.Service.id == svc.id)
                   .values(deleted=svc.id, deleted_at=now))
@@ -163,9 +183,11 @@ def delete(req, service_id):
                                   .where(am.AggregateHost.host == svc.host)))
             s.execute(sa.delete(am.AggregateHost).where(am.AggregateHost.host == svc.host))
             s.execute(sa.delete(am.HostMapping).where(am.HostMapping.host == svc.host))
-        if req.api.aggregate_hook is not None:
+        if req.api.aggregate_hook is not None and req.api.aggregate_hook is not sync:
             for agg_uuid in aggs:
                 req.api.aggregate_hook("remove_host", agg_uuid, svc.host)
+        if sync is not None:
+            sync.delete_providers(node_uuids)
     return 204, None
 
 
