@@ -187,6 +187,11 @@ class SchedulerManager:
         return sorted(hosts, key=lambda h: order.get(h.uuid, len(order)))
 
     def _filter_and_weigh(self, hosts, spec, n_candidates):
+        if not hosts:
+            raise NoValidHost(
+                f"There are not enough hosts available ({n_candidates} allocation candidates; "
+                "none on a known compute node allowed by the requested destination, "
+                "ignore_hosts and earlier attempts).")
         forced = self._forced(hosts, spec)
         if forced is not None:
             passing = forced  # forced hosts bypass the filters, as an admin asked

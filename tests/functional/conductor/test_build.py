@@ -239,3 +239,17 @@ def test_server_deleted_during_build_is_not_rescheduled(cloud):
     assert cloud.rows("cell1", cm.InstanceFault, instance_uuid=server) == []
     assert cloud.allocations(server) == {}
     assert cloud.usages("h1")["VCPU"] == 0
+
+
+def test_soft_anti_affinity_outweighs_free_ram(make_cloud):
+    cloud = make_cloud({("filter_scheduler", "weight_classes"): [
+                            "RAMWeigher", "ServerGroupSoftAntiAffinityWeigher"],
+                        ("filter_scheduler", "soft_anti_affinity_weight_multiplier"): 2.0})
+    cloud.add_host("cell1", "roomy", memory_mb=8192)
+    cloud.add_host("cell2", "small", memory_mb=4096)
+    group = cloud.add_group("soft-anti-affinity")
+    (first,) = cloud.boot(group=group)
+    (second,) = cloud.boot(group=group)   # a separate request: members read back from the cells
+    assert [cloud.instance(s).host for s in (first, second)] == ["roomy", "small"]
+    (third,) = cloud.boot()               # no group: free RAM decides
+    assert cloud.instance(third).host == "roomy"

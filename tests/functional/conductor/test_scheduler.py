@@ -157,3 +157,12 @@ def test_aggregate_extra_specs_and_multitenancy_filters(make_cloud):
     assert [h["service_host"] for h in hosts] == ["ssd"]
     _, (hosts,) = _select(cloud)
     assert hosts[0]["service_host"] == "plain"
+
+
+def test_requested_cell_without_candidates_says_so(four_hosts):
+    cloud = four_hosts
+    _, (hosts,) = _select(cloud, requested_destination={"cell_uuid": cloud.cells["cell2"].uuid})
+    assert [h["service_host"] for h in hosts] == ["b1"]
+    with pytest.raises(NoValidHost, match="requested destination"):
+        _select(cloud, requested_destination={"cell_uuid": cloud.cells["cell2"].uuid},
+                ignore_hosts=["b1"])
