@@ -316,6 +316,11 @@ class NetworkAPI:
                 "created_at": _iso(p.created_at), "updated_at": _iso(p.updated_at)}
 
     def _allocate_ip(self, s, network_id, request):
+        # Locking the network's subnets makes concurrent allocations queue up
+        # (SQLite's write transaction already does); each then sees the others'
+        # addresses once they commit.
+        s.execute(sa.select(models.Subnet.id).where(models.Subnet.network_id == network_id)
+                  .order_by(models.Subnet.id).with_for_update())
         subnets = s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network_id)
                             .order_by(models.Subnet.created_at, models.Subnet.id)).all()
         if request.get("subnet_id"):
