@@ -232,6 +232,11 @@ def main(argv=None):
         for s in servers:
             statuses[s["status"]] = statuses.get(s["status"], 0) + 1
         active = statuses.get("ACTIVE", 0)
+        faults = {}
+        for s in servers:
+            if s["status"] == "ERROR":
+                msg = (s.get("fault") or {}).get("message", "no fault recorded")[:160]
+                faults[msg] = faults.get(msg, 0) + 1
         to_active = [done.seen["create"][u] - boot_sent[i]
                      for i, u in enumerate(created) if u in done.seen["create"]]
         figures["boot"] = {
@@ -240,7 +245,7 @@ def main(argv=None):
             "cpu_per_server_s": (c_active - c_boot) / args.servers,
             "api_latency_s": common.summary(boot_lat),
             "to_active_s": common.summary(to_active) if to_active else None,
-            "statuses": statuses,
+            "statuses": statuses, "faults": faults,
         }
         # Where they landed, by cell (the instance mapping is the authority).
         cells, used = {}, set()
@@ -294,6 +299,8 @@ def report(f, ref, active):
           f"{f['servers']} servers, {f['concurrency']} client thread(s); started in {f['startup_s']:.1f} s")
     print(f"boot: {active}/{f['servers']} ACTIVE ({b['statuses']}); by cell {b['by_cell']} "
           f"on {b['hosts_used']} hosts")
+    for msg, count in sorted(b["faults"].items(), key=lambda kv: -kv[1]):
+        print(f"  ERROR x{count}: {msg}")
     rows = [
         ("boot: servers/s (POST .. all ACTIVE)", f"{b['servers_per_s']:.1f}", None, None),
         ("boot: wall time", s(b["wall_s"], "s"), None, None),
