@@ -12,11 +12,13 @@ import sqlalchemy as sa
 
 from novella import rpc
 from novella.compute import states
+from novella.conductor.moves import ConductorMoves
 from novella.conductor.tasks import build as build_tasks
 from novella.conductor.tasks.base import TaskList
 from novella.db import api_models as am
 from novella.db import cells as cells_mod
 from novella.db import records
+from novella.rpc import notifier as notifier_mod
 from novella.scheduler.rpcapi import SchedulerAPI
 
 LOG = logging.getLogger(__name__)
@@ -26,7 +28,7 @@ def _uuid_of(build_request):
     return build_request if isinstance(build_request, str) else build_request["instance_uuid"]
 
 
-class ConductorManager:
+class ConductorManager(ConductorMoves):
     def __init__(self, conf, api_db, placement, network_api=None, volume_api=None,
                  image_api=None, notifier=None):
         self.conf = conf
@@ -92,6 +94,19 @@ class ConductorManager:
         if not build_tasks.delete_build_request(self.api_db, instance_uuid):
             # Deleted by its user meanwhile: it is gone from cell0 too.
             build_tasks.soft_delete_instance(cell0_db, instance_uuid)
+        self._notify_build_error(ctxt, instance_uuid, spec, exc)
+
+    def _notify_build_error(self, ctxt, instance_uuid, spec, exc):
+        if self.notifier is None:
+            return
+        payload = notifier_mod.versioned("ComputeTaskPayload", {
+            "instance_uuid": instance_uuid, "reason": notifier_mod.exception_payload(exc),
+            "request_spec": spec, "state": states.ERROR})
+        try:
+            self.notifier(ctxt, f"nova-conductor:{self.conf.host or 'conductor'}",
+                          "compute_task.build_instances.error", payload)
+        except Exception:  # noqa: BLE001 - a notification never breaks an operation
+            LOG.exception("could not send compute_task.build_instances.error")
 
     # -- lookups -------------------------------------------------------------------------
     def _cell0(self):

@@ -22,3 +22,23 @@ class ConductorAPI:
                             build_requests=build_requests, request_specs=request_specs,
                             requested_networks=requested_networks,
                             block_device_mappings=block_device_mappings, tags=tags)
+
+    # -- resize and cold migrate (novella/conductor/moves.py) ---------------------------
+
+    def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
+                       clean_shutdown=True):
+        """Resize (``flavor``: the new flavor dict) or cold migrate (cast)."""
+        self.transport.cast(ctxt, TOPIC, None, "migrate_server", instance_uuid=instance_uuid,
+                            migration_uuid=migration_uuid, flavor=flavor, host=host,
+                            clean_shutdown=clean_shutdown)
+
+    def confirm_resize(self, ctxt, instance_uuid, migration_uuid, do_cast=True):
+        """Confirm a move in VERIFY_RESIZE; ``do_cast=False`` waits for it (delete)."""
+        send = self.transport.cast if do_cast else self.transport.call
+        return send(ctxt, TOPIC, None, "confirm_resize", instance_uuid=instance_uuid,
+                    migration_uuid=migration_uuid)
+
+    def revert_resize(self, ctxt, instance_uuid, migration_uuid):
+        """Revert a move in VERIFY_RESIZE (cast)."""
+        self.transport.cast(ctxt, TOPIC, None, "revert_resize", instance_uuid=instance_uuid,
+                            migration_uuid=migration_uuid)

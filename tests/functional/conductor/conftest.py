@@ -99,7 +99,11 @@ class Cloud:
         self.transports = [rpc.get_transport(url) for url in
                            [self.super_url] + [c.transport_url for c in self.cells.values()]]
         self.scheduler = SchedulerManager(self.conf, self.api_db, self.placement)
-        self.conductor = ConductorManager(self.conf, self.api_db, self.placement)
+        self.notifications = []
+        self.conductor = ConductorManager(
+            self.conf, self.api_db, self.placement,
+            notifier=lambda ctxt, publisher, event_type, payload: self.notifications.append(
+                (publisher, event_type, payload)))
         self.transports[0].serve("scheduler", "sched1", self.scheduler)
         self.transports[0].serve("conductor", "cond1", self.conductor)
         self.computes = {}

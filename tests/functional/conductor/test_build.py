@@ -72,6 +72,11 @@ def test_no_valid_host_buries_in_cell0_with_fault_and_no_allocation(cloud):
     assert cloud.allocations(server) == {}
     assert cloud.usages("h1") == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
     assert cloud.rows("cell1", cm.Instance) == []
+    ((publisher, event_type, payload),) = cloud.notifications
+    assert event_type == "compute_task.build_instances.error"
+    data = payload["nova_object.data"]
+    assert data["instance_uuid"] == server and data["state"] == "error"
+    assert data["reason"]["nova_object.data"]["exception"] == "NoValidHost"
 
 
 def test_multi_create_without_room_for_all_leaves_nothing_claimed(cloud):

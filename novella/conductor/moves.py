@@ -1,0 +1,104 @@
+"""The conductor's move operations inside one cell (mixed into ConductorManager).
+
+    migrate_server   resize or cold migrate: the task list of tasks/migrate.py
+    confirm_resize   source confirm_resize (the migration's allocation goes)
+    revert_resize    destination revert_resize, then source finish_revert_resize
+
+The API has already written the migration row (pre-migrating), set the task
+state and started the instance action; these methods finish the action.
+"""
+import json
+import logging
+import types
+
+import sqlalchemy as sa
+
+from novella.compute.states import migration_status as ms, power_state
+from novella.conductor import utils
+from novella.conductor.tasks import migrate as migrate_tasks
+from novella.conductor.tasks.base import TaskList
+from novella.db import api_models as am
+from novella.db import cells as cells_mod
+from novella.db import moves as dbmoves
+from novella.db import records
+
+LOG = logging.getLogger(__name__)
+
+
+class ConductorMoves:
+    """Needs ``conf``, ``api_db``, ``placement`` and ``scheduler`` of ConductorManager."""
+
+    def _instance(self, instance_uuid):
+        cell = cells_mod.instance_cell(self.api_db, instance_uuid)
+        cell_db = cells_mod.cell_database(cell)
+        with cell_db.session() as s:
+            row = records.get_instance(s, instance_uuid)
+            inst = types.SimpleNamespace(
+                flavor=records.flavor_of(row),
+                **{k: getattr(row, k) for k in ("uuid", "project_id", "user_id", "host", "node",
+                                                "vm_state", "task_state", "power_state")})
+        return cell, cell_db, inst
+
+    def _set_spec_flavor(self, instance_uuid, flavor):
+        """Later moves schedule with the flavor the server has."""
+        with self.api_db.session(write=True) as s:
+            row = s.scalars(sa.select(am.RequestSpec).where(
+                am.RequestSpec.instance_uuid == instance_uuid)).first()
+            if row is not None and flavor:
+                spec = json.loads(row.spec)
+                spec["flavor"] = flavor
+                row.spec = json.dumps(spec)
+
+    def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
+                       clean_shutdown=True):
+        """Resize (``flavor`` given) or cold migrate (optionally to ``host``)."""
+        cell, cell_db, inst = self._instance(instance_uuid)
+        migration = dbmoves.get_migration(cell_db, migration_uuid)
+        spec = self._load_request_spec(instance_uuid)
+        mv = migrate_tasks.Move(self.conf, self.placement, self.scheduler, ctxt, cell, inst,
+                                migration, flavor or inst.flavor, spec,
+                                target_host=host, clean_shutdown=clean_shutdown)
+        tasks = TaskList(f"migrate {instance_uuid}", migrate_tasks.migrate_tasks(mv))
+        try:
+            with records.action_event(cell_db, ctxt, instance_uuid,
+                                      migrate_tasks.CONDUCTOR_EVENT):
+                tasks.run()
+        except Exception:  # noqa: BLE001 - rolled back; the fault and migration say why
+            LOG.info("migration %s of %s failed and was rolled back", migration_uuid,
+                     instance_uuid)
+        else:
+            self._set_spec_flavor(instance_uuid, mv.new_flavor)
+        finally:
+            records.finish_action(cell_db, ctxt, instance_uuid)
+        return {"completed": tasks.completed, "failed_task": tasks.failed_task,
+                "rolled_back": tasks.rolled_back}
+
+    def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
+        cell, cell_db, _inst = self._instance(instance_uuid)
+        migration = dbmoves.get_migration(cell_db, migration_uuid)
+        try:
+            return utils.compute_api(self.conf, cell).confirm_resize(
+                ctxt, migration["source_compute"], instance_uuid, migration_uuid)
+        except Exception as exc:
+            dbmoves.update_migration(cell_db, migration_uuid, status=ms.ERROR)
+            records.add_fault(cell_db, instance_uuid, exc)
+            raise
+        finally:
+            records.finish_action(cell_db, ctxt, instance_uuid)
+
+    def revert_resize(self, ctxt, instance_uuid, migration_uuid):
+        cell, cell_db, inst = self._instance(instance_uuid)
+        migration = dbmoves.get_migration(cell_db, migration_uuid)
+        compute = utils.compute_api(self.conf, cell)
+        try:
+            compute.revert_resize(ctxt, migration["dest_compute"], instance_uuid, migration_uuid)
+            compute.finish_revert_resize(ctxt, migration["source_compute"], instance_uuid,
+                                         migration_uuid,
+                                         power_on=inst.power_state == power_state.RUNNING)
+            self._set_spec_flavor(instance_uuid, dbmoves.flavors(cell_db, instance_uuid)["cur"])
+        except Exception as exc:
+            dbmoves.update_migration(cell_db, migration_uuid, status=ms.ERROR)
+            records.add_fault(cell_db, instance_uuid, exc)
+            raise
+        finally:
+            records.finish_action(cell_db, ctxt, instance_uuid)
