@@ -1,32 +1,23 @@
 """``serve placement`` and ``db sync`` for the placement service."""
 import argparse
-import socketserver
+import signal
 import sys
-from wsgiref import simple_server
+import threading
 
 from novella.db import migrate
 from novella.placement import conf as conf_mod, wsgi
-
-
-class _Handler(simple_server.WSGIRequestHandler):
-    def log_message(self, *args):  # quiet access log
-        pass
-
-
-class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+from novella.service import HTTPServer
 
 
 def serve(conf, host="127.0.0.1", port=8778):
-    """Serve the placement API on host:port until interrupted (threaded)."""
-    app = wsgi.make_app(conf)
-    server = simple_server.make_server(host, int(port), app, server_class=_Server,
-                                       handler_class=_Handler)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    """Serve the placement API on host:port until SIGINT/SIGTERM (threaded)."""
+    server = HTTPServer(wsgi.make_app(conf), host, int(port), "placement").start()
+    print(f"Placement API listening on {server.url}", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
 
 
 def main(argv=None):
