@@ -5,4 +5,4 @@ whenever the compute RPC interface gains a method, so the conductor can tell
 whether every host can take part in an operation (e.g. cross-cell moves).
 """
 
-SERVICE_VERSION = 1
+SERVICE_VERSION = 2  # 2: resize and cold migrate (prep_resize ... finish_revert_resize)

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from novella.compute import SERVICE_VERSION
 from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
+from novella.compute.moves import ComputeMoves
 from novella.compute.states import power_state, task_states
 from novella.compute import states as vm_states
 from novella.db import cell_models as m
@@ -34,7 +35,7 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager:
+class ComputeManager(ComputeMoves):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf
@@ -63,7 +64,8 @@ class ComputeManager:
         """{method name: interval in seconds} for the service runner."""
         return {"heartbeat": self.conf.report_interval,
                 "update_available_resource": self.conf.update_resources_interval,
-                "sync_power_states": self.conf.update_resources_interval}
+                "sync_power_states": self.conf.update_resources_interval,
+                "poll_unconfirmed_resizes": self.conf.update_resources_interval}
 
     def init_host(self, ctxt=None):
         """Prepare the driver, the services row, the node and its provider."""

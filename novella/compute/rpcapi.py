@@ -64,6 +64,45 @@ class ComputeAPI:
     def terminate_instance(self, ctxt, host, instance_uuid):
         self._cast(ctxt, host, "terminate_instance", instance_uuid=instance_uuid)
 
+    # -- resize and cold migrate (each a call: the conductor owns the sequence) --------
+
+    def prep_resize(self, ctxt, host, instance_uuid, migration_uuid, new_flavor):
+        """Destination: resize claim for ``new_flavor``; raises when it does not fit."""
+        return self._call(ctxt, host, "prep_resize", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          new_flavor=new_flavor)
+
+    def resize_instance(self, ctxt, host, instance_uuid, migration_uuid, clean_shutdown=True):
+        """Source: power off and copy the disks to the destination; returns disk_info."""
+        return self._call(ctxt, host, "resize_instance", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          clean_shutdown=clean_shutdown)
+
+    def finish_resize(self, ctxt, host, instance_uuid, migration_uuid, disk_info=None,
+                      power_on=True):
+        """Destination: spawn with the new flavor (VERIFY_RESIZE)."""
+        return self._call(ctxt, host, "finish_resize", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          disk_info=disk_info, power_on=power_on)
+
+    def confirm_resize(self, ctxt, host, instance_uuid, migration_uuid):
+        """Source: drop the kept copy and the migration's allocation."""
+        return self._call(ctxt, host, "confirm_resize", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid)
+
+    def revert_resize(self, ctxt, host, instance_uuid, migration_uuid, rollback=False):
+        """Destination: destroy the new guest, drop its claim (and allocation unless rollback)."""
+        return self._call(ctxt, host, "revert_resize", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          rollback=rollback)
+
+    def finish_revert_resize(self, ctxt, host, instance_uuid, migration_uuid, power_on=True,
+                             rollback=False):
+        """Source: the old guest back (and the source allocation unless rollback)."""
+        return self._call(ctxt, host, "finish_revert_resize", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          power_on=power_on, rollback=rollback)
+
     # -- host ------------------------------------------------------------------------
 
     def set_host_enabled(self, ctxt, host, enabled):

@@ -588,6 +588,9 @@ def delete_instance(api, ctxt, rec):
     if rec.get("task_state") == states.task_states.DELETING:
         return
     records.start_action(cell_db, ctxt, uuid, "delete")
+    if rec.get("vm_state") == states.RESIZED:  # confirm first: both hosts are freed
+        from novella.api.compute.handlers import migrate
+        migrate.confirm_before_delete(api, ctxt, rec)
     _queue_for_delete(api.api_db, uuid)
     if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host"):
         _local_delete(cell_db, uuid)

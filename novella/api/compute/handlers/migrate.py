@@ -1,0 +1,161 @@
+"""Server actions that move a server inside its cell: resize, migrate,
+confirmResize, revertResize.
+
+Each validates, checks policy and state, writes the migration row and the
+instance action, sets the task state and casts to the conductor, which owns
+the rest (novella/conductor/moves.py, docs/moves.md).
+"""
+import logging
+
+import sqlalchemy as sa
+
+from novella.api.compute import errors
+from novella.api.compute import validation as v
+from novella.api.compute.handlers import server_actions as sa_mod
+from novella.api.compute.handlers.servers import _flavor
+from novella.compute import states
+from novella.compute.states import migration_status as ms, task_states
+from novella.conductor.rpcapi import ConductorAPI
+from novella.db import cell_models as cm
+from novella.db import cells as cells_mod
+from novella.db import moves as dbmoves
+from novella.db import records
+
+LOG = logging.getLogger(__name__)
+
+_resize_schema = v.obj({"resize": v.obj({
+    "flavorRef": {"type": ["string", "integer"], "minLength": 1},
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}}, ["flavorRef"])},
+    ["resize"])
+_migrate_schema = [
+    ((2, 1), (2, 55), v.obj({"migrate": {"type": "null"}}, ["migrate"])),
+    ((2, 56), None, v.obj({"migrate": {"oneOf": [
+        {"type": "null"},
+        v.obj({"host": {"oneOf": [{"type": "null"}, v.string(1, 255)]}})]}}, ["migrate"])),
+]
+_confirm_schema = v.obj({"confirmResize": {"type": "null"}}, ["confirmResize"])
+_revert_schema = v.obj({"revertResize": {"type": "null"}}, ["revertResize"])
+
+_MOVABLE = (states.ACTIVE, states.STOPPED)
+
+
+def _conductor(req):
+    return ConductorAPI(req.api.transport)
+
+
+def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, host=None):
+    """The migration row, the task state (guarded) and the action; then the cast."""
+    cell_db = sa_mod.start_task(req, rec, action_name, task_states.RESIZE_PREP,
+                                expected_task_state=(None,))
+    migration = dbmoves.create_migration(cell_db, rec, migration_type, old_flavor, new_flavor)
+    _conductor(req).migrate_server(req.context, rec["uuid"], migration["uuid"],
+                                   flavor=new_flavor, host=host)
+    return 202, None
+
+
+@sa_mod.action("resize", _resize_schema)
+def resize(req, rec, body):
+    req.authorize("os_compute_api:servers:resize", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    sa_mod.check_state(rec, "resize", vm_states=_MOVABLE)
+    old = rec["flavor"]
+    new = _flavor(req, body["resize"]["flavorRef"])
+    if new["flavorid"] == old.get("flavorid"):
+        raise errors.BadRequest("When resizing, instances must change flavor!")
+    volume_backed = any(vol for vol in rec.get("volumes") or []) and not rec.get("image_ref")
+    if not volume_backed and new["root_gb"] < (old.get("root_gb") or 0):
+        raise errors.BadRequest("Resizing to a smaller disk flavor is not allowed.")
+    return _start_move(req, rec, "resize", "resize", old, new)
+
+
+@sa_mod.action("migrate", _migrate_schema)
+def migrate(req, rec, body):
+    req.authorize("os_compute_api:os-migrate-server:migrate", sa_mod.target(rec))
+    host = (body["migrate"] or {}).get("host") if req.at_least("2.56") else None
+    if host:
+        req.authorize("os_compute_api:os-migrate-server:migrate:host", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    sa_mod.check_state(rec, "migrate", vm_states=_MOVABLE)
+    if host:
+        _check_target_host(req, rec, host)
+    return _start_move(req, rec, "migrate", "migration", rec["flavor"], rec["flavor"],
+                       host=host)
+
+
+def _check_target_host(req, rec, host):
+    """400 for an unknown host or the source, 409 for a disabled one."""
+    if host == rec["host"]:
+        raise errors.BadRequest("The target host can't be the same one.")
+    cell = cells_mod.host_cell(req.api.api_db, host)
+    service = None
+    if cell is not None and rec["cell"] is not None and cell.uuid == rec["cell"].uuid:
+        with cells_mod.cell_database(cell).session() as s:
+            service = s.scalars(sa.select(cm.Service).where(
+                cm.Service.host == host, cm.Service.binary == "nova-compute",
+                cm.Service.deleted == 0)).first()
+            disabled = service is not None and service.disabled
+    if service is None:
+        raise errors.BadRequest(f"Compute host {host} could not be found.")
+    if disabled:
+        raise errors.Conflict(f"Compute service of {host} is unavailable at this time.")
+
+
+def _finished_migration(rec, action_name):
+    sa_mod.check_state(rec, action_name, vm_states=(states.RESIZED,))
+    cell_db = cells_mod.cell_database(rec["cell"])
+    migration = dbmoves.unconfirmed_migration(cell_db, rec["uuid"])
+    if migration is None:
+        raise errors.BadRequest(f"Migration for instance {rec['uuid']} with status "
+                                f"{ms.FINISHED} could not be found.")
+    return cell_db, migration
+
+
+@sa_mod.action("confirmResize", _confirm_schema)
+def confirm_resize(req, rec, body):
+    req.authorize("os_compute_api:servers:confirm_resize", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    cell_db, migration = _finished_migration(rec, "confirmResize")
+    if dbmoves.update_migration(cell_db, migration["uuid"], expected_status=ms.FINISHED,
+                                status=ms.CONFIRMING) is None:
+        raise errors.invalid_state("confirmResize", rec["uuid"], "task_state",
+                                   task_states.RESIZE_CONFIRMING)
+    records.start_action(cell_db, req.context, rec["uuid"], "confirmResize")
+    _conductor(req).confirm_resize(req.context, rec["uuid"], migration["uuid"])
+    return 204, None
+
+
+@sa_mod.action("revertResize", _revert_schema)
+def revert_resize(req, rec, body):
+    req.authorize("os_compute_api:servers:revert_resize", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    cell_db, migration = _finished_migration(rec, "revertResize")
+    sa_mod.start_task(req, rec, "revertResize", task_states.RESIZE_REVERTING,
+                      expected_task_state=(None,))
+    if dbmoves.update_migration(cell_db, migration["uuid"], expected_status=ms.FINISHED,
+                                status=ms.REVERTING) is None:
+        records.update_instance(cell_db, rec["uuid"], task_state=None)
+        raise errors.invalid_state("revertResize", rec["uuid"], "task_state",
+                                   task_states.RESIZE_REVERTING)
+    _conductor(req).revert_resize(req.context, rec["uuid"], migration["uuid"])
+    return 202, None
+
+
+def confirm_before_delete(api, ctxt, rec):
+    """A server deleted in VERIFY_RESIZE: confirm first (and wait), so both sides are freed.
+
+    The delete goes on even if the confirmation fails; the error is logged.
+    """
+    cell_db = cells_mod.cell_database(rec["cell"])
+    migration = dbmoves.unconfirmed_migration(cell_db, rec["uuid"])
+    if migration is None or dbmoves.update_migration(
+            cell_db, migration["uuid"], expected_status=ms.FINISHED,
+            status=ms.CONFIRMING) is None:
+        return
+    try:
+        ConductorAPI(api.transport).confirm_resize(ctxt, rec["uuid"], migration["uuid"],
+                                                   do_cast=False)
+    except Exception:  # noqa: BLE001 - the user asked for a delete: carry on with it
+        LOG.exception("confirming %s before its delete failed", rec["uuid"])
+
+
+ROUTES = []

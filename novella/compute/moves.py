@@ -1,0 +1,294 @@
+"""Resize and cold migrate on a compute host (mixed into ComputeManager).
+
+The conductor drives a move by calling, in order (docs/moves.md):
+
+    prep_resize          destination  NUMA/PCI resize claim for the new flavor
+    resize_instance      source       power off, move the disks to the destination
+    finish_resize        destination  spawn with the new flavor -> VERIFY_RESIZE
+
+and afterwards ``confirm_resize`` (source: the kept copy goes, the
+migration's allocation is deleted) or ``revert_resize`` (destination: guest
+destroyed, its allocation dropped) followed by ``finish_revert_resize``
+(source: the old guest back, the source allocation handed back to the
+instance in one POST /allocations).
+
+``revert_resize`` and ``finish_revert_resize`` also undo a move that failed
+half way (``rollback=True``): then placement and the migration status are the
+conductor's to restore, and only the host's own state is put back.
+"""
+import contextlib
+import datetime
+import json
+import logging
+
+import sqlalchemy as sa
+
+from novella.compute import states as vm_states
+from novella.compute.states import migration_status as ms, power_state, task_states
+from novella.context import get_admin_context
+from novella.db import cell_models as m
+from novella.db import moves as dbmoves
+from novella.db import records
+
+LOG = logging.getLogger(__name__)
+
+
+class ComputeMoves:
+    """The move steps of one host; needs the attributes of ComputeManager."""
+
+    # -- helpers ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _move_step(self, ctxt, instance_uuid, event, notification=None, flavor=None):
+        """One step of a move: the instance lock, its action event and notifications."""
+        with self._locked(instance_uuid):
+            inst = self._get(instance_uuid)
+            with records.action_event(self.cell_db, ctxt, instance_uuid, event, host=self.host):
+                if notification:
+                    self._notify(ctxt, inst, notification + ".start", flavor=flavor)
+                box = [inst]
+                try:
+                    yield box
+                except Exception as exc:
+                    if notification:
+                        self._notify(ctxt, box[0], notification + ".error", fault=exc,
+                                     flavor=flavor)
+                    raise
+                if notification:
+                    self._notify(ctxt, self._get(instance_uuid), notification + ".end",
+                                 flavor=flavor)
+
+    def _migration(self, migration_uuid, **values):
+        if values:
+            return dbmoves.update_migration(self.cell_db, migration_uuid, **values)
+        return dbmoves.get_migration(self.cell_db, migration_uuid)
+
+    def _power(self, instance_uuid):
+        return self.driver.get_info({"uuid": instance_uuid})["state"]
+
+    def _reattach_volumes(self, ctxt, inst):
+        """Point every volume attachment at this host: new attachment, old one deleted."""
+        if self.volume_api is None:
+            return
+        connector = self.driver.get_volume_connector(self.instance_dict(inst))
+        for bdm in self._bdms(inst.uuid):
+            if bdm.destination_type != "volume" or not bdm.volume_id:
+                continue
+            att = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid,
+                                                    connector=connector,
+                                                    mountpoint=bdm.device_name)
+            self.volume_api.attachment_complete(ctxt, att["id"])
+            if bdm.attachment_id:
+                with contextlib.suppress(Exception):
+                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+            info = dict(att.get("connection_info") or {}, volume_id=bdm.volume_id)
+            with self.cell_db.session(write=True) as s:
+                row = s.get(m.BlockDeviceMapping, bdm.id)
+                row.attachment_id = att["id"]
+                row.connection_info = json.dumps(info)
+
+    def _bind_network_here(self, ctxt, inst):
+        """The server's ports are active on this host; returns its network_info."""
+        if self.network_api is None:
+            return self.network_info(inst)
+        network_info = self.network_api.migrate_instance_finish(ctxt, inst.uuid, self.host)
+        self._save_network_info(inst.uuid, network_info)
+        return network_info
+
+    # -- destination: claim -------------------------------------------------------------
+
+    def prep_resize(self, ctxt, instance_uuid, migration_uuid, new_flavor):
+        """Claim NUMA cells and PCI devices for ``new_flavor`` here (the destination).
+
+        On failure the claim is given back and the error raised, so the
+        conductor can try an alternate host.
+        """
+        with self._move_step(ctxt, instance_uuid, "compute_prep_resize",
+                             "instance.resize_prep", flavor=new_flavor) as box:
+            mig = self._migration(migration_uuid)
+            cur = dbmoves.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
+            dbmoves.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
+            try:
+                self.rt.resize_claim(ctxt, instance_uuid, new_flavor,
+                                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
+                                      "source_node": mig["source_node"]})
+            except Exception:
+                dbmoves.set_flavors(self.cell_db, instance_uuid, cur)
+                raise
+            self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
+                            dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
+            box[0] = self._get(instance_uuid)
+        return {"host": self.host, "node": self.rt.nodename}
+
+    # -- source: power off and move the disks ---------------------------------------------
+
+    def resize_instance(self, ctxt, instance_uuid, migration_uuid, clean_shutdown=True):
+        """Power the guest off and copy its disks to the destination host.
+
+        Returns the driver's disk_info for finish_resize. On failure the guest
+        is put back as it was (disks, power) before the error is raised.
+        """
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        with self._move_step(ctxt, instance_uuid, "compute_resize_instance", "instance.resize",
+                             flavor=flavors["new"]) as box:
+            inst = box[0]
+            was_running = self._power(instance_uuid) == power_state.RUNNING
+            mig = self._migration(migration_uuid, status=ms.MIGRATING)
+            self._update(instance_uuid, expected_task_state=task_states.RESIZE_PREP,
+                         task_state=task_states.RESIZE_MIGRATING)
+            try:
+                disk_info = self.driver.migrate_disk_and_power_off(
+                    ctxt, self.instance_dict(inst), mig["dest_compute"], flavors["new"],
+                    network_info=self.network_info(inst),
+                    block_device_info=self.block_device_info(instance_uuid))
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self.driver.finish_revert_migration(
+                        ctxt, self.instance_dict(inst), self.network_info(inst),
+                        block_device_info=self.block_device_info(instance_uuid),
+                        power_on=was_running)
+                raise
+            self._migration(migration_uuid, status=ms.POST_MIGRATING)
+            box[0] = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+                                  power_state=power_state.SHUTDOWN)
+        return disk_info
+
+    # -- destination: spawn with the new flavor -------------------------------------------
+
+    def finish_resize(self, ctxt, instance_uuid, migration_uuid, disk_info=None, power_on=True):
+        """Take the server here with its new flavor: VERIFY_RESIZE (vm_state resized)."""
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        new = flavors["new"] or flavors["cur"]
+        with self._move_step(ctxt, instance_uuid, "compute_finish_resize",
+                             "instance.resize_finish", flavor=new) as box:
+            mig = self._migration(migration_uuid)
+            inst = self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
+                                task_state=task_states.RESIZE_FINISH)
+            self.rt.apply_migration_context(ctxt, instance_uuid)
+            network_info = self._bind_network_here(ctxt, inst)
+            self._reattach_volumes(ctxt, inst)
+            old = flavors["old"] or flavors["cur"]
+            resized = any(old.get(k) != new.get(k) for k in ("root_gb", "ephemeral_gb", "swap"))
+            self.driver.finish_migration(
+                ctxt, mig, self.instance_dict(inst, new), disk_info or [], network_info,
+                {"id": inst.image_ref, "properties": {}}, resized,
+                block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
+            dbmoves.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
+                                host=self.host, node=self.rt.nodename,
+                                vm_state=vm_states.RESIZED, task_state=None,
+                                power_state=self._power(instance_uuid))
+            self._migration(migration_uuid, status=ms.FINISHED)
+            self.rt.refresh_usage()
+            box[0] = self._get(instance_uuid)
+        return {"host": self.host, "node": self.rt.nodename}
+
+    # -- source: confirm ----------------------------------------------------------------
+
+    def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
+        """The move is kept: drop the source copy, its claim and the migration's allocation."""
+        mig = self._migration(migration_uuid)
+        if mig["status"] not in (ms.FINISHED, ms.CONFIRMING):
+            LOG.info("migration %s is %s: nothing to confirm", migration_uuid, mig["status"])
+            return mig["status"]
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        with self._move_step(ctxt, instance_uuid, "compute_confirm_resize",
+                             "instance.resize_confirm", flavor=flavors["cur"]) as box:
+            inst = box[0]
+            self._migration(migration_uuid, status=ms.CONFIRMING)
+            self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
+                                          self.network_info(inst))
+            self.rt.drop_move_claim(ctxt, instance_uuid)
+            self.placement.delete_allocations(migration_uuid)
+            stopped = inst.power_state == power_state.SHUTDOWN
+            dbmoves.set_flavors(self.cell_db, instance_uuid, flavors["cur"],
+                                vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE,
+                                task_state=None)
+            self._migration(migration_uuid, status=ms.CONFIRMED)
+            box[0] = self._get(instance_uuid)
+        return ms.CONFIRMED
+
+    # -- destination, then source: revert ----------------------------------------------------
+
+    def revert_resize(self, ctxt, instance_uuid, migration_uuid, rollback=False):
+        """Destination side of a revert: destroy the new guest, drop its claim.
+
+        Unless ``rollback``, also delete the destination allocation (the
+        instance's); the migration keeps the source's until finish_revert_resize.
+        """
+        mig = self._migration(migration_uuid)
+        with self._move_step(ctxt, instance_uuid, "compute_revert_resize",
+                             None if rollback else "instance.resize_revert") as box:
+            inst = box[0]
+            same_host = mig["source_compute"] == self.host
+            # On the same host the guest directory is the original until the
+            # disks were moved aside (post-migrating and later).
+            copied = mig["status"] in (ms.POST_MIGRATING, ms.FINISHED, ms.REVERTING, ms.ERROR)
+            if self.driver.instance_exists({"uuid": instance_uuid}) and (not same_host or copied):
+                self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                    destroy_disks=True)
+            self.rt.revert_migration_context(ctxt, instance_uuid)
+            if inst.host == self.host and not same_host:
+                self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
+            if not rollback:
+                self.placement.delete_allocations(instance_uuid)
+            self.rt.refresh_usage()
+
+    def finish_revert_resize(self, ctxt, instance_uuid, migration_uuid, power_on=True,
+                             rollback=False):
+        """Source side of a revert: the old guest and flavor back on this host.
+
+        Unless ``rollback``, the migration's allocation goes back to the
+        instance in one POST /allocations and the migration is 'reverted'.
+        """
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        old = flavors["old"] or flavors["cur"]
+        with self._move_step(ctxt, instance_uuid, "compute_finish_revert_resize") as box:
+            inst = box[0]
+            mig = self._migration(migration_uuid)
+            self.driver.finish_revert_migration(
+                ctxt, self.instance_dict(inst, old), self.network_info(inst), migration=mig,
+                block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
+            self._bind_network_here(ctxt, inst)
+            self._reattach_volumes(ctxt, inst)
+            self.rt.revert_migration_context(ctxt, instance_uuid)
+            if not rollback:
+                self.placement.move_allocations(migration_uuid, instance_uuid,
+                                                target_consumer_type="INSTANCE", retries=3)
+            dbmoves.set_flavors(self.cell_db, instance_uuid, old, host=self.host,
+                                node=self.rt.nodename,
+                                vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
+                                task_state=None, power_state=self._power(instance_uuid))
+            if not rollback:
+                self._migration(migration_uuid, status=ms.REVERTED)
+            self.rt.refresh_usage()
+            box[0] = self._get(instance_uuid)
+            if not rollback:
+                self._notify(ctxt, box[0], "instance.resize_revert.end", flavor=old)
+
+    # -- periodic -------------------------------------------------------------------------
+
+    def poll_unconfirmed_resizes(self, ctxt=None):
+        """Confirm moves left in VERIFY_RESIZE longer than ``resize_confirm_window``."""
+        window = self.conf.resize_confirm_window
+        if window <= 0:
+            return []
+        cutoff = records.utcnow() - datetime.timedelta(seconds=window)
+        with self.cell_db.session() as s:
+            due = s.execute(sa.select(m.Migration.uuid, m.Migration.instance_uuid).where(
+                m.Migration.source_compute == self.host, m.Migration.status == ms.FINISHED,
+                m.Migration.deleted == 0, m.Migration.updated_at <= cutoff,
+                m.Migration.migration_type.in_(("resize", "migration")))).all()
+        confirmed = []
+        for migration_uuid, instance_uuid in due:
+            actx = get_admin_context()
+            try:
+                inst = self._get(instance_uuid)
+                if inst.vm_state != vm_states.RESIZED or inst.task_state is not None:
+                    continue
+                records.start_action(self.cell_db, actx, instance_uuid, "confirmResize")
+                self.confirm_resize(actx, instance_uuid, migration_uuid)
+                records.finish_action(self.cell_db, actx, instance_uuid)
+                confirmed.append(migration_uuid)
+            except Exception:  # noqa: BLE001 - one stuck move must not block the others
+                LOG.exception("automatic confirmation of migration %s failed", migration_uuid)
+        return confirmed

@@ -1,0 +1,102 @@
+"""Rows of a move shared by the API, the conductor and compute: the migration
+record and the instance's flavors.
+
+A migration row is the move's authority: its uuid is the placement consumer
+that owns the source allocation while the move is in progress, its status
+says how far the move got (pre-migrating, migrating, post-migrating,
+finished, confirming, confirmed, reverting, reverted, error).
+"""
+import json
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella.db import cell_models as m
+from novella.db import records
+
+
+class MigrationNotFound(Exception):
+    code = 404
+
+
+def create_migration(cell_db, instance, migration_type, old_flavor, new_flavor,
+                     status="pre-migrating", dest_host=None):
+    """A migration row for ``instance`` (an ORM row or a dict of its columns)."""
+    get = (lambda k: instance.get(k)) if isinstance(instance, dict) else (
+        lambda k: getattr(instance, k))
+    row = m.Migration(uuid=str(uuid_mod.uuid4()), instance_uuid=get("uuid"),
+                      source_compute=get("host"), source_node=get("node"),
+                      dest_host=dest_host, status=status, migration_type=migration_type,
+                      old_instance_type_id=(old_flavor or {}).get("id"),
+                      new_instance_type_id=(new_flavor or {}).get("id"),
+                      user_id=get("user_id"), project_id=get("project_id"))
+    with cell_db.session(write=True) as s:
+        s.add(row)
+        s.flush()
+        return as_dict(row)
+
+
+def as_dict(row):
+    return {c.name: getattr(row, c.name) for c in m.Migration.__table__.columns}
+
+
+def get_migration(cell_db, migration_uuid):
+    with cell_db.session() as s:
+        row = s.scalars(sa.select(m.Migration).where(m.Migration.uuid == migration_uuid)).first()
+        if row is None:
+            raise MigrationNotFound(f"Migration {migration_uuid} could not be found.")
+        return as_dict(row)
+
+
+def update_migration(cell_db, migration_uuid, expected_status=None, **values):
+    """Update a migration; with ``expected_status`` (a value or tuple) only from those.
+
+    Returns the row as a dict, or None when the status did not match.
+    """
+    with cell_db.session(write=True) as s:
+        q = sa.update(m.Migration).where(m.Migration.uuid == migration_uuid)
+        if expected_status is not None:
+            options = expected_status if isinstance(expected_status, tuple) else (expected_status,)
+            q = q.where(m.Migration.status.in_(options))
+        values.setdefault("updated_at", records.utcnow())
+        if s.execute(q.values(**values)).rowcount != 1:
+            return None
+    return get_migration(cell_db, migration_uuid)
+
+
+def unconfirmed_migration(cell_db, instance_uuid):
+    """The instance's move waiting in VERIFY_RESIZE (status 'finished'), or None."""
+    with cell_db.session() as s:
+        row = s.scalars(sa.select(m.Migration).where(
+            m.Migration.instance_uuid == instance_uuid, m.Migration.deleted == 0,
+            m.Migration.status == "finished",
+            m.Migration.migration_type.in_(("resize", "migration")))
+            .order_by(m.Migration.id.desc())).first()
+        return as_dict(row) if row is not None else None
+
+
+def flavors(cell_db, instance_uuid):
+    """{"cur", "old", "new"} flavors stored with the instance."""
+    with cell_db.session() as s:
+        extra = s.scalars(sa.select(m.InstanceExtra).where(
+            m.InstanceExtra.instance_uuid == instance_uuid)).first()
+        doc = json.loads(extra.flavor) if extra is not None and extra.flavor else {}
+    return {"cur": doc.get("cur"), "old": doc.get("old"), "new": doc.get("new")}
+
+
+def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, **instance_values):
+    """Store the flavors; the instance's size columns follow ``cur``."""
+    with cell_db.session(write=True) as s:
+        inst = records.get_instance(s, instance_uuid)
+        extra = inst.extra
+        if extra is None:
+            extra = inst.extra = m.InstanceExtra(instance_uuid=instance_uuid)
+            s.add(extra)
+        extra.flavor = json.dumps({"cur": cur, "old": old, "new": new})
+        inst.vcpus, inst.memory_mb = cur.get("vcpus", 0), cur.get("memory_mb", 0)
+        inst.root_gb, inst.ephemeral_gb = cur.get("root_gb", 0), cur.get("ephemeral_gb", 0)
+        if cur.get("id") is not None:
+            inst.instance_type_id = cur["id"]
+        for key, value in instance_values.items():
+            setattr(inst, key, value)
+        inst.updated_at = records.utcnow()

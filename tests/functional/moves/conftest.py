@@ -1,0 +1,77 @@
+"""A small all-in-one (one cell, a few hosts) for move tests, and book-keeping helpers."""
+import pytest
+
+from novella.allinone import AllInOne
+from novella.conf import CONF
+from novella.virt import simulated
+from tests.functional.system.conftest import Cloud
+
+
+class MoveCloud(Cloud):
+    def action(self, server_id, body, token="admin:admin", version="2.79"):
+        return self.api("POST", f"/servers/{server_id}/action", body, token=token,
+                        version=version)
+
+    def host_of(self, server_id):
+        return self.server(server_id)["OS-EXT-SRV-ATTR:host"]
+
+    def rp(self, host):
+        return self.aio.computes[host].rt.provider_uuid
+
+    def books(self, *consumers):
+        """{consumer: {host: resources}} for each consumer, plus usages by host."""
+        names = {self.rp(h): h for h in self.aio.computes}
+        out = {c: {names[rp]: a["resources"] for rp, a in self.allocations(c).items()}
+               for c in consumers}
+        return out, self.usages()
+
+    def migrations(self, server_id):
+        status, body = self.api("GET", f"/os-migrations?instance_uuid={server_id}",
+                                version="2.59")
+        assert status == 200, body
+        return body["migrations"]
+
+    def events(self, server_id, action_name):
+        """{event name: result} of the server's latest action called ``action_name``."""
+        status, body = self.api("GET", f"/servers/{server_id}/os-instance-actions")
+        assert status == 200, body
+        req_id = next(a["request_id"] for a in body["instanceActions"]
+                      if a["action"] == action_name)
+        status, body = self.api("GET", f"/servers/{server_id}/os-instance-actions/{req_id}")
+        assert status == 200, body
+        return {e["event"]: e["result"] for e in body["instanceAction"]["events"]}
+
+    def flavor(self, flavorid, vcpus, ram, disk, **extra):
+        status, body = self.api("POST", "/flavors", {"flavor": {
+            "name": f"f{flavorid}", "ram": ram, "vcpus": vcpus, "disk": disk, "id": flavorid,
+            **extra}})
+        assert status == 200, body
+        return flavorid
+
+
+@pytest.fixture
+def make_cloud(tmp_path):
+    """make_cloud(hosts=2, **{group: {option: value}}) -> a started MoveCloud."""
+    started, overridden = [], []
+
+    def make(hosts=2, **overrides):
+        for group, values in overrides.items():
+            for key in values:
+                overridden.append((key, None if group == "DEFAULT" else group))
+        conf = {(None if g == "DEFAULT" else g): v for g, v in overrides.items()}
+        aio = AllInOne(str(tmp_path / f"data{len(started)}"), cells=1, hosts_per_cell=hosts,
+                       log=None, config_overrides=conf).start()
+        started.append(aio)
+        return MoveCloud(aio)
+
+    yield make
+    for aio in started:
+        aio.stop()
+    simulated.clear_faults()
+    for key, group in overridden:
+        CONF.clear_override(key, group=group)
+
+
+@pytest.fixture
+def cloud(make_cloud):
+    return make_cloud(hosts=2)
