@@ -4,6 +4,7 @@ A request names its version in ``OpenStack-API-Version: compute X.Y`` or the
 older ``X-OpenStack-Nova-API-Version: X.Y``; none means the minimum,
 ``latest`` the maximum. Versions outside [MIN, MAX] are refused with 406.
 """
+import functools
 import re
 
 import microversion_parse
@@ -24,6 +25,7 @@ def fmt(version):
     return "%d.%d" % version
 
 
+@functools.lru_cache(maxsize=256)
 def parse(text):
     """'2.53' -> (2, 53); BadRequest for anything else."""
     m = _FORMAT.match(text or "")

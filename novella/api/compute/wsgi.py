@@ -44,20 +44,22 @@ class Request(webob.Request):
         return self.version >= microversion.parse(text)
 
     def is_admin(self):
-        return self.api.check(self.context, "context_is_admin")
+        return self.can("context_is_admin")
 
     def authorize(self, rule, target=None):
-        ctxt = self.context
-        if target is None:
-            target = {"project_id": ctxt.project_id, "user_id": ctxt.user_id}
-        if not self.api.check(ctxt, rule, target):
+        if not self.can(rule, target):
             raise errors.Forbidden(f"Policy doesn't allow {rule} to be performed.")
 
     def can(self, rule, target=None):
+        """A policy decision, remembered for the request (lists ask per server)."""
         ctxt = self.context
         if target is None:
             target = {"project_id": ctxt.project_id, "user_id": ctxt.user_id}
-        return self.api.check(ctxt, rule, target)
+        cache = self.environ.setdefault("novella.policy_cache", {})
+        key = (rule, tuple(sorted(target.items())))
+        if key not in cache:
+            cache[key] = self.api.check(ctxt, rule, target)
+        return cache[key]
 
     def body_json(self, schema=None):
         """The JSON body, validated against ``schema`` for this microversion."""
