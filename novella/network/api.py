@@ -256,8 +256,10 @@ class NetworkAPI:
                     s.scalars(q.order_by(models.Subnet.created_at, models.Subnet.id))]
 
     # --- ports ---------------------------------------------------------------------------
-    def _port(self, s, port_id):
-        p = s.get(models.Port, port_id)
+    def _port(self, s, port_id, lock=False):
+        # lock: the port row is held until commit, so two writers changing
+        # one port's bindings run one after the other on every backend.
+        p = s.get(models.Port, port_id, with_for_update=True if lock else None)
         if p is None:
             raise PortNotFound(f"port {port_id} could not be found")
         return p
@@ -426,7 +428,7 @@ class NetworkAPI:
         if unknown:
             raise NetworkError(f"cannot update {sorted(unknown)}")
         with self.db.session(write=True) as s:
-            p = self._port(s, port_id)
+            p = self._port(s, port_id, lock=True)
             for key in ("name", "admin_state_up", "qos_policy_id", "resource_request"):
                 if key in body:
                     setattr(p, key, body[key])
@@ -445,7 +447,7 @@ class NetworkAPI:
 
     def delete_port(self, ctxt, port_id):
         with self.db.session(write=True) as s:
-            self._delete_port(s, self._port(s, port_id))
+            self._delete_port(s, self._port(s, port_id, lock=True))
 
     @staticmethod
     def _delete_port(s, p):
@@ -512,7 +514,7 @@ class NetworkAPI:
     def create_port_binding(self, ctxt, port_id, host, vnic_type=None, profile=None):
         """An INACTIVE binding for ``host`` (ACTIVE if the port was unbound)."""
         with self.db.session(write=True) as s:
-            return self._binding_dict(self._create_binding(s, self._port(s, port_id), host,
+            return self._binding_dict(self._create_binding(s, self._port(s, port_id, lock=True), host,
                                                            vnic_type, profile))
 
     def list_port_bindings(self, ctxt, port_id):
@@ -549,7 +551,7 @@ class NetworkAPI:
     def activate_port_binding(self, ctxt, port_id, host):
         """Make ``host``'s binding the active one; the previous one becomes INACTIVE."""
         with self.db.session(write=True) as s:
-            return self._binding_dict(self._activate(s, self._port(s, port_id), host))
+            return self._binding_dict(self._activate(s, self._port(s, port_id, lock=True), host))
 
     def _delete_binding(self, s, p, host):
         b = s.get(models.PortBinding, (p.id, host))
@@ -567,12 +569,13 @@ class NetworkAPI:
 
     def delete_port_binding(self, ctxt, port_id, host):
         with self.db.session(write=True) as s:
-            self._delete_binding(s, self._port(s, port_id), host)
+            self._delete_binding(s, self._port(s, port_id, lock=True), host)
 
     # --- servers ------------------------------------------------------------------------
-    def _instance_ports(self, s, instance_uuid):
-        return s.scalars(sa.select(models.Port).where(models.Port.device_id == instance_uuid)
-                         .order_by(models.Port.created_at, models.Port.id)).all()
+    def _instance_ports(self, s, instance_uuid, lock=False):
+        q = sa.select(models.Port).where(models.Port.device_id == instance_uuid) \
+            .order_by(models.Port.created_at, models.Port.id)
+        return s.scalars(q.with_for_update() if lock else q).all()
 
     def _vif_dict(self, s, p):
         port = self._port_dict(s, p)
@@ -628,7 +631,7 @@ class NetworkAPI:
             ports = []
             for req in self._requested(s, ctxt, project_id, requested_networks):
                 if req.get("port_id"):
-                    p = self._port(s, req["port_id"])
+                    p = self._port(s, req["port_id"], lock=True)
                     if p.device_id and p.device_id != instance_uuid:
                         raise PortInUse(f"port {p.id} is in use by {p.device_id}")
                 else:
@@ -650,7 +653,7 @@ class NetworkAPI:
     def deallocate_for_instance(self, ctxt, instance_uuid):
         """Delete the ports made for the server; unbind and release the ones it was given."""
         with self.db.session(write=True) as s:
-            for p in self._instance_ports(s, instance_uuid):
+            for p in self._instance_ports(s, instance_uuid, lock=True):
                 if p.created_for_instance:
                     self._delete_port(s, p)
                     continue
@@ -671,12 +674,12 @@ class NetworkAPI:
             return {p.id: self._binding_dict(self._create_binding(
                         s, p, host, (vnic_types or {}).get(p.id),
                         (port_profiles or {}).get(p.id)))
-                    for p in self._instance_ports(s, instance_uuid)}
+                    for p in self._instance_ports(s, instance_uuid, lock=True)}
 
     def activate_port_bindings(self, ctxt, instance_uuid, host):
         """Activate ``host``'s binding of every port of a server (those already active are kept)."""
         with self.db.session(write=True) as s:
-            for p in self._instance_ports(s, instance_uuid):
+            for p in self._instance_ports(s, instance_uuid, lock=True):
                 if self._active(s, p.id).host != host:
                     self._activate(s, p, host)
             return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
@@ -684,7 +687,7 @@ class NetworkAPI:
     def delete_port_bindings(self, ctxt, instance_uuid, host):
         """Drop the server's bindings on ``host`` (cleanup or rollback); missing ones are fine."""
         with self.db.session(write=True) as s:
-            for p in self._instance_ports(s, instance_uuid):
+            for p in self._instance_ports(s, instance_uuid, lock=True):
                 if host and s.get(models.PortBinding, (p.id, host)) is not None:
                     self._delete_binding(s, p, host)
 
@@ -696,7 +699,7 @@ class NetworkAPI:
         destination's resource allocation). Returns the network_info.
         """
         with self.db.session(write=True) as s:
-            for p in self._instance_ports(s, instance_uuid):
+            for p in self._instance_ports(s, instance_uuid, lock=True):
                 existing = s.get(models.PortBinding, (p.id, host))
                 if existing is not None and existing.status == INACTIVE:
                     self._activate(s, p, host)
@@ -711,7 +714,7 @@ class NetworkAPI:
         With ``teardown`` the server's INACTIVE bindings on ``host`` go too.
         """
         with self.db.session(write=True) as s:
-            for p in self._instance_ports(s, instance_uuid):
+            for p in self._instance_ports(s, instance_uuid, lock=True):
                 active = self._active(s, p.id)
                 profile = dict(active.profile or {})
                 if teardown:

@@ -102,8 +102,9 @@ class VolumeAPI:
             s.flush()
             return self._volume_dict(s, v)
 
-    def _volume(self, s, volume_id):
-        v = s.get(models.Volume, volume_id)
+    def _volume(self, s, volume_id, lock=False):
+        # lock: writers of one volume's attachments queue on its row.
+        v = s.get(models.Volume, volume_id, with_for_update=True if lock else None)
         if v is None or v.deleted:
             raise VolumeNotFound(f"volume {volume_id} could not be found")
         return v
@@ -127,7 +128,7 @@ class VolumeAPI:
 
     def delete(self, ctxt, volume_id):
         with self.db.session(write=True) as s:
-            v = self._volume(s, volume_id)
+            v = self._volume(s, volume_id, lock=True)
             if v.status not in ("available", "error") or self._live_attachments(s, v.id):
                 raise VolumeConflict(f"volume {volume_id} is {v.status}; only an available "
                                      "volume without attachments can be deleted")
@@ -141,7 +142,7 @@ class VolumeAPI:
 
     def _transition(self, volume_id, expected, status):
         with self.db.session(write=True) as s:
-            v = self._volume(s, volume_id)
+            v = self._volume(s, volume_id, lock=True)
             if v.status not in expected:
                 raise VolumeConflict(f"volume {volume_id} is {v.status}, not {'/'.join(expected)}")
             v.status = status
@@ -177,7 +178,7 @@ class VolumeAPI:
     def attachment_create(self, ctxt, volume_id, instance_uuid, connector=None, mountpoint=None):
         """Reserve the volume for a server; with a connector, also connect it."""
         with self.db.session(write=True) as s:
-            v = self._volume(s, volume_id)
+            v = self._volume(s, volume_id, lock=True)
             others = {a.instance_uuid for a in self._live_attachments(s, v.id)} - {instance_uuid}
             if v.status not in ATTACHABLE or (others and not v.multiattach):
                 raise VolumeConflict(f"volume {volume_id} ({v.status}) is attached to another "
@@ -211,7 +212,7 @@ class VolumeAPI:
             a = self._attachment(s, attachment_id)
             if a.attach_status not in ("reserved", "attaching"):
                 raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}")
-            v = self._volume(s, a.volume_id)
+            v = self._volume(s, a.volume_id, lock=True)
             self._connect(a, v, connector, mountpoint)
             s.flush()
             self._refresh(s, v)
@@ -228,7 +229,7 @@ class VolumeAPI:
                                      "update it with a connector first")
             a.attach_status, a.attach_time = "attached", _now()
             s.flush()
-            self._refresh(s, self._volume(s, a.volume_id))
+            self._refresh(s, self._volume(s, a.volume_id, lock=True))
             return _attachment_dict(a)
 
     def attachment_delete(self, ctxt, attachment_id):
@@ -236,7 +237,7 @@ class VolumeAPI:
             a = self._attachment(s, attachment_id)
             a.deleted, a.attach_status, a.detach_time = True, "detached", _now()
             s.flush()
-            v = s.get(models.Volume, a.volume_id)
+            v = s.get(models.Volume, a.volume_id, with_for_update=True)
             if v.status == "detaching":
                 v.status = "in-use"  # let the attachments decide
             self._refresh(s, v)
