@@ -218,3 +218,31 @@ def test_delete_in_cell0_is_local(cloud):
     with cloud.api_db.session() as s:
         assert s.scalars(sa.select(am.InstanceMapping)).one().queued_for_delete
     assert cloud.user.get("/servers/" + uuid).status_int == 404
+
+
+def test_requested_destination_is_admin_only_and_must_exist(cloud):
+    cloud.flavor()
+    cloud.compute_host("cell2", "h2")
+    v = "2.74"
+    assert cloud.user.post("/servers", _server(host="h2", networks="none"), version=v).status_int == 403
+    before = cloud.counts()
+    resp = cloud.admin.post("/servers", _server(host="h9", networks="none"), version=v)
+    assert resp.status_int == 400 and "Compute host h9 could not be found." in resp.json["badRequest"]["message"]
+    assert cloud.counts() == before
+    resp = cloud.admin.post("/servers", _server(host="h2", hypervisor_hostname="h2", networks="none"), version=v)
+    assert resp.status_int == 202
+    with cloud.api_db.session() as s:
+        spec = json.loads(s.scalars(sa.select(am.RequestSpec.spec)).one())
+    assert spec["requested_destination"] == {"host": "h2", "node": "h2", "cell_uuid": None}
+
+
+def test_down_cell_is_skipped_when_listing(cloud):
+    cloud.instance("cell1", name="up")
+    with cloud.api_db.session(write=True) as s:
+        cell2 = s.scalars(sa.select(am.CellMapping).where(am.CellMapping.name == "cell2")).one()
+        cell2.database_connection = "sqlite:////nonexistent-dir/cell2.db"
+    resp = cloud.user.get("/servers")
+    assert resp.status_int == 200 and [s["name"] for s in resp.json["servers"]] == ["up"]
+    cloud.conf.set_override("list_records_by_skipping_down_cells", False, group="api")
+    resp = cloud.user.get("/servers")
+    assert resp.status_int == 500 and "computeFault" in resp.json

@@ -388,7 +388,21 @@ def _availability_zone(req, server):
             raise errors.BadRequest("The requested availability zone is not available")
     if server.get("host") or server.get("hypervisor_hostname"):
         req.authorize(P + "create:requested_destination")
+        _check_requested_destination(req, server.get("host"), server.get("hypervisor_hostname"))
     return zone, host, node
+
+
+def _check_requested_destination(req, host, node):
+    """2.74: the requested host and/or node must exist as a compute node."""
+    from novella.api.compute import hosts
+    where = [cm.ComputeNode.host == host] if host else []
+    if node:
+        where.append(cm.ComputeNode.hypervisor_hostname == node)
+    if not hosts.compute_nodes(req.api, *where):
+        if host and node:
+            raise errors.BadRequest(f"Compute host {host} or hypervisor {node} could not be found.")
+        raise errors.BadRequest(f"Compute host {host} could not be found." if host else
+                                f"Hypervisor {node} could not be found.")
 
 
 def _server_group(req, hints):
