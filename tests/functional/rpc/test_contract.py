@@ -193,3 +193,14 @@ def test_transports_are_isolated(request, make_transport, kind, topic):
     Notifier(two, "p").notify(CTXT, "two.event", {"x": 2})
     notes_two.wait_for("two.event")
     assert notes_two.event_types == ["two.event"]
+
+
+def test_rabbit_keeps_casts_for_a_restarting_server(make_transport, topic):
+    """Once a server has listened, its queue holds casts while it is down."""
+    transport = make_transport("rabbit")
+    transport.serve(topic, "h1", Endpoint("first"))
+    transport.unserve(topic, "h1")
+    transport.cast(CTXT, topic, "h1", "record", n=1)
+    back = Endpoint("back")
+    transport.serve(topic, "h1", back)
+    assert wait_casts([back], 1) == 1 and back.casts == [1]
