@@ -434,6 +434,13 @@ class PlacementClient:
                 raise
             return rp
 
+    def update_resource_provider(self, rp_uuid, name, parent_provider_uuid=None):
+        """Rename a provider or give it a parent (re-parenting needs 1.37)."""
+        body = {"name": name}
+        if parent_provider_uuid:
+            body["parent_provider_uuid"] = str(parent_provider_uuid)
+        return self._json("PUT", f"/resource_providers/{rp_uuid}", json_body=body)
+
     def delete_resource_provider(self, rp_uuid):
         """Delete a provider; False if it was already gone."""
         try:

@@ -62,6 +62,10 @@ def test_ensure_provider_tree_is_idempotent(client):
     again = client.ensure_resource_provider(child, "child-" + child[:8], parent_provider_uuid=root)
     assert again["uuid"] == child and again["generation"] == c["generation"]
     assert {p["uuid"] for p in client.list_resource_providers(in_tree=child)} == {root, child}
+    other = client.ensure_resource_provider(u(), "other-" + root[:8])["uuid"]
+    moved = client.update_resource_provider(child, "renamed-" + child[:8], parent_provider_uuid=other)
+    assert moved["parent_provider_uuid"] == other and moved["root_provider_uuid"] == other
+    assert client.list_resource_providers(name="renamed-" + child[:8])[0]["uuid"] == child
     assert client.get_resource_provider(u()) is None
     assert client.delete_resource_provider(child) is True
     assert client.delete_resource_provider(child) is False
