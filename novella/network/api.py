@@ -704,7 +704,8 @@ class NetworkAPI:
                 if existing is not None and existing.status == INACTIVE:
                     self._activate(s, p, host)
                 active = self._active(s, p.id)
-                profile = (port_profiles or {}).get(p.id, active.profile or {})
+                profile = dict((port_profiles or {}).get(p.id, active.profile or {}))
+                profile.pop("migrating_to", None)  # the move is over
                 self._rebind_active(s, p, host, profile)
             return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
 

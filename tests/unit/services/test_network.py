@@ -218,8 +218,10 @@ def test_revert_drops_destination_bindings(net, ctxt, private):
 
 def test_migrate_instance_finish(net, ctxt, private):
     net.allocate_for_instance(ctxt, INST, "p1", None, host="src")
-    [vif] = net.migrate_instance_finish(ctxt, INST, "dst", port_profiles={})
+    net.setup_networks_on_host(ctxt, INST, "dst")
+    [vif] = net.migrate_instance_finish(ctxt, INST, "dst")
     assert bindings(net, vif["id"]) == [("dst", "ACTIVE")]
+    assert vif["profile"] == {}
     net.bind_ports_to_host(ctxt, INST, "third")
     [vif] = net.migrate_instance_finish(ctxt, INST, "third")
     assert bindings(net, vif["id"]) == [("dst", "INACTIVE"), ("third", "ACTIVE")]
