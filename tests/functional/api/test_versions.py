@@ -60,3 +60,16 @@ def test_project_id_in_url_is_accepted_and_checked(cloud):
     assert cloud.user.get("/project-a/servers").status_int == 200
     resp = cloud.user.get("/project-b/servers")
     assert resp.status_int == 400
+
+
+def test_keystone_strategy_rejects_a_request_without_token(cloud):
+    import webob
+    cloud.conf.set_override("auth_strategy", "keystone", group="api")
+    cloud.build_app()  # registers [keystone_authtoken]
+    cloud.conf.set_override("www_authenticate_uri", "http://identity.invalid/v3",
+                            group="keystone_authtoken")
+    cloud.build_app()
+    resp = webob.Request.blank("/v2.1/servers").get_response(cloud.app)
+    assert resp.status_int == 401
+    assert "identity.invalid" in resp.headers["WWW-Authenticate"]
+    assert webob.Request.blank("/").get_response(cloud.app).status_int == 200
