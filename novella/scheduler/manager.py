@@ -63,10 +63,8 @@ class SchedulerManager:
                                       "(every claim in placement was refused).")
                 claimed.append(instance_uuid)
                 chosen.consume(rr.total_resources())
-                group = spec.get("instance_group")
-                if group:
-                    group.setdefault("hosts", []).append(chosen.host)
-                    group.setdefault("members", []).append(instance_uuid)
+                if spec.get("instance_group"):  # the next instance sees this one placed
+                    spec["instance_group"].setdefault("hosts", []).append(chosen.host)
                 version = self.placement.microversion
                 alternates = [h for h in weighed if h is not chosen and h.cell_uuid == chosen.cell_uuid]
                 result.append([selection(chosen, request, version)] +
