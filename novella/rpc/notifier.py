@@ -16,8 +16,6 @@ import datetime
 import threading
 import traceback
 
-from novella.compute import states
-
 POWER_STATE_NAMES = {0: "pending", 1: "running", 3: "paused", 4: "shutdown",
                      6: "crashed", 7: "suspended"}
 
@@ -140,7 +138,7 @@ def instance_payload(instance, flavor, name="InstanceActionPayload", version="1.
     ``extra`` adds the fields particular to a payload type, e.g.
     ``new_flavor`` for instance.resize_prep or ``migration`` for live migration.
     """
-    power = _get(instance, "power_state", states.power_state.NOSTATE) or 0
+    power = _get(instance, "power_state", 0) or 0
     data = {
         "uuid": _get(instance, "uuid"),
         "user_id": _get(instance, "user_id"),
