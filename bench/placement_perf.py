@@ -358,7 +358,7 @@ def measure_writes(url, rps, count, time_limit):
 
 # -- one run ------------------------------------------------------------------
 
-def run_series(impl, db_kind, ns, args):
+def run_series(impl, db_kind, ns, args, progress=None):
     """One database per (implementation, backend), grown through each N in
     turn: providers 0..N1 are loaded and measured, then N1..N2 added, etc."""
     workdir = tempfile.mkdtemp(prefix=f"placement-bench-{impl}-")
@@ -371,12 +371,13 @@ def run_series(impl, db_kind, ns, args):
             result = {"impl": impl, "db": db_kind, "n": n}
             results.append(result)
             try:
-                # SQLite takes one writer at a time (and the reference's
-                # workers race at boot writing its trait table): load it
-                # through one worker.
-                load_workers = args.load_workers or (
-                    1 if db_kind == "sqlite" else 2 * (os.cpu_count() or 1))
-                server.start(load_workers)
+                if not rps:
+                    # One worker boots first: the reference fills its trait
+                    # and resource-class tables at start-up, and several
+                    # workers doing that at once on SQLite fail to boot.
+                    server.start(1)
+                    server.stop()
+                server.start(args.load_workers or 2 * (os.cpu_count() or 1))
                 log(f"{impl}/{db_kind}/N={n}: loading {n - len(rps)} providers through {server.url}")
                 new, load_s = load_providers(server.url, len(rps), n, args.load_threads,
                                              args.load_time_limit)
@@ -391,6 +392,8 @@ def run_series(impl, db_kind, ns, args):
                 server.stop()
                 log(f"{impl}/{db_kind}/N={n}: " + json.dumps(
                     {k: v for k, v in result.items() if k not in ("impl", "db", "n")}))
+                if progress:
+                    progress(result)
             except Exception as exc:
                 for name in sorted(os.listdir(workdir)):
                     if name.endswith(".log"):
@@ -457,8 +460,8 @@ def main(argv=None):
     p.add_argument("--impl", default="novella,reference", help="novella,reference")
     p.add_argument("--workers", type=int, default=1, help="gunicorn workers while measuring")
     p.add_argument("--load-workers", type=int, default=None,
-                   help="gunicorn workers while loading (default: 1 on SQLite, 2x CPUs otherwise)")
-    p.add_argument("--load-threads", type=int, default=6, help="client threads while loading")
+                   help="gunicorn workers while loading (default: 2 x CPUs)")
+    p.add_argument("--load-threads", type=int, default=8, help="client threads while loading")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per candidates query")
     p.add_argument("--writes", type=int, default=300, help="allocations written (then swapped)")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per measured phase")
@@ -467,6 +470,8 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="N=200, 3 repeats, 60 writes")
     p.add_argument("--json", help="also write the raw results to this file")
     args = p.parse_args(argv)
+    # SIGTERM unwinds like ^C, so servers are stopped and databases dropped.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     if args.quick:
         if args.n == p.get_default("n"):
             args.n = "200"
@@ -479,9 +484,18 @@ def main(argv=None):
 
     results = []
     started = time.time()
+    done = []
+
+    def progress(result):
+        # Keep what has been measured so far, should the run be cut short.
+        done.append(result)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"args": vars(args), "results": done, "partial": True}, f, indent=1)
+
     for db in dbs:
         for impl in impls:
-            results += run_series(impl, db, ns, args)
+            results += run_series(impl, db, ns, args, progress=progress)
     table = report(results, args.workers)
     print(f"\nplacement_perf: {' '.join(sys.argv[1:]) or '(defaults)'}; "
           f"{os.cpu_count()} CPUs; wall {time.time() - started:.0f}s")
