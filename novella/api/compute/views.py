@@ -63,6 +63,40 @@ def image(req, rec):
             "links": [{"rel": "bookmark", "href": req.links("images", rec["image_ref"])[1]["href"]}]}
 
 
+def host_status(req, host):
+    """UP, DOWN, MAINTENANCE (disabled) or UNKNOWN, from the host's compute service."""
+    if not host:
+        return ""
+    cache = req.environ.get("novella.compute_services")
+    if cache is None:
+        from novella.api.compute import hosts
+        cache = {svc.host: svc for _c, svc in hosts.services(req.api)
+                 if svc.binary == hosts.COMPUTE}
+        req.environ["novella.compute_services"] = cache
+    svc = cache.get(host)
+    if svc is None:
+        return "UNKNOWN"
+    from novella.api.compute import hosts
+    if not hosts.is_up(req.api.conf, svc):
+        return "DOWN"
+    return "MAINTENANCE" if svc.disabled else "UP"
+
+
+def add_pinned_zones(api, recs):
+    """2.96: the zone each server asked for at create (its request spec's)."""
+    import json
+    import sqlalchemy as sa
+    from novella.db import api_models as am
+    by_uuid = {r["uuid"]: r for r in recs}
+    if not by_uuid:
+        return
+    with api.api_db.session() as s:
+        rows = s.execute(sa.select(am.RequestSpec.instance_uuid, am.RequestSpec.spec)
+                         .where(am.RequestSpec.instance_uuid.in_(list(by_uuid))))
+        for uuid, spec in rows:
+            by_uuid[uuid]["pinned_availability_zone"] = json.loads(spec).get("availability_zone")
+
+
 def basic(req, rec):
     return {"id": rec["uuid"], "name": rec.get("display_name"),
             "links": req.links("servers", rec["uuid"])}
@@ -112,7 +146,7 @@ def detail(req, rec, show=False):
     if req.at_least("2.9"):
         out["locked"] = bool(rec.get("locked"))
     if req.at_least("2.16") and req.can("os_compute_api:servers:show:host_status"):
-        out["host_status"] = "UP" if rec.get("host") else ""
+        out["host_status"] = host_status(req, rec.get("host"))
     if req.at_least("2.19"):
         out["description"] = rec.get("display_description")
     if req.at_least("2.26"):
@@ -124,8 +158,7 @@ def detail(req, rec, show=False):
     if req.at_least("2.90"):
         out["OS-EXT-SRV-ATTR:hostname"] = rec.get("hostname")
     if req.at_least("2.96"):
-        out["pinned_availability_zone"] = (rec.get("availability_zone")
-                                           if rec.get("pinned_az") else None)
+        out["pinned_availability_zone"] = rec.get("pinned_availability_zone")
     if show and req.at_least("2.71"):
         out["server_groups"] = rec.get("server_groups", [])
     fault = rec.get("fault")

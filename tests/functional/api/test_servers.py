@@ -246,3 +246,23 @@ def test_down_cell_is_skipped_when_listing(cloud):
     cloud.conf.set_override("list_records_by_skipping_down_cells", False, group="api")
     resp = cloud.user.get("/servers")
     assert resp.status_int == 500 and "computeFault" in resp.json
+
+
+def test_host_status_and_pinned_zone(cloud):
+    svc = cloud.compute_host("cell1", "h1")
+    uuid = cloud.instance("cell1", host="h1")
+    lost = cloud.instance("cell1", host="gone-host")
+    assert cloud.admin.get("/servers/" + uuid, version="2.16").json["server"]["host_status"] == "UP"
+    assert "host_status" not in cloud.user.get("/servers/" + uuid, version="2.16").json["server"]
+    assert cloud.admin.get("/servers/" + lost, version="2.16").json["server"]["host_status"] == "UNKNOWN"
+    cloud.admin.put(f"/os-services/{svc}", {"status": "disabled"}, version="2.53")
+    assert cloud.admin.get("/servers/" + uuid, version="2.16").json["server"]["host_status"] == "MAINTENANCE"
+    cloud.admin.put(f"/os-services/{svc}", {"forced_down": True}, version="2.53")
+    servers = cloud.admin.get("/servers/detail?all_tenants=1", version="2.16").json["servers"]
+    assert {s["id"]: s["host_status"] for s in servers} == {uuid: "DOWN", lost: "UNKNOWN"}
+    cloud.flavor()
+    new = cloud.user.post("/servers", _server(availability_zone="nova")).json["server"]["id"]
+    assert cloud.user.get("/servers/" + new, version="2.96").json["server"]["pinned_availability_zone"] == "nova"
+    listed = {s["id"]: s for s in cloud.user.get("/servers/detail", version="2.96").json["servers"]}
+    assert listed[new]["pinned_availability_zone"] == "nova"
+    assert listed[uuid]["pinned_availability_zone"] is None

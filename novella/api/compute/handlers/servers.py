@@ -153,6 +153,8 @@ def _list(req, detail):
     filters = _filters(req)
     sort = _sort(req, req.is_admin())
     recs = [] if filters is None else instances.list_records(req.api, filters, sort, limit, marker)
+    if detail and req.at_least("2.96"):
+        views.add_pinned_zones(req.api, recs)
     render = (lambda r: views.detail(req, r)) if detail else (lambda r: views.basic(req, r))
     body = {"servers": [render(r) for r in recs]}
     nxt = common.next_link(req, ["servers"] + (["detail"] if detail else []),
@@ -172,6 +174,8 @@ def detail(req):
 
 def show(req, server_id):
     rec = instances.get(req, server_id, rule=P + "show")
+    if req.at_least("2.96"):
+        views.add_pinned_zones(req.api, [rec])
     if req.at_least("2.71"):
         with req.api.api_db.session() as s:
             rec["server_groups"] = list(s.scalars(
@@ -564,8 +568,7 @@ def update(req, server_id):
                 br.instance = json.dumps(inst)
         else:
             records.update_instance(cells_mod.cell_database(rec["cell"]), server_id, **changes)
-    rec = instances.get(req, server_id)
-    return 200, {"server": views.detail(req, rec, show=True)}
+    return show(req, server_id)
 
 
 # --- delete -------------------------------------------------------------------------
