@@ -113,6 +113,23 @@ def make_aio(data_dir, cells, hosts):
     return aio.start()
 
 
+def ensure_heartbeats(aio):
+    """Run the compute services' heartbeats if the all-in-one does not.
+
+    The scheduler's ComputeFilter drops hosts not seen for
+    ``[DEFAULT] service_down_time`` seconds; a run longer than that needs
+    heartbeats. Returns True when the benchmark had to start them.
+    """
+    if getattr(aio, "periodics", None):
+        return False
+    from novella.conf import CONF
+    from novella.service import Periodic
+    interval = getattr(CONF, "report_interval", 10) or 10
+    for host, mgr in sorted(aio.computes.items()):
+        aio.periodics.append(Periodic(mgr.heartbeat, interval, f"heartbeat-{host}").start())
+    return True
+
+
 def all_transports(aio):
     from novella import rpc
     from novella.allinone import SUPER_TRANSPORT
@@ -206,6 +223,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     aio = make_aio(data_dir, args.cells, args.hosts)
     figures["startup_s"] = time.perf_counter() - t0
+    figures["heartbeats_started_by_benchmark"] = ensure_heartbeats(aio)
     figures["rss_after_start_mb"] = common.pid_rss_mb(os.getpid())[0]
     try:
         api = ComputeClient(aio.compute_api_app)
@@ -241,7 +259,7 @@ def main(argv=None):
                      for i, u in enumerate(created) if u in done.seen["create"]]
         figures["boot"] = {
             "wall_s": t_active - t_boot, "accept_s": t_accepted - t_boot,
-            "servers_per_s": args.servers / (t_active - t_boot),
+            "servers_per_s": active / (t_active - t_boot),
             "cpu_per_server_s": (c_active - c_boot) / args.servers,
             "api_latency_s": common.summary(boot_lat),
             "to_active_s": common.summary(to_active) if to_active else None,
@@ -299,10 +317,13 @@ def report(f, ref, active):
           f"{f['servers']} servers, {f['concurrency']} client thread(s); started in {f['startup_s']:.1f} s")
     print(f"boot: {active}/{f['servers']} ACTIVE ({b['statuses']}); by cell {b['by_cell']} "
           f"on {b['hosts_used']} hosts")
+    if f.get("heartbeats_started_by_benchmark"):
+        print("note: the all-in-one ran no compute heartbeats; the benchmark started them "
+              "(one periodic per host at [DEFAULT] report_interval)")
     for msg, count in sorted(b["faults"].items(), key=lambda kv: -kv[1]):
         print(f"  ERROR x{count}: {msg}")
     rows = [
-        ("boot: servers/s (POST .. all ACTIVE)", f"{b['servers_per_s']:.1f}", None, None),
+        ("boot: ACTIVE servers/s (POST .. all done)", f"{b['servers_per_s']:.1f}", None, None),
         ("boot: wall time", s(b["wall_s"], "s"), None, None),
         ("boot: API latency p50", s(b["api_latency_s"]["p50"], "s"), None, None),
         ("boot: API latency p95", s(b["api_latency_s"]["p95"], "s"), None, None),
