@@ -41,6 +41,16 @@ class MoveCloud(Cloud):
         assert status == 200, body
         return {e["event"]: e["result"] for e in body["instanceAction"]["events"]}
 
+    def fault(self, server_id):
+        """The message of the server's latest instance fault ('' if none)."""
+        import sqlalchemy as sa
+        from novella.db import cell_models as cm, cells
+        with cells.cell_database(self.aio.cells[0]).session() as s:
+            row = s.scalars(sa.select(cm.InstanceFault).where(
+                cm.InstanceFault.instance_uuid == server_id)
+                .order_by(cm.InstanceFault.id.desc())).first()
+            return row.message if row is not None else ""
+
     def flavor(self, flavorid, vcpus, ram, disk, **extra):
         status, body = self.api("POST", "/flavors", {"flavor": {
             "name": f"f{flavorid}", "ram": ram, "vcpus": vcpus, "disk": disk, "id": flavorid,
