@@ -75,3 +75,15 @@ def test_server_create_joins_group(cloud):
                                                    "imageRef": "155d900f-4e14-4e4c-a73d-069cbf4541e6"},
                                         "os:scheduler_hints": {"group": missing}}).status_int == 400
     assert cloud.counts() == before
+
+
+def test_limits_count_usage_across_cells_and_build_requests(cloud):
+    cloud.instance("cell1", vcpus=2, memory_mb=1024)
+    cloud.instance("cell2", vcpus=1, memory_mb=512)
+    cloud.instance("cell2", project="project-b", user="bob", vcpus=8)
+    cloud.flavor()
+    cloud.user.post("/servers", {"server": {"name": "b", "flavorRef": "1",
+                                            "imageRef": "155d900f-4e14-4e4c-a73d-069cbf4541e6"}})
+    absolute = cloud.user.get("/limits").json["limits"]["absolute"]
+    assert (absolute["totalInstancesUsed"], absolute["totalCoresUsed"], absolute["totalRAMUsed"]) == (3, 3, 1536)
+    assert absolute["maxTotalInstances"] == -1
