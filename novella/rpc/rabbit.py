@@ -117,29 +117,35 @@ class _Consumer(threading.Thread):
             LOG.exception("failed to handle a message on %s", self.name)
 
     def run(self):
+        healthy = True
         while not self._stopping.is_set():
             try:
+                if not healthy:
+                    self._reconnect()
+                    healthy = True
+                    LOG.info("consuming again on %s", self.name)
                 self.conn.drain_events(timeout=0.5)
             except socket.timeout:
                 continue
-            except self.conn.connection_errors + self.conn.channel_errors:
+            except Exception:  # noqa: BLE001 - the broker went away; try again
                 if self._stopping.is_set():
                     break
-                LOG.warning("lost the broker on %s; reconnecting", self.name)
-                try:
-                    self.conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                self.conn = self._transport.connection()
-                try:
-                    self._consume()
-                except Exception:  # noqa: BLE001 - retried on the next turn
-                    LOG.warning("reconnect failed on %s", self.name, exc_info=True)
-                    self._stopping.wait(1)
+                if healthy:
+                    LOG.warning("lost the broker on %s; reconnecting", self.name, exc_info=True)
+                healthy = False
+                self._stopping.wait(1)
         try:
             self.conn.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing a dead connection
             pass
+
+    def _reconnect(self):
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection
+            pass
+        self.conn = self._transport.connection()
+        self._consume()
 
     def stop(self, wait=True):
         """Stop handling messages at once; unacknowledged ones go back to the queue."""

@@ -204,3 +204,24 @@ def test_rabbit_keeps_casts_for_a_restarting_server(make_transport, topic):
     back = Endpoint("back")
     transport.serve(topic, "h1", back)
     assert wait_casts([back], 1) == 1 and back.casts == [1]
+
+
+def test_rabbit_consumers_reconnect_after_losing_the_broker(make_transport, topic):
+    import socket
+    transport = make_transport("rabbit")
+    transport.serve(topic, "h1", Endpoint("h1"))
+    assert transport.call(CTXT, topic, "h1", "echo", value=1)["value"] == 1
+    consumers = [transport._servers[(topic, "h1")][0], transport._reply_consumer]
+    # Cut every connection under the transport, as a broker restart would.
+    for conn in [c.conn for c in consumers] + [transport._pub_conn]:
+        conn.connection.transport.sock.shutdown(socket.SHUT_RDWR)
+    # A call racing the reconnection may lose its reply, as with any broker
+    # restart; the transport must be usable again within a few seconds.
+    for _ in range(5):
+        try:
+            assert transport.call(CTXT, topic, "h1", "echo", timeout=3, value=2)["value"] == 2
+            break
+        except rpc.Timeout:
+            continue
+    else:
+        pytest.fail("the transport did not recover")
