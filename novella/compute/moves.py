@@ -223,7 +223,7 @@ class ComputeMoves:
             # On the same host the guest directory is the original until the
             # disks were moved aside (post-migrating and later).
             copied = mig["status"] in (ms.POST_MIGRATING, ms.FINISHED, ms.REVERTING, ms.ERROR)
-            if self.driver.instance_exists({"uuid": instance_uuid}) and (not same_host or copied):
+            if not same_host or copied:  # also a copy whose guest never started
                 self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
                                     destroy_disks=True)
             self.rt.revert_migration_context(ctxt, instance_uuid)

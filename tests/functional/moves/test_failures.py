@@ -1,0 +1,117 @@
+"""Moves that fail: rescheduling, exhaustion, each compute step failing in turn.
+
+After a failed move the books (allocations by consumer, usages by provider),
+the server's host, flavor, state and guest are exactly as before the request.
+"""
+import os
+
+import pytest
+
+from novella.compute.exceptions import ComputeResourcesUnavailable
+from novella.virt import simulated
+
+TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
+
+
+def _failing_claims(cloud, hosts, times=None):
+    """Make the resize claim of ``hosts`` fail (the first ``times`` calls overall)."""
+    calls = []
+    for host in hosts:
+        rt = cloud.aio.computes[host].rt
+
+        def refuse(ctxt, instance_uuid, new_flavor, migration, _real=rt.resize_claim, _h=host):
+            calls.append(_h)
+            if times is None or len(calls) <= times:
+                raise ComputeResourcesUnavailable(f"no room on {_h}")
+            return _real(ctxt, instance_uuid, new_flavor, migration)
+        rt.resize_claim = refuse
+    return calls
+
+
+def _snapshot(cloud, sid):
+    srv = cloud.server(sid)
+    host = srv["OS-EXT-SRV-ATTR:host"]
+    guest = simulated.driver_for(host).get_info({"uuid": sid})["state"]
+    return (cloud.books(sid), srv["status"], host, srv["flavor"]["original_name"], guest,
+            sorted(os.listdir(simulated.driver_for(host).instance_dir(sid))))
+
+
+def _assert_rolled_back(cloud, sid, before):
+    (mig,) = cloud.migrations(sid)
+    assert mig["status"] == "error"
+    assert cloud.allocations(mig["uuid"]) == {}
+    assert _snapshot(cloud, sid) == before
+    assert cloud.fault(sid)
+    assert cloud.events(sid, "resize")["conductor_migrate_server"] == "Error"
+    for host, drv in ((h, simulated.driver_for(h)) for h in cloud.aio.computes):
+        leftovers = [d for d in os.listdir(drv.path) if d.startswith(sid)]
+        assert leftovers == ([sid] if host == before[2] else []), host
+    return mig
+
+
+def test_reschedule_to_an_alternate_after_a_claim_failure(make_cloud):
+    cloud = make_cloud(hosts=3)
+    sid = cloud.boot(flavor="1")
+    src = cloud.host_of(sid)
+    others = [h for h in cloud.aio.computes if h != src]
+    calls = _failing_claims(cloud, others, times=1)
+    assert cloud.action(sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    cloud.aio.wait_idle()
+    (mig,) = cloud.migrations(sid)
+    assert len(calls) == 2 and calls[0] != calls[1]
+    dest = calls[1]
+    assert cloud.server(sid)["status"] == "VERIFY_RESIZE" and mig["dest_compute"] == dest
+    books, usages = cloud.books(sid, mig["uuid"])
+    assert books == {sid: {dest: SMALL}, mig["uuid"]: {src: TINY}}
+    assert usages[calls[0]] == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}  # claim released
+    status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions")
+    req_id = body["instanceActions"][0]["request_id"]
+    events = cloud.api("GET", f"/servers/{sid}/os-instance-actions/{req_id}")[1]
+    prep = [(e["host"], e["result"]) for e in events["instanceAction"]["events"]
+            if e["event"] == "compute_prep_resize"]
+    assert sorted(prep) == sorted([(calls[0], "Error"), (dest, "Success")])
+
+
+def test_all_alternates_fail(make_cloud):
+    cloud = make_cloud(hosts=3)
+    sid = cloud.boot(flavor="1")
+    before = _snapshot(cloud, sid)
+    calls = _failing_claims(cloud, [h for h in cloud.aio.computes if h != before[2]])
+    assert cloud.action(sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    cloud.aio.wait_idle()
+    assert len(calls) == 2
+    _assert_rolled_back(cloud, sid, before)
+    assert "Exhausted all hosts" in cloud.fault(sid)
+
+
+@pytest.mark.parametrize("side,method,stopped,same_host", [
+    ("source", "migrate_disk_and_power_off", False, False),
+    ("dest", "finish_migration", False, False),
+    ("dest", "finish_migration", True, False),
+    ("dest", "finish_migration", False, True),
+    ("source", "migrate_disk_and_power_off", False, True),
+])
+def test_each_compute_step_failing_rolls_back_exactly(make_cloud, side, method, stopped,
+                                                      same_host):
+    cloud = (make_cloud(hosts=1, DEFAULT={"allow_resize_to_same_host": True}) if same_host
+             else make_cloud(hosts=2))
+    sid = cloud.boot(flavor="1")
+    if stopped:
+        assert cloud.action(sid, {"os-stop": None})[0] == 202
+        cloud.aio.wait_idle()
+    before = _snapshot(cloud, sid)
+    src = before[2]
+    dest = next((h for h in cloud.aio.computes if h != src), src)
+    simulated.inject_fault(src if side == "source" else dest, method, instance_uuid=sid)
+    assert cloud.action(sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    cloud.aio.wait_idle()
+    assert not simulated.pending_faults(src if side == "source" else dest)
+    mig = _assert_rolled_back(cloud, sid, before)
+    assert "injected fault" in cloud.fault(sid)
+    # The server moves again once the host is healthy.
+    assert cloud.action(sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    cloud.aio.wait_idle()
+    assert cloud.server(sid)["status"] == "VERIFY_RESIZE"
+    assert mig["uuid"] not in {m["uuid"] for m in cloud.migrations(sid)
+                               if m["status"] == "finished"}
