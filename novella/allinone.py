@@ -32,6 +32,12 @@ DEMO_FLAVORS = [
 
 SUPER_TRANSPORT = "inproc://super"
 
+# name, offset from --port-base, usual port
+PORTS = [("identity", 0, 5000), ("compute", 1, 8774), ("placement", 2, 8778)]
+# The catalog's service type and name for each HTTP API.
+SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", "nova", "/v2.1"),
+            "placement": ("placement", "placement", "")}
+
 
 class AllInOne:
     def __init__(self, data_dir, cells=2, hosts_per_cell=2, http=False, bind="127.0.0.1",
@@ -53,13 +59,22 @@ class AllInOne:
     def _url(self, name):
         return f"sqlite:///{os.path.join(self.data_dir, name)}.db"
 
+    def port(self, offset, default):
+        return self.port_base + offset if self.port_base else default
+
     def _configure(self, overrides):
-        CONF([], project="nova", default_config_files=[])
+        config_files = []
+        if self.http:
+            self.urls = {name: f"http://{self.bind}:{self.port(offset, default)}"
+                         for name, offset, default in PORTS}
+            config_files = [self._write_auth_config()]
+        self.config_files = config_files
+        CONF([], project="nova", default_config_files=config_files)
         defaults = {
             None: {"state_path": self.data_dir, "transport_url": SUPER_TRANSPORT,
                    "instances_path": os.path.join(self.data_dir, "instances")},
             "api_database": {"connection": self._url("api")},
-            "api": {"auth_strategy": "noauth2"},
+            "api": {"auth_strategy": "keystone" if self.http else "noauth2"},
         }
         for group, values in list(defaults.items()) + list(overrides.items()):
             for key, value in values.items():
@@ -84,11 +99,18 @@ class AllInOne:
         from novella.placement import conf as pconf
         from novella.placement import wsgi as pwsgi
         from novella.placement.client import PlacementClient
-        self.placement_conf = pconf.make_conf(overrides={
-            "placement_database": {"connection": self._url("placement")},
-            "api": {"auth_strategy": "noauth2"}})
-        self.placement_app = pwsgi.make_app(self.placement_conf)
-        self.placement = PlacementClient(app=self.placement_app, token="admin")
+
+        def placement_conf(strategy):
+            return pconf.make_conf(
+                default_config_files=self.config_files,
+                overrides={"placement_database": {"connection": self._url("placement")},
+                           "api": {"auth_strategy": strategy}})
+        # Services inside this process reach placement without a socket and
+        # without tokens; the published endpoint validates Keystone tokens.
+        internal_app = pwsgi.make_app(placement_conf("noauth2"))
+        self.placement = PlacementClient(app=internal_app, token="admin")
+        self.placement_app = (pwsgi.make_app(placement_conf("keystone")) if self.http
+                              else internal_app)
         self.log("Placement ready (embedded).")
 
     def _start_databases(self):
@@ -178,11 +200,66 @@ class AllInOne:
                                         volume_api=self.volume_api)
         if not self.http:
             return
+        from novella.api.identity.app import IdentityApp
         from novella.service import HTTPServer
-        port = (lambda offset, default: self.port_base + offset if self.port_base else default)
-        self.compute_http = HTTPServer(self.compute_api_app, self.bind, port(0, 8774), "compute").start()
-        self.placement_http = HTTPServer(self.placement_app, self.bind, port(1, 8778), "placement").start()
-        self.servers += [self.compute_http, self.placement_http]
+        catalog = {stype: (name, self.urls[key] + suffix)
+                   for key, (stype, name, suffix) in SERVICES.items()}
+        apps = {"identity": IdentityApp(self.identity, catalog),
+                "compute": self.compute_api_app, "placement": self.placement_app}
+        for name, _offset, _default in PORTS:
+            port = int(self.urls[name].rsplit(":", 1)[1])
+            self.servers.append(HTTPServer(apps[name], self.bind, port, name).start())
+        self._write_clouds_yaml()
+
+    # -- identity ------------------------------------------------------------------
+    def _write_auth_config(self):
+        """Users, and the [keystone_authtoken] section every API validates tokens with."""
+        from novella.api.identity.store import IdentityStore
+        self.identity = IdentityStore(self._url("identity"))
+        secrets_file = os.path.join(self.data_dir, "passwords.json")
+        if os.path.exists(secrets_file):
+            with open(secrets_file) as f:
+                self.passwords = json.load(f)
+        else:
+            self.passwords = {u: uuid.uuid4().hex[:16] for u in ("admin", "demo", "novella")}
+            with open(os.open(secrets_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                json.dump(self.passwords, f)
+        self.identity.ensure([
+            {"name": "admin", "password": self.passwords["admin"], "project": "admin", "roles": ["admin"]},
+            {"name": "demo", "password": self.passwords["demo"], "project": "demo", "roles": ["member"]},
+            {"name": "novella", "password": self.passwords["novella"], "project": "service",
+             "roles": ["admin", "service"]},
+        ])
+        path = os.path.join(self.data_dir, "auth.conf")
+        with open(path, "w") as f:
+            f.write("[keystone_authtoken]\n"
+                    f"www_authenticate_uri = {self.urls['identity']}/v3\n"
+                    f"auth_url = {self.urls['identity']}/v3\n"
+                    "auth_type = password\n"
+                    "username = novella\n"
+                    f"password = {self.passwords['novella']}\n"
+                    "project_name = service\n"
+                    "user_domain_name = Default\n"
+                    "project_domain_name = Default\n"
+                    "service_token_roles_required = false\n")
+        return path
+
+    def _write_clouds_yaml(self):
+        """A clouds.yaml with an admin and a demo (member) cloud."""
+        def cloud(user):
+            return (f"  novella-{user}:\n"
+                    "    auth:\n"
+                    f"      auth_url: {self.urls['identity']}/v3\n"
+                    f"      username: {user}\n"
+                    f"      password: {self.passwords[user]}\n"
+                    f"      project_name: {user}\n"
+                    "      user_domain_name: Default\n"
+                    "      project_domain_name: Default\n"
+                    "    region_name: RegionOne\n"
+                    "    identity_api_version: 3\n")
+        self.clouds_yaml = os.path.join(self.data_dir, "clouds.yaml")
+        with open(self.clouds_yaml, "w") as f:
+            f.write("clouds:\n" + cloud("admin") + cloud("demo"))
 
     # -- running -----------------------------------------------------------------
     def wait_idle(self, timeout=120):

@@ -16,8 +16,9 @@ def main(args):
     print("Novella is up. Endpoints:", flush=True)
     for name, url in cloud.endpoints().items():
         print(f"  {name:<10} {url}", flush=True)
-    print("Try:  curl -s -H 'X-Auth-Token: admin:admin' "
-          f"{cloud.endpoints()['compute']}/v2.1/flavors", flush=True)
+    print(f"Credentials for the admin and demo (member) users: {cloud.clouds_yaml}", flush=True)
+    print(f"  export OS_CLIENT_CONFIG_FILE={cloud.clouds_yaml} OS_CLOUD=novella-admin", flush=True)
+    print("  openstack server list; openstack resource provider list", flush=True)
     print("Stop with Ctrl-C; data stays in " + cloud.data_dir, flush=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
