@@ -358,55 +358,62 @@ def measure_writes(url, rps, count, time_limit):
 
 # -- one run ------------------------------------------------------------------
 
-def run_series(impl, db_kind, ns, args, progress=None):
+class Series:
     """One database per (implementation, backend), grown through each N in
-    turn: providers 0..N1 are loaded and measured, then N1..N2 added, etc."""
-    workdir = tempfile.mkdtemp(prefix=f"placement-bench-{impl}-")
-    db = Database(db_kind, workdir)
-    server = Server(impl, db.url, workdir, args.ref_venv)
-    results, rps = [], []
-    try:
-        server.sync_db()
-        for n in sorted(ns):
-            result = {"impl": impl, "db": db_kind, "n": n}
-            results.append(result)
-            try:
-                if not rps:
-                    # One worker boots first: the reference fills its trait
-                    # and resource-class tables at start-up, and several
-                    # workers doing that at once on SQLite fail to boot.
-                    server.start(1)
-                    server.stop()
-                server.start(args.load_workers or 2 * (os.cpu_count() or 1))
-                log(f"{impl}/{db_kind}/N={n}: loading {n - len(rps)} providers through {server.url}")
-                new, load_s = load_providers(server.url, len(rps), n, args.load_threads,
-                                             args.load_time_limit)
-                rps += new
-                result["load_s"], result["loaded"] = load_s, len(new)
-                log(f"{impl}/{db_kind}/N={n}: loaded in {load_s:.1f}s")
-                server.stop()
-                server.start(args.workers)
-                result["queries"] = measure_queries(server.url, n, args.repeats, args.time_limit)
-                result["writes"] = measure_writes(server.url, rps, args.writes, args.time_limit)
-                result["rss_mb"] = server.worker_rss_mb()
-                server.stop()
-                log(f"{impl}/{db_kind}/N={n}: " + json.dumps(
-                    {k: v for k, v in result.items() if k not in ("impl", "db", "n")}))
-                if progress:
-                    progress(result)
-            except Exception as exc:
-                for name in sorted(os.listdir(workdir)):
-                    if name.endswith(".log"):
-                        with open(os.path.join(workdir, name)) as f:
-                            log(f"{name}:\n{f.read()[-2000:]}")
-                log(f"{impl}/{db_kind}/N={n} failed: {exc}")
-                result["error"] = str(exc)[:500]
-                break
-    finally:
-        server.stop()
-        db.drop()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return results
+    turn: providers 0..N1 are loaded and measured, then N1..N2 added, etc.
+    The database lives across steps; the server is restarted for each."""
+
+    def __init__(self, impl, db_kind, args):
+        self.impl, self.db_kind, self.args = impl, db_kind, args
+        self.workdir = tempfile.mkdtemp(prefix=f"placement-bench-{impl}-")
+        self.db = Database(db_kind, self.workdir)
+        self.server = Server(impl, self.db.url, self.workdir, args.ref_venv)
+        self.rps = []
+        self.failed = False
+        self.server.sync_db()
+        # One worker boots first: the reference fills its trait and
+        # resource-class tables at start-up, and several workers doing that
+        # at once on SQLite fail to boot.
+        self.server.start(1)
+        self.server.stop()
+
+    def step(self, n):
+        args, server, tag = self.args, self.server, f"{self.impl}/{self.db_kind}/N={n}"
+        result = {"impl": self.impl, "db": self.db_kind, "n": n}
+        if self.failed:
+            result["error"] = "an earlier step failed"
+            return result
+        try:
+            server.start(args.load_workers or 2 * (os.cpu_count() or 1))
+            log(f"{tag}: loading {n - len(self.rps)} providers through {server.url}")
+            new, load_s = load_providers(server.url, len(self.rps), n, args.load_threads,
+                                         args.load_time_limit)
+            self.rps += new
+            result["load_s"], result["loaded"] = load_s, len(new)
+            log(f"{tag}: loaded in {load_s:.1f}s")
+            server.stop()
+            server.start(args.workers)
+            result["queries"] = measure_queries(server.url, n, args.repeats, args.time_limit)
+            result["writes"] = measure_writes(server.url, self.rps, args.writes, args.time_limit)
+            result["rss_mb"] = server.worker_rss_mb()
+            server.stop()
+            log(f"{tag}: " + json.dumps(
+                {k: v for k, v in result.items() if k not in ("impl", "db", "n")}))
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            server.stop()
+            for name in sorted(os.listdir(self.workdir)):
+                if name.endswith(".log"):
+                    with open(os.path.join(self.workdir, name)) as f:
+                        log(f"{name}:\n{f.read()[-2000:]}")
+            log(f"{tag} failed: {exc}")
+            result["error"] = str(exc)[:500]
+            self.failed = True
+        return result
+
+    def close(self):
+        self.server.stop()
+        self.db.drop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 # -- report -------------------------------------------------------------------
@@ -484,18 +491,26 @@ def main(argv=None):
 
     results = []
     started = time.time()
-    done = []
-
-    def progress(result):
+    def keep(result):
         # Keep what has been measured so far, should the run be cut short.
-        done.append(result)
+        results.append(result)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"args": vars(args), "results": done, "partial": True}, f, indent=1)
+                json.dump({"args": vars(args), "results": results, "partial": True}, f, indent=1)
 
-    for db in dbs:
-        for impl in impls:
-            results += run_series(impl, db, ns, args, progress=progress)
+    # Every (backend, implementation) at the smallest N first, then the next
+    # N, so a run cut short still has a complete table for the smaller sizes.
+    series = {}
+    try:
+        for n in sorted(ns):
+            for db in dbs:
+                for impl in impls:
+                    if (db, impl) not in series:
+                        series[db, impl] = Series(impl, db, args)
+                    keep(series[db, impl].step(n))
+    finally:
+        for s in series.values():
+            s.close()
     table = report(results, args.workers)
     print(f"\nplacement_perf: {' '.join(sys.argv[1:]) or '(defaults)'}; "
           f"{os.cpu_count()} CPUs; wall {time.time() - started:.0f}s")
