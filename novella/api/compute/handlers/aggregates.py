@@ -133,12 +133,12 @@ def update(req, aggregate_id):
                 raise errors.BadRequest(f"Cannot update aggregate {agg.id}. Reason: One or more "
                                         f"hosts already in availability zone(s) {sorted(conflicts)}.")
             _set_metadata(s, agg, {"availability_zone": zone})
-        agg.updated_at = common_now()
+        agg.updated_at = _now()
         s.flush()
         return 200, {"aggregate": view(req, agg)}
 
 
-def common_now():
+def _now():
     from novella.db import records
     return records.utcnow()
 
@@ -192,7 +192,7 @@ def action(req, aggregate_id):
                                             f"One or more hosts already in availability zone(s) "
                                             f"{sorted(conflicts)}.")
             _set_metadata(s, agg, metadata)
-        agg.updated_at = common_now()
+        agg.updated_at = _now()
         s.flush()
         out = view(req, agg)
         agg_uuid = agg.uuid

@@ -4,12 +4,11 @@ During a cross-cell move both cells hold a row with the same uuid; the
 listing shows one: the copy that is not hidden, else the one in the cell the
 instance mapping points at.
 """
-import functools
 
 import sqlalchemy as sa
 
 from novella.api.compute import common, errors, instances
-from novella.db import api_models as am, cell_models as cm, cells as cells_mod
+from novella.db import cell_models as cm, cells as cells_mod
 
 IN_PROGRESS_LIVE = ("queued", "preparing", "running", "post-migrating")
 

@@ -1,5 +1,4 @@
 """/servers/{id}/tags (2.26)."""
-import json
 
 import sqlalchemy as sa
 

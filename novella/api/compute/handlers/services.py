@@ -123,7 +123,7 @@ def _tell_host(req, cell, svc):
 def _legacy(req, action):
     schema = LEGACY.get(action)
     if schema is None or (action == "force-down" and not req.at_least("2.11")):
-        raise errors.NotFound(f"Unknown action")
+        raise errors.NotFound("Unknown action")
     body = req.body_json(schema)
     found = hosts.services(req.api, cm.Service.host == body["host"],
                            cm.Service.binary == body["binary"])
