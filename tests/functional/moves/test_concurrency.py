@@ -1,0 +1,44 @@
+"""Twenty resizes racing for the last room on a host."""
+TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+BIG = {"VCPU": 1, "MEMORY_MB": 4096, "DISK_GB": 1}
+
+
+def test_twenty_resizes_race_for_three_places(make_cloud):
+    cloud = make_cloud(hosts=2)
+    src, dest = sorted(cloud.aio.computes)
+    cloud.flavor("big", vcpus=1, ram=4096, disk=1)
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "racer", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+        "networks": "none", "host": src, "min_count": 20, "max_count": 20}}, version="2.79")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    ids = [s["id"] for s in cloud.api("GET", "/servers?limit=100")[1]["servers"]]
+    assert len(ids) == 20 and {cloud.host_of(i) for i in ids} == {src}
+    # Room for exactly three big servers on the destination.
+    placement = cloud.aio.placement
+    _gen, inv = placement.get_inventories(cloud.rp(dest))
+    inv["MEMORY_MB"]["reserved"] = inv["MEMORY_MB"]["total"] - 3 * 4096
+    placement.set_inventory(cloud.rp(dest), inv)
+
+    for sid in ids:
+        assert cloud.action(sid, {"resize": {"flavorRef": "big"}})[0] == 202
+    cloud.aio.wait_idle()
+
+    migs = {sid: cloud.migrations(sid)[0] for sid in ids}
+    winners = [sid for sid in ids if cloud.server(sid)["status"] == "VERIFY_RESIZE"]
+    losers = [sid for sid in ids if sid not in winners]
+    assert len(winners) == 3
+    for sid in winners:
+        mig = migs[sid]
+        assert mig["status"] == "finished" and cloud.host_of(sid) == dest
+        assert cloud.books(sid, mig["uuid"])[0] == {sid: {dest: BIG}, mig["uuid"]: {src: TINY}}
+    for sid in losers:
+        mig = migs[sid]
+        srv = cloud.server(sid)
+        assert (srv["status"], srv["OS-EXT-SRV-ATTR:host"], mig["status"]) == (
+            "ACTIVE", src, "error")
+        assert cloud.books(sid, mig["uuid"])[0] == {sid: {src: TINY}, mig["uuid"]: {}}
+    usages = cloud.usages()
+    assert usages[dest]["MEMORY_MB"] == 3 * 4096
+    assert usages[dest]["MEMORY_MB"] <= inv["MEMORY_MB"]["total"] - inv["MEMORY_MB"]["reserved"]
+    assert usages[src] == {"VCPU": 20, "MEMORY_MB": 20 * 512, "DISK_GB": 20}
