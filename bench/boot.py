@@ -13,6 +13,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -142,6 +143,31 @@ def server_body(aio, name, flavor):
                        "networks": [{"uuid": aio.demo_network["id"]}]}}
 
 
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def event_errors(api, server_ids):
+    """{event name and last traceback line: count} from the servers' instance actions."""
+    out = {}
+    for sid in server_ids:
+        status, body = api.request("GET", f"/servers/{sid}/os-instance-actions")
+        if status != 200:
+            continue
+        for action in body.get("instanceActions", []):
+            status, detail = api.request(
+                "GET", f"/servers/{sid}/os-instance-actions/{action['request_id']}")
+            if status != 200:
+                continue
+            for ev in detail.get("instanceAction", {}).get("events", []):
+                if ev.get("result") == "Success":
+                    continue
+                tb = (ev.get("traceback") or "").strip().splitlines()
+                key = f"{ev.get('event')} {ev.get('host') or ''}: {tb[-1] if tb else ev.get('result')}"
+                key = UUID_RE.sub("<uuid>", key)[:240]
+                out[key] = out.get(key, 0) + 1
+    return out
+
+
 def run_requests(fn, items, concurrency):
     """Run fn(item) for every item with ``concurrency`` client threads.
 
@@ -253,8 +279,11 @@ def main(argv=None):
         faults = {}
         for s in servers:
             if s["status"] == "ERROR":
-                msg = (s.get("fault") or {}).get("message", "no fault recorded")[:160]
+                msg = (s.get("fault") or {}).get("message", "no fault recorded")
+                msg = UUID_RE.sub("<uuid>", msg)[:200]
                 faults[msg] = faults.get(msg, 0) + 1
+        errored = [s["id"] for s in servers if s["status"] == "ERROR"]
+        error_events = event_errors(api, errored[:5])
         to_active = [done.seen["create"][u] - boot_sent[i]
                      for i, u in enumerate(created) if u in done.seen["create"]]
         figures["boot"] = {
@@ -263,7 +292,7 @@ def main(argv=None):
             "cpu_per_server_s": (c_active - c_boot) / args.servers,
             "api_latency_s": common.summary(boot_lat),
             "to_active_s": common.summary(to_active) if to_active else None,
-            "statuses": statuses, "faults": faults,
+            "statuses": statuses, "faults": faults, "error_events": error_events,
         }
         # Where they landed, by cell (the instance mapping is the authority).
         cells, used = {}, set()
@@ -322,6 +351,8 @@ def report(f, ref, active):
               "(one periodic per host at [DEFAULT] report_interval)")
     for msg, count in sorted(b["faults"].items(), key=lambda kv: -kv[1]):
         print(f"  ERROR x{count}: {msg}")
+    for msg, count in sorted(b.get("error_events", {}).items(), key=lambda kv: -kv[1]):
+        print(f"  failed event x{count} (first errored servers): {msg}")
     rows = [
         ("boot: ACTIVE servers/s (POST .. all done)", f"{b['servers_per_s']:.1f}", None, None),
         ("boot: wall time", s(b["wall_s"], "s"), None, None),
