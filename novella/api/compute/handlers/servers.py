@@ -190,25 +190,32 @@ def _last_segment(ref):
 
 
 def _flavor(req, flavor_ref):
+    """The flavor document for a create or resize; 400 if unknown or not accessible."""
     flavorid = _last_segment(flavor_ref)
     ctxt = req.context
-    with req.api.api_db.session() as s:
-        fl = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == flavorid)).first()
-        if fl is None or (not fl.is_public and not req.is_admin()
-                          and ctxt.project_id not in {p.project_id for p in fl.projects}):
+    flavors, specs, access = am.Flavor.__table__, am.FlavorExtraSpec.__table__, am.FlavorProject.__table__
+    with req.api.api_db.connection() as conn:  # Core: this runs for every server created
+        fl = conn.execute(sa.select(flavors).where(flavors.c.flavorid == flavorid)).first()
+        allowed = fl is not None and (fl.is_public or req.is_admin() or conn.execute(
+            sa.select(access.c.id).where(access.c.flavor_id == fl.id,
+                                         access.c.project_id == ctxt.project_id)).first())
+        if not allowed:
             raise errors.BadRequest(f"Flavor {flavorid} could not be found.")
-        if fl.disabled:
-            raise errors.BadRequest("Flavor is disabled.")
-        return flavor_dict(fl)
+        extra = dict(conn.execute(sa.select(specs.c.key, specs.c.value)
+                                  .where(specs.c.flavor_id == fl.id)).all())
+    if fl.disabled:
+        raise errors.BadRequest("Flavor is disabled.")
+    return flavor_dict(fl, extra)
 
 
-def flavor_dict(fl):
+def flavor_dict(fl, extra_specs=None):
     """A flavor as it travels with requests and is stored with instances."""
     return {"id": fl.id, "flavorid": fl.flavorid, "name": fl.name, "memory_mb": fl.memory_mb,
             "vcpus": fl.vcpus, "root_gb": fl.root_gb, "ephemeral_gb": fl.ephemeral_gb,
             "swap": fl.swap, "rxtx_factor": fl.rxtx_factor, "vcpu_weight": fl.vcpu_weight,
             "is_public": fl.is_public, "disabled": fl.disabled, "description": fl.description,
-            "extra_specs": {e.key: e.value for e in fl.extra_specs}}
+            "extra_specs": (dict(extra_specs) if extra_specs is not None
+                            else {e.key: e.value for e in fl.extra_specs})}
 
 
 def _not_found(exc):
