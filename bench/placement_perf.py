@@ -476,7 +476,14 @@ def main(argv=None):
     p.add_argument("--ref-venv", default=os.environ.get("NOVELLA_REF_VENV", "/work/refplacement"))
     p.add_argument("--quick", action="store_true", help="N=200, 3 repeats, 60 writes")
     p.add_argument("--json", help="also write the raw results to this file")
+    p.add_argument("--report", metavar="JSON",
+                   help="print the table of a saved --json file (even a partial one) and exit")
     args = p.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            saved = json.load(f)
+        print(report(saved["results"], saved["args"]["workers"]))
+        return 0
     # SIGTERM unwinds like ^C, so servers are stopped and databases dropped.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     if args.quick:
