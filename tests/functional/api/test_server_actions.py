@@ -14,8 +14,12 @@ def _state(cloud, cell, uuid):
 def test_stop_start_reboot(cloud):
     cloud.compute_host("cell2", "h2")
     uuid = cloud.instance("cell2", host="h2")
-    assert cloud.user.post(f"/servers/{uuid}/action", {"os-stop": None}).status_int == 202
+    resp = cloud.user.post(f"/servers/{uuid}/action", {"os-stop": None})
+    assert resp.status_int == 202
     assert _state(cloud, "cell2", uuid) == ("active", "powering-off", ["stop"])
+    with cloud.db("cell2").session() as s:
+        assert s.scalars(sa.select(cm.InstanceAction.request_id)).one() == \
+            resp.headers["x-openstack-request-id"]
     # A second stop while the first runs conflicts and records nothing.
     resp = cloud.user.post(f"/servers/{uuid}/action", {"os-stop": None})
     assert resp.status_int == 409 and "conflictingRequest" in resp.json
