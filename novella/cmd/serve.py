@@ -54,7 +54,7 @@ def serve_api(args):
     transport = rpc.get_transport(CONF.transport_url)
     image_api, network_api, volume_api = _embedded_services()
     app = make_app(CONF, api_db, transport, network_api=network_api,
-                   image_api=image_api, volume_api=volume_api)
+                   image_api=image_api, volume_api=volume_api, placement=_placement_client())
     host, port = _split(args.bind, 8774)
     srv = HTTPServer(app, host, port, "compute").start()
     print(f"Compute API listening on {srv.url}", flush=True)
