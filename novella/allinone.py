@@ -33,10 +33,12 @@ DEMO_FLAVORS = [
 SUPER_TRANSPORT = "inproc://super"
 
 # name, offset from --port-base, usual port
-PORTS = [("identity", 0, 5000), ("compute", 1, 8774), ("placement", 2, 8778)]
+PORTS = [("identity", 0, 5000), ("compute", 1, 8774), ("placement", 2, 8778),
+         ("image", 3, 9292), ("network", 4, 9696), ("volume", 5, 8776)]
 # The catalog's service type and name for each HTTP API.
 SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", "nova", "/v2.1"),
-            "placement": ("placement", "placement", "")}
+            "placement": ("placement", "placement", ""), "image": ("image", "glance", ""),
+            "network": ("network", "neutron", ""), "volume": ("volumev3", "cinderv3", "/v3")}
 
 
 class AllInOne:
@@ -197,7 +199,8 @@ class AllInOne:
         from novella.api.compute.wsgi import make_app
         self.compute_api_app = make_app(CONF, self.api_db, self.transport,
                                         network_api=self.network_api, image_api=self.image_api,
-                                        volume_api=self.volume_api)
+                                        volume_api=self.volume_api, placement=self.placement)
+        self._make_service_apps()
         if not self.http:
             return
         from novella.api.identity.app import IdentityApp
@@ -205,11 +208,22 @@ class AllInOne:
         catalog = {stype: (name, self.urls[key] + suffix)
                    for key, (stype, name, suffix) in SERVICES.items()}
         apps = {"identity": IdentityApp(self.identity, catalog),
-                "compute": self.compute_api_app, "placement": self.placement_app}
+                "compute": self.compute_api_app, "placement": self.placement_app,
+                "image": self.image_api_app, "network": self.network_api_app,
+                "volume": self.volume_api_app}
         for name, _offset, _default in PORTS:
             port = int(self.urls[name].rsplit(":", 1)[1])
             self.servers.append(HTTPServer(apps[name], self.bind, port, name).start())
         self._write_clouds_yaml()
+
+    def _make_service_apps(self):
+        """The image, network and volume HTTP APIs over the embedded services."""
+        from novella.api.image.app import make_app as image_app
+        from novella.api.network.app import make_app as network_app
+        from novella.api.volume.app import make_app as volume_app
+        self.image_api_app = image_app(CONF, self.image_api)
+        self.network_api_app = network_app(CONF, self.network_api)
+        self.volume_api_app = volume_app(CONF, self.volume_api)
 
     # -- identity ------------------------------------------------------------------
     def _write_auth_config(self):

@@ -23,6 +23,7 @@ from novella.compute import SERVICE_VERSION
 from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
 from novella.compute.moves import ComputeMoves
+from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
 from novella.compute import states as vm_states
 from novella.db import cell_models as m
@@ -35,7 +36,7 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager(ComputeMoves):
+class ComputeManager(ComputeMoves, ComputeVolumes):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf

@@ -103,6 +103,20 @@ class ComputeAPI:
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
                           power_on=power_on, rollback=rollback)
 
+    # -- volumes -----------------------------------------------------------------------
+
+    def attach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id, device=None,
+                      tag=None, delete_on_termination=False):
+        """Connect and plug a reserved volume; returns the block device mapping."""
+        return self._call(ctxt, host, "attach_volume", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, volume_id=volume_id,
+                          attachment_id=attachment_id, device=device, tag=tag,
+                          delete_on_termination=delete_on_termination)
+
+    def detach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id=None):
+        self._cast(ctxt, host, "detach_volume", instance_uuid=instance_uuid,
+                   volume_id=volume_id, attachment_id=attachment_id)
+
     # -- host ------------------------------------------------------------------------
 
     def set_host_enabled(self, ctxt, host, enabled):

@@ -107,6 +107,11 @@ _RULES = {
     "os_compute_api:os-aggregates:add_host": ADMIN,
     "os_compute_api:os-aggregates:remove_host": ADMIN,
     "os_compute_api:os-aggregates:set_metadata": ADMIN,
+    # volume attachments
+    "os_compute_api:os-volumes-attachments:index": READER,
+    "os_compute_api:os-volumes-attachments:show": READER,
+    "os_compute_api:os-volumes-attachments:create": MEMBER,
+    "os_compute_api:os-volumes-attachments:delete": MEMBER,
     # server groups
     "os_compute_api:os-server-groups:create": MEMBER,
     "os_compute_api:os-server-groups:delete": MEMBER,

@@ -1,0 +1,1 @@
+"""The Image API v2 over the embedded image service (novella.image.api)."""

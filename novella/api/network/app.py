@@ -1,0 +1,322 @@
+"""Networking API v2.0 (Neutron's wire format) over ``novella.network.api.NetworkAPI``.
+
+    GET /                      versions
+    GET /v2.0                  resources
+    GET /v2.0/extensions[/{alias}]
+    /v2.0/networks[/{id}]      list, create, show, delete
+    /v2.0/subnets[/{id}]       list, create, show
+    /v2.0/ports[/{id}]         list, create, show, update, delete; binding:* fields and
+                               resource_request as the service returns them
+    /v2.0/ports/{id}/bindings[/{host}[/activate]]   the extended port-bindings API
+
+Lists take Neutron-style filters (any field of the resource; a repeated
+parameter matches any of its values) and ``fields``. Setting ``binding:*``
+fields, shared networks and provider attributes need the admin role.
+"""
+from novella.api import rest
+
+EXTENSIONS = [
+    ("binding", "Port Binding", "Expose port bindings of a virtual port to external application"),
+    ("binding-extended", "Port Bindings Extended", "Expose port bindings of a virtual port to external application"),
+    ("port-resource-request", "Port Resource Request", "Expose resource request to Port"),
+    ("port-resource-request-groups", "Port Resource Request Groups", "Support requesting multiple groups of resources per port"),
+    ("qos", "Quality of Service", "The Quality of Service extension."),
+    ("qos-bw-minimum-ingress", "Ingress minimum bandwidth rule", "Allow to configure QoS minumum bandwidth rule with ingress direction."),
+    ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
+    ("multi-provider", "Multi Provider Network", "Expose mapping of virtual networks to multiple physical networks"),
+    ("external-net", "Neutron external network", "Adds external network attribute to network resource."),
+    ("network-mtu", "Network MTU", "Provides MTU attribute for a network resource."),
+    ("port-security", "Port Security", "Provides port security"),
+    ("standard-attr-timestamp", "Resource timestamps", "Adds created_at and updated_at fields to all Neutron resources that have Neutron standard attributes."),
+    ("project-id", "project_id field enabled", "Extension that indicates that project_id field is enabled."),
+]
+NETWORK_EXTRA = {"router:external": False, "availability_zones": ["nova"],
+                 "availability_zone_hints": [], "ipv4_address_scope": None,
+                 "ipv6_address_scope": None, "port_security_enabled": True, "tags": [],
+                 "description": "", "is_default": False, "revision_number": 1}
+SUBNET_EXTRA = {"dns_nameservers": [], "host_routes": [], "ipv6_ra_mode": None,
+                "ipv6_address_mode": None, "subnetpool_id": None, "service_types": [],
+                "segment_id": None, "tags": [], "description": "", "revision_number": 1}
+PORT_EXTRA = {"allowed_address_pairs": [], "extra_dhcp_opts": [], "dns_name": "",
+              "dns_assignment": [], "tags": [], "description": "", "revision_number": 1,
+              "propagate_uplink_status": False, "ip_allocation": "immediate"}
+PAGING = {"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"}
+ADMIN_PORT_FIELDS = ("binding:host_id", "binding:profile")
+
+
+def error_body(code, title, message, kind):
+    return {"NeutronError": {"type": kind, "message": message, "detail": ""}}
+
+
+def _api(req):
+    return req.state["network_api"]
+
+
+def _admin_only(req, body, keys, what):
+    for key in keys:
+        if key in body and not req.is_admin():
+            raise rest.HTTPError(403, f"(rule:{what}:{key}) is disallowed by policy",
+                                 "PolicyNotAuthorized")
+
+
+def _norm(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _filtered(req, items):
+    """Neutron-style query filters and ``fields`` on a list of dicts."""
+    filters = {k: v for k, v in req.filters().items() if k not in PAGING}
+    out = []
+    for item in items:
+        ok = True
+        for key, wanted in filters.items():
+            if key not in item:
+                continue
+            wanted = wanted if isinstance(wanted, list) else [wanted]
+            have = item[key]
+            if isinstance(have, list):  # e.g. subnets: any of them
+                ok = any(_norm(h) in [w.lower() if w.lower() in ("true", "false") else w
+                                      for w in wanted] for h in have)
+            else:
+                ok = _norm(have) in [w.lower() if w.lower() in ("true", "false") else w
+                                     for w in wanted]
+            if not ok:
+                break
+        if ok:
+            out.append(_fields(req, item))
+    return out
+
+
+def _fields(req, item):
+    fields = req.GET.getall("fields")
+    return {k: v for k, v in item.items() if k in fields} if fields else item
+
+
+def _network(n):
+    return {**NETWORK_EXTRA, **n, "updated_at": n.get("updated_at") or n.get("created_at")}
+
+
+def _subnet(sn):
+    return {**SUBNET_EXTRA, **sn}
+
+
+def _port(p):
+    return {**PORT_EXTRA, **p, "updated_at": p.get("updated_at") or p.get("created_at")}
+
+
+# --- discovery ---------------------------------------------------------------------
+def versions(req):
+    base = req.host_url + req.script_name
+    return 200, {"versions": [{"id": "v2.0", "status": "CURRENT",
+                               "links": [{"rel": "self", "href": f"{base}/v2.0/"}]}]}
+
+
+def resources(req):
+    base = req.host_url + req.script_name + "/v2.0"
+    return 200, {"resources": [{"name": n[:-1], "collection": n,
+                                "links": [{"rel": "self", "href": f"{base}/{n}"}]}
+                               for n in ("networks", "subnets", "ports")]}
+
+
+def _extension(alias, name, description):
+    return {"alias": alias, "name": name, "description": description,
+            "updated": "2024-01-01T00:00:00-00:00", "links": []}
+
+
+def list_extensions(req):
+    return 200, {"extensions": [_extension(*e) for e in EXTENSIONS]}
+
+
+def show_extension(req, alias):
+    for e in EXTENSIONS:
+        if e[0] == alias:
+            return 200, {"extension": _extension(*e)}
+    raise rest.not_found(f"Extension with alias {alias} does not exist", "ExtensionNotFound")
+
+
+# --- networks ----------------------------------------------------------------------
+def list_networks(req):
+    nets = [_network(n) for n in _api(req).list_networks(req.context)]
+    return 200, {"networks": _filtered(req, nets)}
+
+
+def create_network(req):
+    body = req.field("network")
+    _admin_only(req, body, ("shared", "provider:network_type", "provider:physical_network",
+                            "project_id", "tenant_id"), "create_network")
+    cidr = None  # subnets come through POST /v2.0/subnets
+    net = _api(req).create_network(
+        req.context, body.get("name") or "", cidr=cidr, shared=bool(body.get("shared", False)),
+        project_id=body.get("project_id") or body.get("tenant_id"), mtu=body.get("mtu") or 1500,
+        physical_network=body.get("provider:physical_network"),
+        network_type=body.get("provider:network_type"), qos_policy_id=body.get("qos_policy_id"))
+    return 201, {"network": _network(net)}
+
+
+def show_network(req, network_id):
+    return 200, {"network": _fields(req, _network(_api(req).get_network(req.context, network_id)))}
+
+
+def delete_network(req, network_id):
+    net = _api(req).get_network(req.context, network_id)
+    if not req.is_admin() and net["project_id"] != req.context.project_id:
+        raise rest.HTTPError(403, "(rule:delete_network) is disallowed by policy",
+                             "PolicyNotAuthorized")
+    _api(req).delete_network(req.context, network_id)
+    return 204, None
+
+
+# --- subnets -----------------------------------------------------------------------
+def _visible_network_ids(req):
+    return {n["id"] for n in _api(req).list_networks(req.context)}
+
+
+def list_subnets(req):
+    visible = _visible_network_ids(req)
+    subnets = [_subnet(sn) for sn in _api(req).list_subnets(req.context)
+               if sn["network_id"] in visible]
+    return 200, {"subnets": _filtered(req, subnets)}
+
+
+def create_subnet(req):
+    body = req.field("subnet")
+    if not body.get("network_id") or not body.get("cidr"):
+        raise rest.bad_request("A subnet needs network_id and cidr.", "HTTPBadRequest")
+    net = _api(req).get_network(req.context, body["network_id"])
+    if not req.is_admin() and net["project_id"] != req.context.project_id:
+        raise rest.HTTPError(403, "(rule:create_subnet) is disallowed by policy",
+                             "PolicyNotAuthorized")
+    try:
+        sn = _api(req).create_subnet(req.context, body["network_id"], body["cidr"],
+                                     name=body.get("name") or "",
+                                     gateway_ip=body.get("gateway_ip"),
+                                     allocation_pools=body.get("allocation_pools"),
+                                     enable_dhcp=body.get("enable_dhcp", True))
+    except ValueError as exc:
+        raise rest.bad_request(f"Invalid input for cidr: {exc}", "HTTPBadRequest")
+    return 201, {"subnet": _subnet(sn)}
+
+
+def show_subnet(req, subnet_id):
+    sn = _api(req).get_subnet(req.context, subnet_id)
+    if sn["network_id"] not in _visible_network_ids(req):
+        raise rest.not_found(f"Subnet {subnet_id} could not be found.", "SubnetNotFound")
+    return 200, {"subnet": _fields(req, _subnet(sn))}
+
+
+# --- ports -------------------------------------------------------------------------
+def list_ports(req):
+    ports = [_port(p) for p in _api(req).list_ports(req.context)]
+    return 200, {"ports": _filtered(req, ports)}
+
+
+CREATE_PORT_FIELDS = {"network_id", "name", "admin_state_up", "mac_address", "fixed_ips",
+                      "device_id", "device_owner", "project_id", "tenant_id", "qos_policy_id",
+                      "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request"}
+
+
+def create_port(req):
+    body = req.field("port")
+    if not body.get("network_id"):
+        raise rest.bad_request("A port needs a network_id.", "HTTPBadRequest")
+    _admin_only(req, body, ADMIN_PORT_FIELDS + ("resource_request", "mac_address"),
+                "create_port")
+    if body.get("project_id", body.get("tenant_id", req.context.project_id)) \
+            != req.context.project_id:
+        _admin_only(req, {"project_id": 1}, ("project_id",), "create_port")
+    _api(req).get_network(req.context, body["network_id"])  # 404 unless visible
+    fields = {k: v for k, v in body.items() if k in CREATE_PORT_FIELDS}
+    port = _api(req).create_port(req.context, fields)
+    return 201, {"port": _port(port)}
+
+
+def show_port(req, port_id):
+    return 200, {"port": _fields(req, _port(_api(req).get_port(req.context, port_id)))}
+
+
+def update_port(req, port_id):
+    body = req.field("port")
+    _api(req).get_port(req.context, port_id)  # 404 unless visible
+    _admin_only(req, body, ADMIN_PORT_FIELDS + ("resource_request",), "update_port")
+    ignored = {"description", "tags", "security_groups", "port_security_enabled"}
+    port = _api(req).update_port(req.context, port_id,
+                                 {k: v for k, v in body.items() if k not in ignored})
+    return 200, {"port": _port(port)}
+
+
+def delete_port(req, port_id):
+    _api(req).get_port(req.context, port_id)
+    _api(req).delete_port(req.context, port_id)
+    return 204, None
+
+
+# --- port bindings ------------------------------------------------------------------
+def _binding_admin(req, port_id):
+    if not req.is_admin():
+        raise rest.HTTPError(403, "(rule:get_port_binding) is disallowed by policy",
+                             "PolicyNotAuthorized")
+    _api(req).get_port(req.context, port_id)
+
+
+def list_bindings(req, port_id):
+    _binding_admin(req, port_id)
+    return 200, {"bindings": _filtered(req, _api(req).list_port_bindings(req.context, port_id))}
+
+
+def create_binding(req, port_id):
+    _binding_admin(req, port_id)
+    body = req.field("binding")
+    if not body.get("host"):
+        raise rest.bad_request("A binding needs a host.", "HTTPBadRequest")
+    b = _api(req).create_port_binding(req.context, port_id, body["host"],
+                                      vnic_type=body.get("vnic_type"),
+                                      profile=body.get("profile"))
+    return 201, {"binding": b}
+
+
+def show_binding(req, port_id, host):
+    _binding_admin(req, port_id)
+    return 200, {"binding": _api(req).get_port_binding(req.context, port_id, host)}
+
+
+def activate_binding(req, port_id, host):
+    _binding_admin(req, port_id)
+    return 200, {"binding": _api(req).activate_port_binding(req.context, port_id, host)}
+
+
+def delete_binding(req, port_id, host):
+    _binding_admin(req, port_id)
+    _api(req).delete_port_binding(req.context, port_id, host)
+    return 204, None
+
+
+ROUTES = [
+    ("GET", "/", versions),
+    ("GET", "/v2.0", resources),
+    ("GET", "/v2.0/extensions", list_extensions),
+    ("GET", "/v2.0/extensions/{alias}", show_extension),
+    ("GET", "/v2.0/networks", list_networks),
+    ("POST", "/v2.0/networks", create_network),
+    ("GET", "/v2.0/networks/{network_id}", show_network),
+    ("DELETE", "/v2.0/networks/{network_id}", delete_network),
+    ("GET", "/v2.0/subnets", list_subnets),
+    ("POST", "/v2.0/subnets", create_subnet),
+    ("GET", "/v2.0/subnets/{subnet_id}", show_subnet),
+    ("GET", "/v2.0/ports", list_ports),
+    ("POST", "/v2.0/ports", create_port),
+    ("GET", "/v2.0/ports/{port_id}", show_port),
+    ("PUT", "/v2.0/ports/{port_id}", update_port),
+    ("DELETE", "/v2.0/ports/{port_id}", delete_port),
+    ("GET", "/v2.0/ports/{port_id}/bindings", list_bindings),
+    ("POST", "/v2.0/ports/{port_id}/bindings", create_binding),
+    ("GET", "/v2.0/ports/{port_id}/bindings/{host}", show_binding),
+    ("DELETE", "/v2.0/ports/{port_id}/bindings/{host}", delete_binding),
+    ("PUT", "/v2.0/ports/{port_id}/bindings/{host}/activate", activate_binding),
+]
+
+
+def make_app(conf, network_api):
+    return rest.make_app(conf, ROUTES, error_body, public_paths=("/", ""),
+                         state={"network_api": network_api})

@@ -1,0 +1,1 @@
+"""The Block Storage API v3 over the embedded volume service (novella.volume.api)."""

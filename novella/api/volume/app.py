@@ -1,0 +1,307 @@
+"""Block Storage API v3 (Cinder's wire format) over ``novella.volume.api.VolumeAPI``.
+
+Every path works with and without the project id after ``/v3``:
+
+    GET  /, /v3                          versions (microversions 3.0 - MAX_VERSION)
+    GET  /v3[/{project_id}]/volumes[/detail]   list (filters name, status)
+    POST /v3[/{project_id}]/volumes      create (size, name, description, imageRef, ...)
+    GET|DELETE /v3[/{project_id}]/volumes/{id}
+    /v3[/{project_id}]/attachments[/{id}]      (3.27+) create, list, show, update
+                                         (connector), delete; POST .../{id}/action
+                                         {"os-complete": null} (3.44+)
+    GET  /v3[/{project_id}]/types[/default]    the one volume type
+
+Another project's volume is not found; the microversion is negotiated with
+``OpenStack-API-Version: volume X.Y`` and echoed back.
+"""
+import re
+
+from novella.api import rest
+
+MIN_VERSION, MAX_VERSION = (3, 0), (3, 60)
+DEFAULT_TYPE = {"id": "f8c5c1d5-2c7c-4f5a-9a63-7d0a4b5e0001", "name": "__DEFAULT__",
+                "description": "Default Volume Type", "is_public": True,
+                "extra_specs": {}, "os-volume-type-access:is_public": True, "qos_specs_id": None}
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
+
+
+def error_body(code, title, message, kind):
+    key = {400: "badRequest", 403: "forbidden", 404: "itemNotFound", 409: "conflictingRequest",
+           405: "badMethod"}.get(code, "computeFault")
+    return {key: {"code": code, "message": message}}
+
+
+def _fmt(v):
+    return f"{v[0]}.{v[1]}"
+
+
+def _negotiate(req):
+    header = req.headers.get("OpenStack-API-Version", "")
+    wanted = None
+    for part in header.split(","):
+        service, _sep, value = part.strip().partition(" ")
+        if service.lower() in ("volume", "block-storage") and value:
+            wanted = value.strip()
+    if wanted is None:
+        return MIN_VERSION
+    if wanted.lower() == "latest":
+        return MAX_VERSION
+    m = _VERSION_RE.match(wanted)
+    if not m:
+        raise rest.bad_request(f"Invalid API version {wanted}")
+    version = (int(m.group(1)), int(m.group(2)))
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise rest.HTTPError(406, f"Version {wanted} is not supported by the API. Minimum is "
+                                  f"{_fmt(MIN_VERSION)} and maximum is {_fmt(MAX_VERSION)}.")
+    return version
+
+
+def _require(req, version):
+    if req.version < version:
+        raise rest.not_found("The resource could not be found.")
+
+
+def _api(req):
+    return req.state["volume_api"]
+
+
+def _links(req, vid):
+    base = req.host_url + req.script_name
+    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/volumes/{vid}"},
+            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/volumes/{vid}"}]
+
+
+def _volume(req, v):
+    doc = {"id": v["id"], "name": v["name"], "description": v["description"], "size": v["size"],
+           "status": v["status"], "availability_zone": v["availability_zone"],
+           "volume_type": v["volume_type"] or DEFAULT_TYPE["name"],
+           "bootable": "true" if v["bootable"] else "false", "multiattach": v["multiattach"],
+           "encrypted": False, "metadata": {}, "user_id": v["user_id"],
+           "snapshot_id": None, "source_volid": None, "consistencygroup_id": None,
+           "replication_status": None, "migration_status": None, "group_id": None,
+           "created_at": v["created_at"], "updated_at": v["updated_at"],
+           "attachments": v["attachments"], "links": _links(req, v["id"]),
+           "os-vol-tenant-attr:tenant_id": v["project_id"]}
+    if v["bootable"]:
+        doc["volume_image_metadata"] = {k: str(val) for k, val in
+                                        (v["volume_image_metadata"] or {}).items()}
+    if req.is_admin():
+        doc["os-vol-host-attr:host"] = "novella@simulated#simulated"
+    return doc
+
+
+def _summary(req, v):
+    return {"id": v["id"], "name": v["name"], "links": _links(req, v["id"])}
+
+
+def _get_volume(req, volume_id):
+    return _api(req).get(req.context, volume_id)
+
+
+# --- discovery -----------------------------------------------------------------------
+def _version_doc(req):
+    base = req.host_url + req.script_name
+    return {"id": "v3.0", "status": "CURRENT", "version": _fmt(MAX_VERSION),
+            "min_version": _fmt(MIN_VERSION), "updated": "2023-01-01T00:00:00Z",
+            "links": [{"rel": "self", "href": f"{base}/v3/"}],
+            "media-types": [{"base": "application/json",
+                             "type": "application/vnd.openstack.volume+json;version=3"}]}
+
+
+def versions(req):
+    return 300, {"versions": [_version_doc(req)]}
+
+
+def show_v3(req):
+    return 200, {"versions": [_version_doc(req)]}
+
+
+# --- volumes -------------------------------------------------------------------------
+def _list(req):
+    filters = req.filters({"name", "status"})
+    vols = _api(req).list(req.context, {k: v for k, v in filters.items()
+                                        if not isinstance(v, list)})
+    marker, limit = req.GET.get("marker"), req.GET.get("limit")
+    if marker:
+        ids = [v["id"] for v in vols]
+        if marker not in ids:
+            raise rest.bad_request(f"Invalid marker {marker}.")
+        vols = vols[ids.index(marker) + 1:]
+    if limit is not None:
+        try:
+            vols = vols[:max(int(limit), 0)]
+        except ValueError:
+            raise rest.bad_request("limit must be an integer")
+    return vols
+
+
+def list_volumes(req):
+    return 200, {"volumes": [_summary(req, v) for v in _list(req)]}
+
+
+def list_volumes_detail(req):
+    return 200, {"volumes": [_volume(req, v) for v in _list(req)]}
+
+
+def create_volume(req):
+    body = req.field("volume")
+    size = body.get("size")
+    image_id = body.get("imageRef") or body.get("image_id")
+    if size is None:
+        raise rest.bad_request("Volume size is required.")
+    try:
+        size = int(size)
+    except (TypeError, ValueError):
+        raise rest.bad_request(f"Invalid volume size {size!r}.")
+    for unsupported in ("snapshot_id", "source_volid", "backup_id"):
+        if body.get(unsupported):
+            raise rest.bad_request(f"Creating a volume from {unsupported} is not supported.")
+    vtype = body.get("volume_type")
+    if vtype not in (None, DEFAULT_TYPE["name"], DEFAULT_TYPE["id"]):
+        raise rest.not_found(f"Volume type {vtype} could not be found.")
+    vol = _api(req).create(req.context, size, name=body.get("name"),
+                           description=body.get("description"), image_id=image_id,
+                           availability_zone=body.get("availability_zone"),
+                           volume_type=DEFAULT_TYPE["name"],
+                           multiattach=bool(body.get("multiattach", False)))
+    return 202, {"volume": _volume(req, vol)}
+
+
+def show_volume(req, volume_id):
+    return 200, {"volume": _volume(req, _get_volume(req, volume_id))}
+
+
+def delete_volume(req, volume_id):
+    _get_volume(req, volume_id)
+    _api(req).delete(req.context, volume_id)
+    return 202, None
+
+
+# --- attachments (3.27+) -----------------------------------------------------------------
+def _attachment(a, detail=True):
+    doc = {"id": a["id"], "status": a["status"], "instance": a["instance"],
+           "volume_id": a["volume_id"]}
+    if detail:
+        doc.update(attached_at=a["attached_at"], detached_at=a["detached_at"],
+                   attach_mode=a["attach_mode"] or "rw", connection_info=a["connection_info"] or {})
+    return doc
+
+
+def _get_attachment(req, attachment_id):
+    a = _api(req).attachment_get(req.context, attachment_id)
+    _get_volume(req, a["volume_id"])  # another project's volume: not found
+    return a
+
+
+def create_attachment(req):
+    _require(req, (3, 27))
+    body = req.field("attachment")
+    volume_id = body.get("volume_uuid")
+    if not volume_id:
+        raise rest.bad_request("An attachment needs a volume_uuid.")
+    _get_volume(req, volume_id)
+    a = _api(req).attachment_create(req.context, volume_id, body.get("instance_uuid"),
+                                    connector=body.get("connector") or None)
+    return 200, {"attachment": _attachment(a)}
+
+
+def list_attachments(req, detail=False):
+    _require(req, (3, 27))
+    visible = {v["id"] for v in _api(req).list(req.context)}
+    items = [a for a in _api(req).attachment_list(
+                 req.context, volume_id=req.GET.get("volume_id"),
+                 instance_uuid=req.GET.get("instance_id"))
+             if a["volume_id"] in visible]
+    return 200, {"attachments": [_attachment(a, detail) for a in items]}
+
+
+def list_attachments_detail(req):
+    return list_attachments(req, detail=True)
+
+
+def show_attachment(req, attachment_id):
+    _require(req, (3, 27))
+    return 200, {"attachment": _attachment(_get_attachment(req, attachment_id))}
+
+
+def update_attachment(req, attachment_id):
+    _require(req, (3, 27))
+    _get_attachment(req, attachment_id)
+    body = req.field("attachment")
+    if not isinstance(body.get("connector"), dict):
+        raise rest.bad_request("An attachment update needs a connector.")
+    a = _api(req).attachment_update(req.context, attachment_id, body["connector"],
+                                    mountpoint=body["connector"].get("mountpoint"))
+    return 200, {"attachment": _attachment(a)}
+
+
+def delete_attachment(req, attachment_id):
+    _require(req, (3, 27))
+    _get_attachment(req, attachment_id)
+    _api(req).attachment_delete(req.context, attachment_id)
+    return 200, {"attachments": []}
+
+
+def attachment_action(req, attachment_id):
+    _require(req, (3, 44))
+    body = req.json()
+    if not isinstance(body, dict) or "os-complete" not in body:
+        raise rest.bad_request("Only the os-complete action is supported.")
+    _get_attachment(req, attachment_id)
+    _api(req).attachment_complete(req.context, attachment_id)
+    return 204, None
+
+
+# --- volume types ----------------------------------------------------------------------
+def list_types(req):
+    return 200, {"volume_types": [DEFAULT_TYPE]}
+
+
+def show_type(req, type_id):
+    if type_id not in ("default", DEFAULT_TYPE["id"], DEFAULT_TYPE["name"]):
+        raise rest.not_found(f"Volume type {type_id} could not be found.")
+    return 200, {"volume_type": DEFAULT_TYPE}
+
+
+_RESOURCE_ROUTES = [
+    ("GET", "/volumes", list_volumes),
+    ("GET", "/volumes/detail", list_volumes_detail),
+    ("POST", "/volumes", create_volume),
+    ("GET", "/volumes/{volume_id}", show_volume),
+    ("DELETE", "/volumes/{volume_id}", delete_volume),
+    ("POST", "/attachments", create_attachment),
+    ("GET", "/attachments", list_attachments),
+    ("GET", "/attachments/detail", list_attachments_detail),
+    ("GET", "/attachments/{attachment_id}", show_attachment),
+    ("PUT", "/attachments/{attachment_id}", update_attachment),
+    ("DELETE", "/attachments/{attachment_id}", delete_attachment),
+    ("POST", "/attachments/{attachment_id}/action", attachment_action),
+    ("GET", "/types", list_types),
+    ("GET", "/types/{type_id}", show_type),
+]
+
+
+def _versioned(fn):
+    def handler(req, project_id=None, **kwargs):
+        if project_id is not None and project_id != req.context.project_id \
+                and not req.is_admin():
+            raise rest.bad_request(f"Malformed request url: project id {project_id} does not "
+                                   "match the token's project.")
+        req.version = _negotiate(req)
+        status, body, *rest_ = fn(req, **kwargs)
+        headers = dict(rest_[0]) if rest_ else {}
+        headers.update({"OpenStack-API-Version": f"volume {_fmt(req.version)}",
+                        "Vary": "OpenStack-API-Version"})
+        return status, body, headers
+    return handler
+
+
+ROUTES = [("GET", "/", versions), ("GET", "/v3", show_v3)]
+# Literal paths first, so "/v3/volumes/detail" is never read as project "volumes".
+ROUTES += [(m, "/v3" + p, _versioned(fn)) for m, p, fn in _RESOURCE_ROUTES]
+ROUTES += [(m, "/v3/{project_id}" + p, _versioned(fn)) for m, p, fn in _RESOURCE_ROUTES]
+
+
+def make_app(conf, volume_api):
+    return rest.make_app(conf, ROUTES, error_body, public_paths=("/", "", "/v3"),
+                         state={"volume_api": volume_api})
