@@ -95,6 +95,10 @@ class State:
         self.consumers = {}
         self.custom_classes = {}  # name -> (created, updated)
         self.custom_traits = {}  # name -> created
+        # Ids of providers whose inventory, usage, traits, aggregates or tree
+        # changed since the candidates fast path last looked (fastpath.Index).
+        self.touched = set()
+        self.fast_index = None
 
     def class_exists(self, name):
         return name in STANDARD_CLASS_SET or name in self.custom_classes
@@ -113,6 +117,8 @@ class State:
             if p is None:
                 continue
             used = p.used
+            p.memo = None
+            self.touched.add(pid)
             for rc, n in res.items():
                 v = used.get(rc, 0) + sign * n
                 if v:
@@ -171,6 +177,7 @@ class Ledger:
                         yield txn
                         txn.finish()
                     self.state.version = version
+                    self.state.touched.update(txn.providers)
                 except BaseException:
                     if txn is not None and txn.dirty:
                         self.state.version = None
@@ -307,6 +314,7 @@ class Ledger:
                         p.parent.children.remove(p)
             self._relink(conn, st, present)
             self._load_details(conn, st, present)
+            st.touched.update(pids)
         if cuuids:
             self._load_consumers(conn, st, cuuids)
 
@@ -446,6 +454,8 @@ class Txn:
         p.inv = dict(inventories)
         if bump:
             self._bump([p])
+        else:
+            self.providers.add(p.id)
 
     def set_traits(self, p, traits):
         t = m.provider_traits

@@ -1,7 +1,7 @@
 """GET /allocation_candidates."""
 import random
 
-from novella.placement import base, candidates, ledger, params, schemas
+from novella.placement import base, candidates, fastpath, ledger, params, schemas
 
 
 def _groups(req):
@@ -126,17 +126,12 @@ def list_candidates(req):
         if unknown:
             raise base.bad_request("No such trait(s): %s." % ", ".join(unknown))
         ordered = sorted(groups.values(), key=lambda g: (g.suffix != "", g.suffix))
-        found = candidates.Search(st, ordered, policy, subtrees, root_req, root_forb,
-                                  nested=v.matches((1, 29))).run()
-        has_trees = any(p.parent is not None for p in st.by_id.values())
-        if limit and limit < len(found):
-            if conf.randomize_allocation_candidates:
-                found = random.sample(found, limit)
-            else:
-                found = found[:limit]
-        elif conf.randomize_allocation_candidates:
-            random.shuffle(found)
-        body = _render(req, st, found, groups, has_trees)
+        if fastpath.applies(st, ordered, subtrees):
+            body = fastpath.render(st, ordered[0], v, limit,
+                                   conf.randomize_allocation_candidates, root_req, root_forb)
+        else:
+            body = _general(req, st, ordered, groups, limit, conf, policy, subtrees,
+                            root_req, root_forb)
     resp = req.response
     resp.body = body
     resp.content_type = "application/json"
@@ -145,6 +140,22 @@ def list_candidates(req):
         resp.last_modified = ledger.utcnow()
         resp.cache_control = "no-cache"
     return resp
+
+
+def _general(req, st, ordered, groups, limit, conf, policy, subtrees, root_req, root_forb):
+    """The general search (candidates.Search) and its rendering."""
+    v = req.version
+    found = candidates.Search(st, ordered, policy, subtrees, root_req, root_forb,
+                              nested=v.matches((1, 29))).run()
+    has_trees = any(p.parent is not None for p in st.by_id.values())
+    if limit and limit < len(found):
+        if conf.randomize_allocation_candidates:
+            found = random.sample(found, limit)
+        else:
+            found = found[:limit]
+    elif conf.randomize_allocation_candidates:
+        random.shuffle(found)
+    return _render(req, st, found, groups, has_trees)
 
 
 def _render(req, st, found, groups, has_trees):
