@@ -138,9 +138,19 @@ def all_transports(aio):
     return [rpc.get_transport(u) for u in urls]
 
 
-def server_body(aio, name, flavor):
+def bench_network(aio, cidr):
+    """A shared network for the benchmark's servers (the demo one is a /24)."""
+    from novella.context import get_admin_context
+    ctxt = get_admin_context()
+    for net in aio.network_api.list_networks(ctxt):
+        if net["name"] == "bench":
+            return net
+    return aio.network_api.create_network(ctxt, name="bench", cidr=cidr, shared=True)
+
+
+def server_body(aio, name, flavor, network_id=None):
     return {"server": {"name": name, "imageRef": aio.demo_image["id"], "flavorRef": flavor,
-                       "networks": [{"uuid": aio.demo_network["id"]}]}}
+                       "networks": [{"uuid": network_id or aio.demo_network["id"]}]}}
 
 
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -202,14 +212,14 @@ def placement_leftovers(aio):
     return nonzero
 
 
-def single_ops(aio, api, flavor, count, deadline):
+def single_ops(aio, api, flavor, count, deadline, network_id=None):
     """Boot then delete one server at a time: the per-operation latency."""
     out = {"boot": [], "boot_cpu": [], "delete": [], "delete_cpu": []}
     for i in range(count):
         if time.monotonic() > deadline:
             break
         t0, c0 = time.perf_counter(), time.process_time()
-        server = api.expect("POST", "/servers", server_body(aio, f"single-{i}", flavor))["server"]
+        server = api.expect("POST", "/servers", server_body(aio, f"single-{i}", flavor, network_id))["server"]
         aio.wait_idle()
         out["boot"].append(time.perf_counter() - t0)
         out["boot_cpu"].append(time.process_time() - c0)
@@ -230,6 +240,9 @@ def main(argv=None):
     ap.add_argument("--cells", type=int, default=4)
     ap.add_argument("--hosts", type=int, default=25, help="simulated hosts per cell")
     ap.add_argument("--flavor", default="1")
+    ap.add_argument("--network-cidr", default="10.128.0.0/16",
+                    help="subnet of the network the servers are booted on")
+    ap.add_argument("--log-level", default="WARNING")
     ap.add_argument("--concurrency", type=int, default=1, help="client threads sending API requests")
     ap.add_argument("--single", type=int, default=10,
                     help="servers booted and deleted one at a time for the per-operation figures")
@@ -240,7 +253,7 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON document")
     args = ap.parse_args(argv)
 
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING))
     deadline = time.monotonic() + args.timeout
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="novella-bench-boot-")
     figures = {"servers": args.servers, "cells": args.cells, "hosts_per_cell": args.hosts,
@@ -253,10 +266,11 @@ def main(argv=None):
     figures["rss_after_start_mb"] = common.pid_rss_mb(os.getpid())[0]
     try:
         api = ComputeClient(aio.compute_api_app)
+        net_id = bench_network(aio, args.network_cidr)["id"]
         done = Completion(all_transports(aio))
 
         # Warm up (imports, caches), then per-operation latency, one at a time.
-        single = single_ops(aio, api, args.flavor, max(args.single, 1), deadline)
+        single = single_ops(aio, api, args.flavor, max(args.single, 1), deadline, net_id)
         figures["single_boot_s"] = common.summary(single["boot"])
         figures["single_delete_s"] = common.summary(single["delete"])
         figures["single_boot_cpu_s"] = common.summary(single["boot_cpu"])
@@ -266,7 +280,7 @@ def main(argv=None):
         names = [f"bench-{i:05d}" for i in range(args.servers)]
         t_boot, c_boot = time.perf_counter(), time.process_time()
         created, boot_lat, boot_sent = run_requests(
-            lambda n: api.expect("POST", "/servers", server_body(aio, n, args.flavor))["server"]["id"],
+            lambda n: api.expect("POST", "/servers", server_body(aio, n, args.flavor, net_id))["server"]["id"],
             names, args.concurrency)
         t_accepted = time.perf_counter()
         aio.wait_idle(timeout=max(deadline - time.monotonic(), 1))
