@@ -31,9 +31,8 @@ def _embedded_services():
 
 
 def _notifier(transport, publisher_id):
-    def notify(ctxt, publisher, event_type, payload):
-        transport.notify(ctxt, publisher or publisher_id, event_type, payload)
-    return notify
+    from novella.rpc.notifier import Notifier
+    return Notifier(transport, publisher_id)
 
 
 def _wait_forever(stoppers):
