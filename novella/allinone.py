@@ -95,7 +95,19 @@ class AllInOne:
             self.log(f"Mapped {len(added)} compute hosts to their cells.")
         self._seed_demo_data()
         self._start_api()
+        if self.http:
+            self._start_periodics()
         return self
+
+    def _start_periodics(self):
+        """What each compute service runs on a timer (heartbeats, resources, power states),
+        so a long-running all-in-one keeps its hosts up for the scheduler."""
+        from novella.service import Periodic
+        for host, mgr in self.computes.items():
+            for name, interval in mgr.periodic_tasks.items():
+                if interval and interval > 0:
+                    self.periodics.append(Periodic(getattr(mgr, name), interval,
+                                                   f"{name}-{host}").start())
 
     def _start_placement(self):
         from novella.placement import conf as pconf
@@ -147,11 +159,8 @@ class AllInOne:
         self.transport.serve("conductor", "allinone", self.conductor)
 
     def notifier(self, publisher_id):
-        transport = self.transport if hasattr(self, "transport") else rpc.get_transport(SUPER_TRANSPORT)
-
-        def notify(ctxt, publisher, event_type, payload):
-            transport.notify(ctxt, publisher or publisher_id, event_type, payload)
-        return notify
+        from novella.rpc.notifier import Notifier
+        return Notifier(rpc.get_transport(SUPER_TRANSPORT), publisher_id)
 
     def _start_computes(self):
         from novella.compute.manager import ComputeManager
