@@ -396,6 +396,7 @@ class Series:
             result["queries"] = measure_queries(server.url, n, args.repeats, args.time_limit)
             result["writes"] = measure_writes(server.url, self.rps, args.writes, args.time_limit)
             result["rss_mb"] = server.worker_rss_mb()
+            result["loadavg_1m"] = os.getloadavg()[0]  # other work on the machine
             server.stop()
             log(f"{tag}: " + json.dumps(
                 {k: v for k, v in result.items() if k not in ("impl", "db", "n")}))
@@ -427,6 +428,7 @@ def _rows(res):
     rows.append(("PUT /allocations (per s)", w.get("put_per_s"), True))
     rows.append(("POST /allocations swap (per s)", w.get("swap_per_s"), True))
     rows.append(("worker RSS (MiB)", res.get("rss_mb"), False))
+    rows.append(("machine load average (1 min)", res.get("loadavg_1m"), False))
     return rows
 
 
@@ -440,7 +442,7 @@ def report(results, workers):
         ref = by_key.get((db, n, "reference"), {})
         for (label, a, higher_better), (_, b, _) in zip(_rows(nov), _rows(ref)):
             ratio = ""
-            if a and b and not label.startswith("worker RSS"):
+            if a and b and not label.startswith(("worker RSS", "machine load")):
                 ratio = f"{(a / b if higher_better else b / a):.1f}x"
             lines.append(f"| {db} | {n} | {label} | {_fmt(a)} | {_fmt(b)} | {ratio} |")
         counts = {impl: r.get("queries", {}).get(QUERIES[0][0], {}).get("results")
