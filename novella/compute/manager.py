@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from novella.compute import SERVICE_VERSION
 from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
+from novella.compute.cross_cell import ComputeCrossCell
 from novella.compute.moves import ComputeMoves
 from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
@@ -36,7 +37,7 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager(ComputeMoves, ComputeVolumes):
+class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf

@@ -277,6 +277,7 @@ class ComputeMoves:
             due = s.execute(sa.select(m.Migration.uuid, m.Migration.instance_uuid).where(
                 m.Migration.source_compute == self.host, m.Migration.status == ms.FINISHED,
                 m.Migration.deleted == 0, m.Migration.updated_at <= cutoff,
+                m.Migration.cross_cell_move.is_(False),  # the conductor confirms those
                 m.Migration.migration_type.in_(("resize", "migration")))).all()
         confirmed = []
         for migration_uuid, instance_uuid in due:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from novella import rpc
 from novella.compute import states
+from novella.conductor.cross_cell import ConductorCrossCell
 from novella.conductor.moves import ConductorMoves
 from novella.conductor.tasks import build as build_tasks
 from novella.conductor.tasks.base import TaskList
@@ -28,7 +29,7 @@ def _uuid_of(build_request):
     return build_request if isinstance(build_request, str) else build_request["instance_uuid"]
 
 
-class ConductorManager(ConductorMoves):
+class ConductorManager(ConductorMoves, ConductorCrossCell):
     def __init__(self, conf, api_db, placement, network_api=None, volume_api=None,
                  image_api=None, notifier=None):
         self.conf = conf

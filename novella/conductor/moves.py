@@ -50,8 +50,16 @@ class ConductorMoves:
                 row.spec = json.dumps(spec)
 
     def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
-                       clean_shutdown=True):
-        """Resize (``flavor`` given) or cold migrate (optionally to ``host``)."""
+                       clean_shutdown=True, allow_cross_cell=False):
+        """Resize (``flavor`` given) or cold migrate (optionally to ``host``).
+
+        ``allow_cross_cell``: the API found the cross-cell policy passing; the
+        move may then leave the cell (novella/conductor/cross_cell.py).
+        """
+        if allow_cross_cell and self.cross_cell_move_allowed():
+            return self.migrate_server_across_cells(ctxt, instance_uuid, migration_uuid,
+                                                    flavor=flavor, host=host,
+                                                    clean_shutdown=clean_shutdown)
         cell, cell_db, inst = self._instance(instance_uuid)
         migration = dbmoves.get_migration(cell_db, migration_uuid)
         spec = self._load_request_spec(instance_uuid)
@@ -76,6 +84,8 @@ class ConductorMoves:
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
         cell, cell_db, _inst = self._instance(instance_uuid)
         migration = dbmoves.get_migration(cell_db, migration_uuid)
+        if migration.get("cross_cell_move"):
+            return self.confirm_cross_cell_resize(ctxt, instance_uuid, migration)
         try:
             return utils.compute_api(self.conf, cell).confirm_resize(
                 ctxt, migration["source_compute"], instance_uuid, migration_uuid)
@@ -89,6 +99,8 @@ class ConductorMoves:
     def revert_resize(self, ctxt, instance_uuid, migration_uuid):
         cell, cell_db, inst = self._instance(instance_uuid)
         migration = dbmoves.get_migration(cell_db, migration_uuid)
+        if migration.get("cross_cell_move"):
+            return self.revert_cross_cell_resize(ctxt, instance_uuid, migration)
         compute = utils.compute_api(self.conf, cell)
         try:
             compute.revert_resize(ctxt, migration["dest_compute"], instance_uuid, migration_uuid)

@@ -26,11 +26,15 @@ class ConductorAPI:
     # -- resize and cold migrate (novella/conductor/moves.py) ---------------------------
 
     def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
-                       clean_shutdown=True):
-        """Resize (``flavor``: the new flavor dict) or cold migrate (cast)."""
+                       clean_shutdown=True, allow_cross_cell=False):
+        """Resize (``flavor``: the new flavor dict) or cold migrate (cast).
+
+        ``allow_cross_cell``: the caller passed ``compute:servers:resize:cross_cell``.
+        """
+        kwargs = {"allow_cross_cell": True} if allow_cross_cell else {}
         self.transport.cast(ctxt, TOPIC, None, "migrate_server", instance_uuid=instance_uuid,
                             migration_uuid=migration_uuid, flavor=flavor, host=host,
-                            clean_shutdown=clean_shutdown)
+                            clean_shutdown=clean_shutdown, **kwargs)
 
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid, do_cast=True):
         """Confirm a move in VERIFY_RESIZE; ``do_cast=False`` waits for it (delete)."""

@@ -49,8 +49,14 @@ def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, h
                                 expected_task_state=(None,))
     migration = dbmoves.create_migration(cell_db, rec, migration_type, old_flavor, new_flavor)
     _conductor(req).migrate_server(req.context, rec["uuid"], migration["uuid"],
-                                   flavor=new_flavor, host=host)
+                                   flavor=new_flavor, host=host,
+                                   allow_cross_cell=_cross_cell_allowed(req, rec))
     return 202, None
+
+
+def _cross_cell_allowed(req, rec):
+    """The move may leave the server's cell (the conductor also checks service versions)."""
+    return req.can("compute:servers:resize:cross_cell", sa_mod.target(rec))
 
 
 @sa_mod.action("resize", _resize_schema)
@@ -88,7 +94,9 @@ def _check_target_host(req, rec, host):
         raise errors.BadRequest("The target host can't be the same one.")
     cell = cells_mod.host_cell(req.api.api_db, host)
     service = None
-    if cell is not None and rec["cell"] is not None and cell.uuid == rec["cell"].uuid:
+    other_cell_ok = cell is not None and _cross_cell_allowed(req, rec)
+    if cell is not None and rec["cell"] is not None and (cell.uuid == rec["cell"].uuid
+                                                         or other_cell_ok):
         with cells_mod.cell_database(cell).session() as s:
             service = s.scalars(sa.select(cm.Service).where(
                 cm.Service.host == host, cm.Service.binary == "nova-compute",

@@ -1,0 +1,310 @@
+"""Cross-cell resize and cold migrate on a compute host (mixed into ComputeManager).
+
+The super-conductor drives a move between cells by calling each host in turn;
+the hosts never talk to each other. Each host works on the copy of the
+server in its own cell database (docs/cross-cell.md):
+
+    prep_snapshot_based_resize_at_dest        destination  resize claim, volume
+                                                           connector, INACTIVE port
+                                                           bindings on this host
+    prep_snapshot_based_resize_at_source      source       power off, root disk to an
+                                                           image, volumes disconnected
+    finish_snapshot_based_resize_at_dest      destination  spawn from the image, ports
+                                                           active here, volumes attached
+    confirm_snapshot_based_resize_at_source   source       guest destroyed, its bindings
+                                                           and attachments gone, the
+                                                           migration's allocation deleted
+    revert_snapshot_based_resize_at_dest      destination  guest destroyed, bindings,
+                                                           attachments and claim gone
+    finish_revert_snapshot_based_resize_at_source  source  the old guest back, ports and
+                                                           volumes here, allocation back
+
+A step that fails undoes its own half-done work before raising, so the
+conductor's rollback of the completed steps leaves the host as it was. With
+``rollback=True`` the revert methods undo a failed move: placement and the
+migration status are then the conductor's to restore.
+"""
+import contextlib
+import json
+import logging
+
+from novella.compute import states as vm_states
+from novella.compute.states import migration_status as ms, power_state, task_states
+from novella.db import cell_models as m
+from novella.db import moves as dbmoves
+
+LOG = logging.getLogger(__name__)
+
+
+def _quietly(what):
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except Exception:  # noqa: BLE001 - a cleanup step never hides the original error
+            LOG.exception("cleanup step %s failed", what)
+    return guard()
+
+
+class ComputeCrossCell:
+    """Snapshot-based move steps of one host; needs the attributes of ComputeManager."""
+
+    def _volume_bdms(self, instance_uuid):
+        return [b for b in self._bdms(instance_uuid)
+                if b.destination_type == "volume" and b.volume_id]
+
+    def _set_bdm(self, bdm_id, **values):
+        with self.cell_db.session(write=True) as s:
+            row = s.get(m.BlockDeviceMapping, bdm_id)
+            for key, value in values.items():
+                setattr(row, key, value)
+
+    def _plug_volumes(self, ctxt, inst, connect=True):
+        """Connect (or disconnect) every volume of the guest on this host."""
+        for bdm in self._volume_bdms(inst.uuid):
+            if bdm.boot_index in (0, "0"):
+                continue  # the root volume is the guest's disk, not a hot-plugged device
+            info = json.loads(bdm.connection_info) if bdm.connection_info else {}
+            info.setdefault("volume_id", bdm.volume_id)
+            if connect:
+                self.driver.attach_volume(ctxt, info, self.instance_dict(inst), bdm.device_name)
+            else:
+                self.driver.detach_volume(ctxt, info, self.instance_dict(inst), bdm.device_name)
+
+    # -- destination ------------------------------------------------------------------
+
+    def prep_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
+                                           new_flavor):
+        """Claim for ``new_flavor``, check the volumes can connect, bind ports INACTIVE here.
+
+        Works on the hidden copy in this cell. On failure everything made
+        here is given back and the error raised (the conductor tries an
+        alternate host of this cell).
+        """
+        with self._move_step(ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_dest",
+                             "instance.resize_prep", flavor=new_flavor) as box:
+            mig = self._migration(migration_uuid)
+            cur = dbmoves.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
+            claim = None
+            try:
+                dbmoves.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
+                claim = self.rt.resize_claim(ctxt, instance_uuid, new_flavor, {
+                    "uuid": migration_uuid, "source_compute": mig["source_compute"],
+                    "source_node": mig["source_node"]})
+                connector = self.driver.get_volume_connector(self.instance_dict(box[0]))
+                if self.volume_api is not None:
+                    for bdm in self._volume_bdms(instance_uuid):
+                        if bdm.attachment_id:  # made by the conductor for this cell's copy
+                            att = self.volume_api.attachment_update(
+                                ctxt, bdm.attachment_id, connector, mountpoint=bdm.device_name)
+                            self._set_bdm(bdm.id, connection_info=json.dumps(dict(
+                                att.get("connection_info") or {}, volume_id=bdm.volume_id)))
+                if self.network_api is not None:
+                    self.network_api.bind_ports_to_host(ctxt, instance_uuid, self.host)
+            except Exception:
+                if self.network_api is not None:
+                    with _quietly("delete port bindings"):
+                        self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
+                if claim is not None:
+                    with _quietly("abort claim"):
+                        claim.abort()
+                dbmoves.set_flavors(self.cell_db, instance_uuid, cur)
+                raise
+            node = self.rt.compute_node or {}
+            self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
+                            dest_host=node.get("host_ip") or self.host)
+            box[0] = self._get(instance_uuid)
+        return {"host": self.host, "node": self.rt.nodename,
+                "dest_host": node.get("host_ip") or self.host}
+
+    def finish_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
+                                             snapshot_id=None, power_on=True):
+        """Spawn the guest from the snapshot (or its volume), ports active, volumes attached.
+
+        The copy here becomes the server in VERIFY_RESIZE (vm_state resized).
+        On failure the guest is destroyed and the ports are active on the
+        source host again before the error is raised.
+        """
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        new, old = flavors["new"] or flavors["cur"], flavors["old"] or flavors["cur"]
+        with self._move_step(ctxt, instance_uuid, "compute_finish_snapshot_based_resize_at_dest",
+                             "instance.resize_finish", flavor=new) as box:
+            inst = box[0]
+            mig = self._migration(migration_uuid)
+            inst = self._update(instance_uuid, task_state=task_states.RESIZE_FINISH,
+                                host=self.host, node=self.rt.nodename)
+            spawned = activated = False
+            try:
+                network_info = self.network_info(inst)
+                if self.network_api is not None:
+                    network_info = self.network_api.activate_port_bindings(
+                        ctxt, instance_uuid, self.host)
+                    activated = True
+                    self._save_network_info(instance_uuid, network_info)
+                if self.volume_api is not None:
+                    for bdm in self._volume_bdms(instance_uuid):
+                        if bdm.attachment_id:
+                            self.volume_api.attachment_complete(ctxt, bdm.attachment_id)
+                spawned = True
+                image_meta = {"id": snapshot_id or inst.image_ref, "properties": {}}
+                self.driver.spawn(ctxt, self.instance_dict(inst, new), image_meta,
+                                  network_info=network_info,
+                                  block_device_info=self.block_device_info(instance_uuid),
+                                  power_on=power_on)
+                self.rt.apply_migration_context(ctxt, instance_uuid)
+            except Exception:
+                if spawned:
+                    with _quietly("destroy"):
+                        self.driver.destroy(ctxt, self.instance_dict(inst, new),
+                                            destroy_disks=True)
+                if activated:
+                    with _quietly("activate source bindings"):
+                        self.network_api.activate_port_bindings(ctxt, instance_uuid,
+                                                                mig["source_compute"])
+                with _quietly("reset the copy"):
+                    self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+                                 host=mig["source_compute"], node=mig["source_node"])
+                raise
+            dbmoves.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
+                                vm_state=vm_states.RESIZED, task_state=None,
+                                power_state=self._power(instance_uuid), launched_on=self.host)
+            self._migration(migration_uuid, status=ms.FINISHED)
+            self.rt.refresh_usage()
+            box[0] = self._get(instance_uuid)
+        return {"host": self.host, "node": self.rt.nodename}
+
+    def revert_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
+                                             rollback=False):
+        """Destroy the guest here, delete this host's bindings, attachments and claim.
+
+        Unless ``rollback``, the instance's allocation (the destination's) is
+        deleted; the migration still holds the source's.
+        """
+        mig = self._migration(migration_uuid)
+        with self._move_step(ctxt, instance_uuid, "compute_revert_snapshot_based_resize_at_dest",
+                             None) as box:
+            inst = box[0]
+            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                destroy_disks=True)
+            if self.network_api is not None:
+                # The source binding is made active again before this host's goes,
+                # so the port is never left unbound.
+                with contextlib.suppress(Exception):
+                    self.network_api.activate_port_bindings(ctxt, instance_uuid,
+                                                            mig["source_compute"])
+                self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
+            if self.volume_api is not None:
+                for bdm in self._volume_bdms(instance_uuid):
+                    if bdm.attachment_id:
+                        with contextlib.suppress(Exception):
+                            self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+                        self._set_bdm(bdm.id, attachment_id=None)
+            self.rt.drop_move_claim(ctxt, instance_uuid)
+            if inst.host == self.host:
+                self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
+            if not rollback:
+                self.placement.delete_allocations(instance_uuid)
+            self.rt.refresh_usage()
+
+    # -- source -------------------------------------------------------------------------
+
+    def prep_snapshot_based_resize_at_source(self, ctxt, instance_uuid, migration_uuid,
+                                             snapshot_id=None, clean_shutdown=True):
+        """Power off, upload the root disk to image ``snapshot_id``, disconnect volumes.
+
+        The guest and its disks stay on this host for a revert. On failure
+        the guest is put back (volumes, power) before the error is raised.
+        """
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        with self._move_step(ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_source",
+                             "instance.resize", flavor=flavors["new"] or flavors["cur"]) as box:
+            inst = box[0]
+            was_running = self._power(instance_uuid) == power_state.RUNNING
+            self._migration(migration_uuid, status=ms.MIGRATING)
+            self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATING)
+            powered_off = unplugged = False
+            try:
+                self.driver.power_off(self.instance_dict(inst),
+                                      timeout=60 if clean_shutdown else 0)
+                powered_off = True
+                if snapshot_id:
+                    self.driver.snapshot(ctxt, self.instance_dict(inst), snapshot_id)
+                unplugged = True
+                self._plug_volumes(ctxt, inst, connect=False)
+            except Exception:
+                if unplugged:
+                    with _quietly("reconnect volumes"):
+                        self._plug_volumes(ctxt, inst, connect=True)
+                if powered_off and was_running:
+                    with _quietly("power on"):
+                        self.driver.power_on(ctxt, self.instance_dict(inst),
+                                             self.network_info(inst),
+                                             self.block_device_info(instance_uuid))
+                with _quietly("reset task state"):
+                    self._update(instance_uuid, task_state=task_states.RESIZE_PREP)
+                raise
+            self._migration(migration_uuid, status=ms.POST_MIGRATING)
+            box[0] = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+                                  power_state=power_state.SHUTDOWN)
+        return {"snapshot_id": snapshot_id}
+
+    def confirm_snapshot_based_resize_at_source(self, ctxt, instance_uuid, migration_uuid):
+        """The move is kept: the old guest, its bindings and attachments and the
+        migration's allocation go. The conductor then hard-deletes this copy."""
+        with self._move_step(ctxt, instance_uuid,
+                             "compute_confirm_snapshot_based_resize_at_source", None) as box:
+            inst = box[0]
+            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                destroy_disks=True)
+            if self.network_api is not None:
+                self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
+            if self.volume_api is not None:
+                for bdm in self._volume_bdms(instance_uuid):
+                    if bdm.attachment_id:
+                        with contextlib.suppress(Exception):
+                            self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+                        self._set_bdm(bdm.id, attachment_id=None)
+            self.placement.delete_allocations(migration_uuid)
+            self._migration(migration_uuid, status=ms.CONFIRMED)
+        return ms.CONFIRMED
+
+    def finish_revert_snapshot_based_resize_at_source(self, ctxt, instance_uuid,
+                                                      migration_uuid, power_on=True,
+                                                      rollback=False):
+        """The old guest back on this host with the old flavor.
+
+        Unless ``rollback``, the migration's allocation goes back to the
+        instance (one POST /allocations) and the migration is 'reverted'.
+        """
+        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        old = flavors["old"] or flavors["cur"]
+        with self._move_step(ctxt, instance_uuid,
+                             "compute_finish_revert_snapshot_based_resize_at_source") as box:
+            inst = box[0]
+            network_info = self.network_info(inst)
+            if self.network_api is not None:
+                network_info = self.network_api.activate_port_bindings(ctxt, instance_uuid,
+                                                                       self.host)
+                self._save_network_info(instance_uuid, network_info)
+            if not self.driver.instance_exists({"uuid": instance_uuid}):
+                self.driver.spawn(ctxt, self.instance_dict(inst, old),
+                                  {"id": inst.image_ref, "properties": {}},
+                                  network_info=network_info,
+                                  block_device_info=self.block_device_info(instance_uuid),
+                                  power_on=power_on)
+            else:
+                self._plug_volumes(ctxt, inst, connect=True)
+                if power_on and self._power(instance_uuid) != power_state.RUNNING:
+                    self.driver.power_on(ctxt, self.instance_dict(inst, old), network_info,
+                                         self.block_device_info(instance_uuid))
+            if not rollback:
+                self.placement.move_allocations(migration_uuid, instance_uuid,
+                                                target_consumer_type="INSTANCE", retries=3)
+            dbmoves.set_flavors(self.cell_db, instance_uuid, old, host=self.host,
+                                node=self.rt.nodename,
+                                vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
+                                task_state=None, power_state=self._power(instance_uuid))
+            if not rollback:
+                self._migration(migration_uuid, status=ms.REVERTED)
+            self.rt.refresh_usage()
+            box[0] = self._get(instance_uuid)
