@@ -118,6 +118,13 @@ class TargetDBSetupTask(CrossCellTask):
     """The server's hidden copy in the target cell, with its own volume attachments."""
 
     def execute(self):
+        try:
+            self._copy()
+        except Exception as exc:
+            self.rollback(exc)  # a half-made copy goes too
+            raise
+
+    def _copy(self):
         x, mv = self.x, self.mv
         dbx.copy_instance(x.source_db, x.target_db, mv.instance_uuid, mv.migration_uuid,
                           hidden=True)

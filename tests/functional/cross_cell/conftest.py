@@ -73,7 +73,7 @@ class CrossCellCloud(MoveCloud):
     def attachments(self, sid):
         """{attached host: attach status} of the server's live volume attachments."""
         from novella.context import get_admin_context
-        return sorted((a.get("attached_host"), a.get("attach_status"))
+        return sorted((a.get("attached_host"), a.get("status"))
                       for a in self.aio.volume_api.attachment_list(get_admin_context(),
                                                                    instance_uuid=sid))
 
