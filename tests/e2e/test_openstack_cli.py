@@ -146,31 +146,39 @@ def _flavor_name(server_json):
     return flavor["name"] if isinstance(flavor, dict) else flavor.split(" ")[0]
 
 
-def _allocations(cloud, server_id):
-    """{resource provider uuid: resources} of a consumer, from the CLI."""
-    rows = cloud.osc("resource provider allocation show", server_id)
-    return {r["resource_provider"]: r["resources"] for r in rows}
+def _allocations(conn, consumer):
+    """{resource provider uuid: resources} of a consumer, read through openstacksdk."""
+    resp = conn.placement.get(f"/allocations/{consumer}", microversion="1.28")
+    assert resp.status_code == 200, resp.text
+    return {rp: a["resources"] for rp, a in resp.json()["allocations"].items()}
 
 
 def test_openstack_cli(cloud):
+    """Each CLI invocation costs a process start: independent ones run side by side,
+    and waits and re-reads between them go through openstacksdk."""
     osc = cloud.osc
     admin = cloud.connect()
+    demo = cloud.connect("novella-demo")
 
     # -- what is there: flavors, images, networks, resource providers ----------------
-    flavors, images, networks, providers = cloud.parallel(
+    flavors, images, networks, providers, flavor = cloud.parallel(
         ("flavor", "list"), ("image", "list"), ("network", "list"),
-        ("resource", "provider", "list"))
+        ("resource", "provider", "list"),
+        ("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "e2e.small"))
     assert {"m1.tiny", "m1.small", "m1.medium"} <= {f["Name"] for f in flavors}
     assert [(i["Name"], i["Status"]) for i in images] == [("cirros", "active")]
     assert [n["Name"] for n in networks] == ["private"] and len(networks[0]["Subnets"]) == 1
     rps = {p["name"]: p["uuid"] for p in providers}
     assert sorted(rps) == ["cell1-host1", "cell1-host2", "cell2-host1", "cell2-host2"]
-
-    flavor = osc("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "e2e.small")
     assert (flavor["name"], flavor["ram"], flavor["vcpus"], flavor["disk"]) == \
         ("e2e.small", 256, 1, 1)
 
-    # -- a server: create, list, show, allocations -------------------------------------
+    # A server of the demo project, for the policy checks at the end.
+    own = demo.compute.create_server(name="demo-vm", flavor_id="1",
+                                     image_id=demo.image.find_image("cirros").id,
+                                     networks=[{"uuid": demo.network.find_network("private").id}])
+
+    # -- a server: create, list, show, allocations; a volume and a port -----------------
     server = osc("server", "create", "--image", "cirros", "--network", "private",
                  "--flavor", "m1.tiny", "--wait", "e2e-vm")
     sid = server["id"]
@@ -179,103 +187,95 @@ def test_openstack_cli(cloud):
     assert host in rps
     assert server["addresses"]["private"][0].startswith("10.0.0.")
 
-    listed, shown, allocs, inventory = cloud.parallel(
+    listed, shown, allocs, inventory, usage, volume, port = cloud.parallel(
         ("server", "list"), ("server", "show", sid),
         ("resource", "provider", "allocation", "show", sid),
-        ("resource", "provider", "inventory", "list", rps[host]))
-    assert [(s["Name"], s["Status"]) for s in listed] == [("e2e-vm", "ACTIVE")]
+        ("resource", "provider", "inventory", "list", rps[host]),
+        ("resource", "provider", "usage", "show", rps[host]),
+        ("volume", "create", "--size", "1", "e2e-vol"),
+        ("port", "create", "--network", "private", "e2e-port"))
+    assert sorted((s["Name"], s["Status"]) for s in listed) == [("e2e-vm", "ACTIVE")]
     assert shown["OS-EXT-SRV-ATTR:host"] == host and shown["status"] == "ACTIVE"
     assert [(a["resource_provider"], a["resources"]) for a in allocs] == \
         [(rps[host], {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1})]
     assert {i["resource_class"] for i in inventory} >= {"VCPU", "MEMORY_MB", "DISK_GB"}
-    usage = {u["resource_class"]: u["usage"] for u in
-             osc("resource", "provider", "usage", "show", rps[host])}
+    usage = {u["resource_class"]: u["usage"] for u in usage}
     assert usage["VCPU"] >= 1 and usage["MEMORY_MB"] >= 512
+    assert volume["size"] == 1 and volume["status"] == "available" and volume["name"] == "e2e-vol"
+    assert port["status"] == "DOWN" and port["binding_vif_type"] == "unbound"
+    assert port["fixed_ips"][0]["ip_address"].startswith("10.0.0.")
+    assert port["network_id"] == networks[0]["ID"] and port["name"] == "e2e-port"
 
     # -- stop and start -----------------------------------------------------------------
     osc("server", "stop", sid, fmt=False)
-    _server_status(admin, sid, "SHUTOFF")
+    assert _server_status(admin, sid, "SHUTOFF").power_state == 4
     osc("server", "start", sid, fmt=False)
-    _server_status(admin, sid, "ACTIVE")
+    assert _server_status(admin, sid, "ACTIVE").power_state == 1
 
     # -- resize + confirm -----------------------------------------------------------------
     osc("server", "resize", "--flavor", "m1.small", "--wait", sid, fmt=False)
-    shown = osc("server", "show", sid)
-    assert shown["status"] == "VERIFY_RESIZE" and _flavor_name(shown) == "m1.small"
+    resized = _server_status(admin, sid, "VERIFY_RESIZE")
+    assert resized.flavor.name == "m1.small"
     osc("server", "resize", "confirm", sid, fmt=False)
-    _server_status(admin, sid, "ACTIVE")
-    host = admin.compute.get_server(sid).compute_host
-    allocs = _allocations(cloud, sid)
-    assert allocs == {rps[host]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}}
+    confirmed = _server_status(admin, sid, "ACTIVE")
+    host = confirmed.compute_host
+    assert confirmed.flavor.name == "m1.small"
+    assert _allocations(admin, sid) == {rps[host]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}}
 
     # -- resize + revert ----------------------------------------------------------------------
     osc("server", "resize", "--flavor", "m1.medium", "--wait", sid, fmt=False)
-    assert admin.compute.get_server(sid).flavor.name == "m1.medium"
+    assert _server_status(admin, sid, "VERIFY_RESIZE").flavor.name == "m1.medium"
     osc("server", "resize", "revert", sid, fmt=False)
     reverted = _server_status(admin, sid, "ACTIVE")
     assert reverted.flavor.name == "m1.small" and reverted.compute_host == host
-    assert _allocations(cloud, sid) == {rps[host]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}}
+    assert _allocations(admin, sid) == {rps[host]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}}
 
     # -- cold migrate to a chosen host (2.56) + confirm -------------------------------------
     cell = host.split("-")[0]
     target = next(h for h in rps if h.startswith(cell + "-") and h != host)
     osc("--os-compute-api-version", "2.56", "server", "migrate", "--host", target, "--wait",
         sid, fmt=False)
-    shown = osc("server", "show", sid)
-    assert shown["status"] == "VERIFY_RESIZE" and shown["OS-EXT-SRV-ATTR:host"] == target
+    assert _server_status(admin, sid, "VERIFY_RESIZE").compute_host == target
     osc("server", "resize", "confirm", sid, fmt=False)
-    migrated = _server_status(admin, sid, "ACTIVE")
-    assert migrated.compute_host == target
-    assert _allocations(cloud, sid) == {rps[target]: {"VCPU": 1, "MEMORY_MB": 2048,
+    assert _server_status(admin, sid, "ACTIVE").compute_host == target
+    assert _allocations(admin, sid) == {rps[target]: {"VCPU": 1, "MEMORY_MB": 2048,
                                                       "DISK_GB": 20}}
 
-    migrations, events = cloud.parallel(
+    # -- history; the volume attached; a member's view ------------------------------------
+    _server_status(demo, own.id, "ACTIVE")
+    migrations, events, attached = cloud.parallel(
         ("--os-compute-api-version", "2.59", "server", "migration", "list", "--server", sid),
-        ("server", "event", "list", sid))
+        ("server", "event", "list", sid),
+        ("server", "add", "volume", sid, "e2e-vol"))
     kinds = sorted((m["Type"], m["Status"]) for m in migrations)
     assert kinds == [("migration", "confirmed"), ("resize", "confirmed"), ("resize", "reverted")]
+    assert all(m["Server UUID"] == sid for m in migrations)
     assert {"create", "stop", "start", "resize", "confirmResize", "revertResize",
             "migrate"} <= {e["Action"] for e in events}
-
-    # -- a volume attached to the server ------------------------------------------------------
-    volume = osc("volume", "create", "--size", "1", "e2e-vol")
-    assert volume["size"] == 1 and volume["status"] == "available"
-    attached = osc("server", "add", "volume", sid, "e2e-vol")
     assert attached["Volume ID"] == volume["id"] and attached["Server ID"] == sid
     assert attached["Device"].startswith("/dev/vd")
-    volume = osc("volume", "show", "e2e-vol")
-    assert volume["status"] == "in-use"
-    assert [(a["server_id"], a["host_name"]) for a in volume["attachments"]] == [(sid, target)]
+    vol = admin.block_storage.get_volume(volume["id"])
+    assert vol.status == "in-use"
+    assert [(a["server_id"], a["host_name"]) for a in vol.attachments] == [(sid, target)]
 
-    # -- a port ---------------------------------------------------------------------------------
-    port = osc("port", "create", "--network", "private", "e2e-port")
-    assert port["status"] == "DOWN" and port["binding_vif_type"] == "unbound"
-    assert port["fixed_ips"][0]["ip_address"].startswith("10.0.0.")
-    assert port["network_id"] == networks[0]["ID"]
-
-    # -- a member: another project's server is 404, migrate is 403 ------------------------------
-    demo = cloud.connect("novella-demo")
-    image = demo.image.find_image("cirros")
-    net = demo.network.find_network("private")
-    own = demo.compute.create_server(name="demo-vm", flavor_id="1", image_id=image.id,
-                                     networks=[{"uuid": net.id}])
-    _server_status(demo, own.id, "ACTIVE")
-    other, migrate = [cloud.run(*args, cloud="novella-demo", fmt=False) for args in (
-        ("server", "show", sid),
-        ("--os-compute-api-version", "2.56", "server", "migrate", own.id))]
-    assert other.returncode != 0 and "No server with a name or ID" in other.stderr
+    # A member: another project's server is 404 (not found), migrate is 403.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        other, migrate = pool.map(lambda args: cloud.run(*args, cloud="novella-demo", fmt=False), [
+            ("server", "show", sid),
+            ("--os-compute-api-version", "2.56", "server", "migrate", own.id)])
+    assert other.returncode != 0 and sid in other.stderr and "No Server found" in other.stderr
     assert migrate.returncode != 0 and "403" in migrate.stderr
     assert demo.compute.get_server(own.id).status == "ACTIVE"
     assert [s.name for s in demo.compute.servers()] == ["demo-vm"]
 
     # -- delete --------------------------------------------------------------------------------------
     osc("server", "delete", "--wait", sid, fmt=False)
-    assert [s["Name"] for s in osc("server", "list")] == []
-    assert osc("resource", "provider", "allocation", "show", sid) == []
-    volume = osc("volume", "show", "e2e-vol")
-    assert volume["status"] == "available" and volume["attachments"] == []
+    assert [s.name for s in admin.compute.servers(all_projects=True)] == ["demo-vm"]
+    assert _allocations(admin, sid) == {}
+    vol = admin.block_storage.get_volume(volume["id"])
+    assert vol.status == "available" and vol.attachments == []
     demo.compute.delete_server(own.id)
-    _wait("demo server deleted", lambda: not list(demo.compute.servers()))
+    demo.compute.wait_for_delete(own, wait=DEADLINE, interval=0.5)
 
 
 def test_openstacksdk(cloud):
@@ -300,8 +300,7 @@ def test_openstacksdk(cloud):
     assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= set(inventories)
 
     def allocations():
-        resp = placement.get(f"/allocations/{server.id}", microversion="1.28")
-        return {rp: a["resources"] for rp, a in resp.json()["allocations"].items()}
+        return _allocations(conn, server.id)
     assert allocations() == {providers[host]: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
 
     compute.stop_server(server)
