@@ -41,6 +41,7 @@ class Index:
         self.sharing = set()  # pids of sharing providers
         self.indexed = {}   # pid -> (classes, traits, aggregates) as entered, to undo
         self.frags = {}     # pid -> (shape, rendered summary fragment)
+        self._shared = {}   # one frozenset object per distinct trait/aggregate set
         st.touched.clear()
         for p in st.by_id.values():
             self._add(p)
@@ -65,7 +66,9 @@ class Index:
             self.lims.setdefault(rc, {})[pid] = min(inv[3], free)
             if inv[2] != 1 or inv[4] != 1:
                 self.units.setdefault(rc, {})[pid] = (inv[2], inv[4])
-        traits, aggs = frozenset(p.traits), frozenset(p.aggs)
+        shared = self._shared
+        traits = shared.setdefault(frozenset(p.traits), frozenset(p.traits))
+        aggs = shared.setdefault(frozenset(p.aggs), frozenset(p.aggs))
         for t in traits:
             self.by_trait.setdefault(t, set()).add(pid)
         for a in aggs:

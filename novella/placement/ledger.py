@@ -33,6 +33,26 @@ _BOOT = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0, tzin
 _CHUNK = 500
 _KEEP_CHANGES = 2000
 
+# The statements every request or write runs, built once (building a
+# statement costs several times more than executing it on SQLite).
+_SELECT_VERSION = sa.select(m.ledger.c.version)
+_BUMP_VERSION = m.ledger.update().values(version=m.ledger.c.version + 1)
+_RECORD_CHANGES = m.changes.insert().values(
+    version=sa.bindparam("v"), catalog=sa.bindparam("c"), providers=sa.bindparam("p"),
+    consumers=sa.bindparam("u"))
+_BUMP_GENERATION = (m.providers.update().where(m.providers.c.id == sa.bindparam("pid"))
+                    .values(generation=sa.bindparam("gen"), updated_at=sa.bindparam("now")))
+_DELETE_ALLOCATIONS = m.allocations.delete().where(
+    m.allocations.c.consumer.in_(sa.bindparam("uuids", expanding=True)))
+_DELETE_CONSUMERS = m.consumers.delete().where(
+    m.consumers.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+_INSERT_CONSUMERS = m.consumers.insert()
+_UPDATE_CONSUMERS = m.consumers.update().where(m.consumers.c.uuid == sa.bindparam("u")).values(
+    project_id=sa.bindparam("p"), user_id=sa.bindparam("us"),
+    consumer_type=sa.bindparam("ct"), generation=sa.bindparam("g"),
+    updated_at=sa.bindparam("now"))
+_INSERT_ALLOCATIONS = m.allocations.insert()
+
 
 def utcnow():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
@@ -155,7 +175,7 @@ class Ledger:
             with self.engine.connect() as conn:
                 conn.info["write"] = False
                 with conn.begin():
-                    version = conn.execute(sa.select(m.ledger.c.version)).scalar()
+                    version = conn.execute(_SELECT_VERSION).scalar()
                     if version != self.state.version:
                         self._refresh(conn, version)
             yield self.state
@@ -169,8 +189,8 @@ class Ledger:
                 txn = None
                 try:
                     with conn.begin():
-                        conn.execute(m.ledger.update().values(version=m.ledger.c.version + 1))
-                        version = conn.execute(sa.select(m.ledger.c.version)).scalar()
+                        conn.execute(_BUMP_VERSION)
+                        version = conn.execute(_SELECT_VERSION).scalar()
                         if self.state.version != version - 1:
                             self._refresh(conn, version - 1)
                         txn = Txn(conn, self.state, version)
@@ -333,10 +353,9 @@ class Txn:
         return self.conn.execute(stmt, params) if params is not None else self.conn.execute(stmt)
 
     def finish(self):
-        self.conn.execute(m.changes.insert().values(
-            version=self.version, catalog=self.catalog,
-            providers=",".join(str(i) for i in self.providers),
-            consumers=",".join(self.consumers)))
+        self.conn.execute(_RECORD_CHANGES, {
+            "v": self.version, "c": self.catalog,
+            "p": ",".join(str(i) for i in self.providers), "u": ",".join(self.consumers)})
         if self.version % 200 == 0:
             self.conn.execute(m.changes.delete().where(
                 m.changes.c.version < self.version - _KEEP_CHANGES))
@@ -368,9 +387,8 @@ class Txn:
         providers = [p for p in providers]
         if not providers:
             return
-        self.x(m.providers.update().where(m.providers.c.id == sa.bindparam("pid"))
-               .values(generation=sa.bindparam("gen"), updated_at=self.now),
-               [{"pid": p.id, "gen": p.generation + 1} for p in providers])
+        self.x(_BUMP_GENERATION,
+               [{"pid": p.id, "gen": p.generation + 1, "now": self.now} for p in providers])
         for p in providers:
             p.generation += 1
             p.updated = self.now
@@ -490,11 +508,10 @@ class Txn:
         the providers whose generation moves.
         """
         st = self.state
-        ta, tc = m.allocations, m.consumers
         uuids = [r[0] for r in requests]
         existing = [u for u in uuids if u in st.consumers]
         if existing:
-            self.x(ta.delete().where(ta.c.consumer.in_(existing)))
+            self.x(_DELETE_ALLOCATIONS, {"uuids": existing})
         rows, upd, ins, dele = [], [], [], []
         for uuid, project, user, ctype, allocs in requests:
             c = st.consumers.get(uuid)
@@ -521,18 +538,15 @@ class Txn:
                 if ctype is not None:
                     c.ctype = ctype
                 upd.append({"u": uuid, "p": project, "us": user, "ct": c.ctype,
-                            "g": c.generation})
+                            "g": c.generation, "now": self.now})
             c.allocs = allocs
             st._add_used(c, 1)
         if dele:
-            self.x(tc.delete().where(tc.c.uuid.in_(dele)))
+            self.x(_DELETE_CONSUMERS, {"uuids": dele})
         if ins:
-            self.x(tc.insert(), ins)
+            self.x(_INSERT_CONSUMERS, ins)
         if upd:
-            self.x(tc.update().where(tc.c.uuid == sa.bindparam("u")).values(
-                project_id=sa.bindparam("p"), user_id=sa.bindparam("us"),
-                consumer_type=sa.bindparam("ct"), generation=sa.bindparam("g"),
-                updated_at=self.now), upd)
+            self.x(_UPDATE_CONSUMERS, upd)
         if rows:
-            self.x(ta.insert(), rows)
+            self.x(_INSERT_ALLOCATIONS, rows)
         self._bump(bump_providers)
