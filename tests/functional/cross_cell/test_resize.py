@@ -234,3 +234,29 @@ def test_auto_confirm_after_the_window(make_xcloud):
     assert cloud.books(sid, mig["uuid"])[0] == {sid: {DEST: SMALL}, mig["uuid"]: {}}
     assert cloud.events(sid, "confirmResize") == {
         "compute_confirm_snapshot_based_resize_at_source": "Success"}
+
+
+def test_revert_after_a_volume_was_detached_while_resized(xcloud):
+    cloud = xcloud
+    ctxt = get_admin_context()
+    sid = cloud.boot(flavor="1")
+    vol = cloud.aio.volume_api.create(ctxt, 1, name="data")
+    status, body = cloud.api("POST", f"/servers/{sid}/os-volume_attachments",
+                             {"volumeAttachment": {"volumeId": vol["id"]}})
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    assert cloud.attachments(sid) == [(SRC, "attached")]
+    _resized(cloud, sid)
+    assert cloud.attachments(sid) == [(SRC, "attached"), (DEST, "attached")]
+    assert cloud.api("DELETE", f"/servers/{sid}/os-volume_attachments/{vol['id']}")[0] == 202
+    cloud.aio.wait_idle()
+    assert cloud.attachments(sid) == [(SRC, "attached")]  # the source's, until the revert
+
+    _act(cloud, sid, {"revertResize": None})
+    assert cloud.server(sid)["status"] == "ACTIVE" and cloud.host_of(sid) == SRC
+    assert cloud.attachments(sid) == []
+    assert cloud.aio.volume_api.get(ctxt, vol["id"])["status"] == "available"
+    status, body = cloud.api("GET", f"/servers/{sid}/os-volume_attachments")
+    assert status == 200 and body["volumeAttachments"] == []
+    domain = simulated.driver_for(SRC)._load(sid)
+    assert vol["id"] not in domain.get("volumes", {})

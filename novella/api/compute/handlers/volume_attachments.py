@@ -95,8 +95,8 @@ def _volume_api(req):
     return req.api.volume_api
 
 
-def _check_state(rec, action):
-    if rec["vm_state"] not in _ATTACHABLE:
+def _check_state(rec, action, allowed=_ATTACHABLE):
+    if rec["vm_state"] not in allowed:
         raise errors.invalid_state(action, rec["uuid"], "vm_state", rec["vm_state"])
     if rec["task_state"] is not None:
         raise errors.invalid_state(action, rec["uuid"], "task_state", rec["task_state"])
@@ -145,7 +145,7 @@ def create(req, server_id):
 
 def delete(req, server_id, volume_id):
     rec = _server(req, server_id, "delete")
-    _check_state(rec, "detach_volume")
+    _check_state(rec, "detach_volume", allowed=_ATTACHABLE + (states.RESIZED,))  # as the reference
     bdm = _find(req, rec, volume_id)
     if bdm["boot_index"] == 0:
         raise errors.Forbidden("Cannot detach a root device volume")
