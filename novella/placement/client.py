@@ -534,7 +534,7 @@ class PlacementClient:
         """Create the CUSTOM_ traits among ``traits`` (idempotent PUT)."""
         for t in traits:
             if t.startswith("CUSTOM_"):
-                self.request("PUT", f"/traits/{t}")
+                self.request("PUT", f"/traits/{t}", microversion=max_version(self.microversion, "1.6"))
 
     def get_traits(self, rp_uuid):
         """(provider generation, sorted trait names)."""
@@ -566,6 +566,10 @@ class PlacementClient:
         aggs = sorted({str(a) for a in aggregates})
 
         def attempt(gen):
+            if not version_ge(self.microversion, "1.19"):
+                # Before 1.19 the body is the bare list and nothing guards it.
+                self._json("PUT", f"/resource_providers/{rp_uuid}/aggregates", json_body=aggs)
+                return None
             if gen is None:
                 gen = self._generation(rp_uuid)
             body = {"resource_provider_generation": gen, "aggregates": aggs}

@@ -216,3 +216,36 @@ def test_in_process_transport_carries_headers(client):
     with pytest.raises(pc.NotFound) as ei:
         client.request("GET", f"/resource_providers/{u()}/inventories")
     assert ei.value.body["errors"][0]["status"] == 404
+
+
+def test_keystoneauth_session_transport(tmp_path):
+    """A keystoneauth Session (token plugin, endpoint from the plugin) carries
+    the same calls; its requests session is given the in-process adapter."""
+    requests = pytest.importorskip("requests")
+    ksa_session = pytest.importorskip("keystoneauth1.session")
+    token_endpoint = pytest.importorskip("keystoneauth1.token_endpoint")
+    app = targets.novella_app(f"sqlite:///{tmp_path}/placement.db")
+    http = requests.Session()
+    http.mount(pc.WSGI_BASE_URL, pc.WSGIAdapter(app))
+    sess = ksa_session.Session(auth=token_endpoint.Token(pc.WSGI_BASE_URL, "admin"), session=http)
+    client = pc.PlacementClient(session=sess)
+    rp = compute_node(client, vcpu=4, mem=0, disk=0)
+    assert client.get_inventories(rp)[1]["VCPU"]["total"] == 4
+    assert [p["uuid"] for p in client.list_resource_providers(resources={"VCPU": 4})] == [rp]
+    assert client.get_allocation_candidates({"resources": {"VCPU": 2}}).providers() == [rp]
+    with pytest.raises(pc.NotFound):
+        client.request("GET", f"/resource_providers/{u()}")
+
+
+def test_older_microversion_client(client):
+    """A client pinned below 1.19 still manages aggregates (bare-list body)."""
+    old = pc.PlacementClient.__new__(pc.PlacementClient)
+    old.__dict__.update(client.__dict__)
+    old.microversion = "1.10"
+    rp = compute_node(client, vcpu=2, mem=0, disk=0)
+    agg = u()
+    assert old.set_aggregates(rp, [agg]) is None
+    assert client.get_aggregates(rp)[1] == [agg]
+    cands = old.get_allocation_candidates({"resources": {"VCPU": 1}}, microversion="1.10")
+    assert rp in [next(iter(ar["allocations"])) for ar in cands.allocation_requests]
+
