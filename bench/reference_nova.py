@@ -55,13 +55,20 @@ def _set_poll_interval(module, interval):
     module.time = _Time("time")
 
 
-def build_cases(ops, repeat, results, setup_times, poll):
+def build_cases(ops, repeat, results, setup_times, poll, deadline=None):
     from nova.tests.functional import integrated_helpers
     from nova.tests.functional import test_cross_cell_migrate
 
     # The harness waits at most max_retries polls of 0.5 s; keep that bound
     # in seconds when the polls are shorter.
     scale = max(1, int(round(0.5 / poll))) if poll else 1
+
+    def reps():
+        """Up to ``repeat`` repetitions; fewer (at least one) past the deadline."""
+        for i in range(repeat):
+            if i and deadline is not None and time.monotonic() > deadline:
+                return
+            yield i
 
     def record(op, seconds, cpu=None):
         results.setdefault(op, []).append(seconds)
@@ -101,7 +108,7 @@ def build_cases(ops, repeat, results, setup_times, poll):
             return self._create_server(flavor_id=self.flavors[0]["id"], networks="none")
 
         def bench_boot_delete(self):
-            for _ in range(repeat):
+            for _ in reps():
                 with Clock() as c:
                     server = self._boot()
                 record("boot", c.wall, c.cpu)
@@ -110,7 +117,7 @@ def build_cases(ops, repeat, results, setup_times, poll):
                 record("delete", c.wall, c.cpu)
 
         def bench_resize(self):
-            for _ in range(repeat):
+            for _ in reps():
                 server = self._boot()
                 with Clock() as c:
                     server = self._resize_server(server, self.flavors[1]["id"])
@@ -119,7 +126,7 @@ def build_cases(ops, repeat, results, setup_times, poll):
                 self._delete_server(server)
 
         def bench_migrate(self):
-            for _ in range(repeat):
+            for _ in reps():
                 server = self._boot()
                 with Clock() as c:
                     server = self._migrate_server(server)
@@ -137,7 +144,7 @@ def build_cases(ops, repeat, results, setup_times, poll):
             setup_times.setdefault("cross_cell", []).append(time.perf_counter() - t0)
 
         def bench_cross_cell_resize(self):
-            for _ in range(repeat):
+            for _ in reps():
                 server = self._create_server(self.flavors[0], no_networking=True)
                 source = server["OS-EXT-SRV-ATTR:host"]
                 with Clock() as c:
@@ -170,6 +177,9 @@ def main(argv=None):
     ap.add_argument("--poll", type=float, default=0.05,
                     help="polling interval of the harness's state waits, seconds "
                          "(the harness's own is 0.5; 0 keeps it)")
+    ap.add_argument("--max-seconds", type=float, default=150,
+                    help="stop repeating an operation (keeping at least one sample) "
+                         "once the run has lasted this long; 0 for no bound")
     args = ap.parse_args(argv)
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = set(ops) - set(ALL_OPS)
@@ -183,7 +193,8 @@ def main(argv=None):
 
     results, setup_times, failures = {}, {}, []
     started = time.perf_counter()
-    cases, helpers = build_cases(ops, repeat, results, setup_times, args.poll)
+    deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
+    cases, helpers = build_cases(ops, repeat, results, setup_times, args.poll, deadline)
     if args.poll:
         _set_poll_interval(helpers, args.poll)
     # The harness logs copiously; keep stdout for the JSON document.
