@@ -11,7 +11,8 @@ def _order(conf, names, hosts, spec=None):
 def test_all_enables_every_weigher(conf):
     names = {type(w).__name__ for w in weighers.load_weighers(conf, ["all"])}
     assert names == {"RAMWeigher", "CPUWeigher", "DiskWeigher", "BuildFailureWeigher",
-                     "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher"}
+                     "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher",
+                     "CrossCellWeigher"}
 
 
 def test_unknown_weigher_is_refused(conf):
@@ -61,3 +62,17 @@ def test_aggregate_metadata_overrides_multiplier(conf, host):
 def test_equal_weights_keep_input_order(conf, host):
     hosts = [host(f"h{i}") for i in range(5)]
     assert _order(conf, ["all"], hosts) == [f"h{i}" for i in range(5)]
+
+
+def test_cross_cell_weigher_prefers_the_source_cell_unless_negative(conf, host):
+    hosts = [host("other", cell_uuid="cell-2"), host("home", cell_uuid="cell-1")]
+    spec = {"requested_destination": {"allow_cross_cell_move": True,
+                                      "source_cell_uuid": "cell-1"}}
+    assert _order(conf, ["CrossCellWeigher"], hosts, spec) == ["home", "other"]
+    # Not a move that may cross cells: no preference (placement's order kept).
+    assert _order(conf, ["CrossCellWeigher"], hosts, {}) == ["other", "home"]
+    conf.set_override("cross_cell_move_weight_multiplier", -1.0, group="filter_scheduler")
+    try:
+        assert _order(conf, ["CrossCellWeigher"], hosts, spec) == ["other", "home"]
+    finally:
+        conf.clear_override("cross_cell_move_weight_multiplier", group="filter_scheduler")
