@@ -99,7 +99,7 @@ class App:
                 allowed = True
         if allowed:
             raise HTTPError(405, "The method is not allowed for this resource.")
-        raise not_found(f"The resource could not be found.")
+        raise not_found("The resource could not be found.")
 
     def __call__(self, environ, start_response):
         req = Request(environ)
@@ -125,9 +125,6 @@ class App:
         resp = webob.Response(status=status, headerlist=[])
         if isinstance(body, (bytes, bytearray)):
             resp.body = bytes(body)
-            headers.setdefault("Content-Type", "application/octet-stream")
-        elif hasattr(body, "read"):
-            resp.app_iter = iter(lambda: body.read(1 << 16), b"")
             headers.setdefault("Content-Type", "application/octet-stream")
         elif body is not None:
             resp.body = json.dumps(body).encode()

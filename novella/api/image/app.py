@@ -126,10 +126,7 @@ def show_image(req, image_id):
 
 
 def _patch_ops(req):
-    try:
-        ops = req.json()
-    except rest.HTTPError:
-        raise
+    ops = req.json()
     if not isinstance(ops, list):
         raise rest.bad_request("Expected a JSON patch: a list of operations.")
     return ops
@@ -204,7 +201,7 @@ def download(req, image_id):
     return 200, data, headers
 
 
-def _schema(name, plural):
+def _schema(plural):
     props = {k: {"type": ["null", "string"]} for k in ("name", "id", "status", "owner",
                                                        "disk_format", "container_format",
                                                        "visibility", "checksum", "os_hash_algo",
@@ -220,11 +217,11 @@ def _schema(name, plural):
 
 
 def schema_image(req):
-    return 200, _schema("image", False)
+    return 200, _schema(False)
 
 
 def schema_images(req):
-    return 200, _schema("images", True)
+    return 200, _schema(True)
 
 
 ROUTES = [

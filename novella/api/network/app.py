@@ -65,28 +65,18 @@ def _norm(value):
     return "" if value is None else str(value)
 
 
+def _matches(have, wanted):
+    """A query value (or any of several) against a field (or any item of a list field)."""
+    wanted = [w.lower() if w.lower() in ("true", "false") else w
+              for w in (wanted if isinstance(wanted, list) else [wanted])]
+    return any(_norm(h) in wanted for h in (have if isinstance(have, list) else [have]))
+
+
 def _filtered(req, items):
     """Neutron-style query filters and ``fields`` on a list of dicts."""
     filters = {k: v for k, v in req.filters().items() if k not in PAGING}
-    out = []
-    for item in items:
-        ok = True
-        for key, wanted in filters.items():
-            if key not in item:
-                continue
-            wanted = wanted if isinstance(wanted, list) else [wanted]
-            have = item[key]
-            if isinstance(have, list):  # e.g. subnets: any of them
-                ok = any(_norm(h) in [w.lower() if w.lower() in ("true", "false") else w
-                                      for w in wanted] for h in have)
-            else:
-                ok = _norm(have) in [w.lower() if w.lower() in ("true", "false") else w
-                                     for w in wanted]
-            if not ok:
-                break
-        if ok:
-            out.append(_fields(req, item))
-    return out
+    return [_fields(req, item) for item in items
+            if all(_matches(item[k], v) for k, v in filters.items() if k in item)]
 
 
 def _fields(req, item):

@@ -131,6 +131,7 @@ def test_networks_subnets_ports_and_bindings(apis):
                ).status_int == 403
     shared = net("POST", "/v2.0/networks", {"network": {"name": "shared", "shared": True}},
                  token=ADMIN).data["network"]
+    assert (shared["shared"], shared["project_id"]) == (True, "admin")
     mine = net("POST", "/v2.0/networks", {"network": {"name": "mine"}}).data["network"]
     assert (mine["project_id"], mine["shared"], mine["status"]) == ("p1", False, "ACTIVE")
     subnet = net("POST", "/v2.0/subnets", {"subnet": {"network_id": mine["id"],
@@ -201,7 +202,6 @@ def test_networks_subnets_ports_and_bindings(apis):
     assert net("DELETE", f"/v2.0/networks/{mine['id']}").status_int == 204
     assert net("GET", f"/v2.0/networks/{mine['id']}").data["NeutronError"]["type"] == \
         "NetworkNotFound"
-    del shared
 
 
 # --- volume ------------------------------------------------------------------------
