@@ -103,6 +103,9 @@ class AllInOne:
         """What each compute service runs on a timer (heartbeats, resources, power states),
         so a long-running all-in-one keeps its hosts up for the scheduler."""
         from novella.service import Periodic
+        # Cross-cell resizes are confirmed by the conductor, which sees both cells.
+        self.periodics.append(Periodic(self.conductor.poll_unconfirmed_cross_cell_resizes,
+                                       60, "cross-cell-auto-confirm").start())
         for host, mgr in self.computes.items():
             for name, interval in mgr.periodic_tasks.items():
                 if interval and interval > 0:

@@ -62,6 +62,7 @@ def serve_api(args):
 
 def serve_conductor(args):
     from novella.conductor.manager import ConductorManager
+    from novella.service import Periodic
     api_db = cells_mod.database(CONF.api_database.connection)
     transport = rpc.get_transport(CONF.transport_url)
     image_api, network_api, volume_api = _embedded_services()
@@ -69,8 +70,10 @@ def serve_conductor(args):
                            volume_api=volume_api, image_api=image_api,
                            notifier=_notifier(transport, "nova-conductor"))
     transport.serve("conductor", CONF.host or "conductor", mgr)
+    # Cross-cell resizes are confirmed here, where both cells are in view.
+    auto_confirm = Periodic(mgr.poll_unconfirmed_cross_cell_resizes, 60, "auto-confirm").start()
     print(f"Conductor serving on {transport.url.split('@')[-1]}", flush=True)
-    _wait_forever([])
+    _wait_forever([auto_confirm.stop])
 
 
 def serve_scheduler(args):
@@ -100,8 +103,8 @@ def serve_compute(args):
                          notifier=_notifier(transport, f"nova-compute:{host}"), transport=transport)
     mgr.init_host()
     transport.serve("compute", host, mgr)
-    periodics = [Periodic(mgr.heartbeat, CONF.report_interval, "heartbeat").start(),
-                 Periodic(mgr.update_available_resource, 60, "resources").start()]
+    periodics = [Periodic(getattr(mgr, name), interval, name).start()
+                 for name, interval in mgr.periodic_tasks.items()]
     print(f"Compute host {host} serving; run `novella manage cell_v2 discover_hosts` "
           "once to map it to its cell.", flush=True)
     _wait_forever([p.stop for p in periodics])
