@@ -262,9 +262,9 @@ def main(argv=None):
     t0 = time.perf_counter()
     aio = make_aio(data_dir, args.cells, args.hosts)
     figures["startup_s"] = time.perf_counter() - t0
-    figures["heartbeats_started_by_benchmark"] = ensure_heartbeats(aio)
-    figures["rss_after_start_mb"] = common.pid_rss_mb(os.getpid())[0]
     try:
+        figures["heartbeats_started_by_benchmark"] = ensure_heartbeats(aio)
+        figures["rss_after_start_mb"] = common.pid_rss_mb(os.getpid())[0]
         api = ComputeClient(aio.compute_api_app)
         net_id = bench_network(aio, args.network_cidr)["id"]
         done = Completion(all_transports(aio))
@@ -308,7 +308,7 @@ def main(argv=None):
             "to_active_s": common.summary(to_active) if to_active else None,
             "statuses": statuses, "faults": faults, "error_events": error_events,
         }
-        # Where they landed, by cell (the instance mapping is the authority).
+        # Where they landed, by cell (host names are "<cell>-host<N>").
         cells, used = {}, set()
         for s in servers:
             h = s.get("OS-EXT-SRV-ATTR:host")
