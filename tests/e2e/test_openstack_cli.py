@@ -267,6 +267,11 @@ def test_openstack_cli(cloud):
             ("--os-compute-api-version", "2.56", "server", "migrate", own.id)])
     assert other.returncode != 0 and sid in other.stderr and "No Server found" in other.stderr
     assert migrate.returncode != 0 and "403" in migrate.stderr
+    # The same through openstacksdk, with the status codes.
+    with pytest.raises(openstack_sdk.exceptions.NotFoundException):
+        demo.compute.get_server(sid)
+    with pytest.raises(openstack_sdk.exceptions.ForbiddenException):
+        demo.compute.migrate_server(own.id)
     assert demo.compute.get_server(own.id).status == "ACTIVE"
     assert [s.name for s in demo.compute.servers()] == ["demo-vm"]
 
