@@ -3,6 +3,7 @@ import logging
 import os
 import threading
 
+import webob
 import webob.dec
 import webob.exc
 from microversion_parse import middleware as mp_middleware
@@ -97,6 +98,20 @@ def _json_by_default(app):
     return middleware
 
 
+class _ProxyHeaders:
+    """oslo.middleware's HTTPProxyToWSGI environ rewrite (Forwarded,
+    X-Forwarded-*), called directly: its generic wrapper introspects the
+    middleware and re-wraps the response on every request."""
+
+    def __init__(self, app, conf):
+        self.app = app
+        self.rewrite = http_proxy_to_wsgi.HTTPProxyToWSGI(None, conf).process_request
+
+    def __call__(self, environ, start_response):
+        self.rewrite(webob.Request(environ))
+        return self.app(environ, start_response)
+
+
 def _engine(url):
     url = engine_mod.normalise_url(url)
     if url in ("sqlite://", "sqlite:///:memory:"):
@@ -125,7 +140,7 @@ def make_app(conf, sync_db=True):
     if conf.cors.allowed_origin:
         app = cors_mw.CORS(app, conf)
     app = _json_by_default(app)
-    app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
+    app = _ProxyHeaders(app, conf)
     app.ledger = ledger
     return app
 
