@@ -68,17 +68,22 @@ class Instance(Timestamps, SoftDelete, Base):
     terminated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     # A server being moved across cells has a copy in both; only one is shown.
     hidden: orm.Mapped[bool] = orm.mapped_column(default=False)
+    # Metadata and tags are read only by the API views (which ask for them with
+    # selectinload) and cross-cell copies: loading them on every compute-side
+    # read cost two queries each time.
     metadata_items: orm.Mapped[list["InstanceMetadata"]] = orm.relationship(
-        cascade="all, delete-orphan", lazy="selectin",
+        cascade="all, delete-orphan", lazy="select",
         primaryjoin="Instance.uuid == foreign(InstanceMetadata.instance_uuid)")
+    # One-to-one rows come in the instance's own SELECT (a LEFT JOIN) instead of
+    # one extra query each.
     extra: orm.Mapped["InstanceExtra | None"] = orm.relationship(
-        cascade="all, delete-orphan", lazy="selectin", uselist=False,
+        cascade="all, delete-orphan", lazy="joined", uselist=False,
         primaryjoin="Instance.uuid == foreign(InstanceExtra.instance_uuid)")
     info_cache: orm.Mapped["InstanceInfoCache | None"] = orm.relationship(
-        cascade="all, delete-orphan", lazy="selectin", uselist=False,
+        cascade="all, delete-orphan", lazy="joined", uselist=False,
         primaryjoin="Instance.uuid == foreign(InstanceInfoCache.instance_uuid)")
     tags: orm.Mapped[list["Tag"]] = orm.relationship(
-        cascade="all, delete-orphan", lazy="selectin",
+        cascade="all, delete-orphan", lazy="select",
         primaryjoin="Instance.uuid == foreign(Tag.resource_id)")
 
 

@@ -9,6 +9,7 @@ import json
 import traceback as tb_mod
 
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 from novella.db import cell_models as m
 
@@ -82,7 +83,9 @@ def _find_action(s, instance_uuid, request_id):
     q = (sa.select(m.InstanceAction)
          .where(m.InstanceAction.instance_uuid == instance_uuid,
                 m.InstanceAction.request_id == request_id)
-         .order_by(m.InstanceAction.id.desc()))
+         .order_by(m.InstanceAction.id.desc())
+         # Recording a step needs the action row, not its earlier events.
+         .options(orm.lazyload(m.InstanceAction.events)))
     return s.scalars(q).first()
 
 

@@ -14,6 +14,7 @@ import functools
 import json
 
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 from novella.api.compute import errors
 from novella.compute import states
@@ -46,6 +47,10 @@ def _json(text, default):
     if not text:
         return default
     return json.loads(text)
+
+
+# Metadata and tags load lazily elsewhere; the views need them, one query each per page.
+VIEW_LOADS = (orm.selectinload(cm.Instance.metadata_items), orm.selectinload(cm.Instance.tags))
 
 
 def record(row, cell):
@@ -133,7 +138,7 @@ def load(api_db, uuid, read_deleted=False):
         if cell is None:
             return None
     with cells_mod.cell_database(cell).session() as s:
-        q = sa.select(cm.Instance).where(cm.Instance.uuid == uuid)
+        q = sa.select(cm.Instance).where(cm.Instance.uuid == uuid).options(*VIEW_LOADS)
         if not read_deleted:
             q = q.where(cm.Instance.deleted == 0)
         row = s.scalars(q).first()
@@ -312,7 +317,8 @@ def _marker_record(api_db, marker, cells):
 
 def _load_in(db, cell, uuid):
     with db.session() as s:
-        row = s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == uuid)).first()
+        row = s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == uuid)
+                        .options(*VIEW_LOADS)).first()
         return record(row, cell) if row is not None else None
 
 
@@ -326,7 +332,7 @@ def list_records(api, filters, sort, limit, marker=None):
 
     def in_cell(cell, db):
         with db.session() as s:
-            rows = s.scalars(_cell_query(filters, sort, marker_rec, limit)).all()
+            rows = s.scalars(_cell_query(filters, sort, marker_rec, limit).options(*VIEW_LOADS)).all()
             recs = [record(r, cell) for r in rows]
             _add_faults_and_volumes(s, recs)
             return recs

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import orm
 from oslo_config import cfg
 
 from novella import conf as conf_pkg
@@ -209,7 +210,9 @@ class Cloud:
     def instance(self, instance_uuid, cell_name=None):
         cell = self.cells[cell_name or self.mapping_cell(instance_uuid)]
         with cells_mod.cell_database(cell).session() as s:
-            return s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == instance_uuid)).first()
+            return s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == instance_uuid)
+                             .options(orm.selectinload(cm.Instance.metadata_items),
+                                      orm.selectinload(cm.Instance.tags))).first()
 
     def rows(self, cell_name, model, **where):
         with cells_mod.cell_database(self.cells[cell_name]).session() as s:
