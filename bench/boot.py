@@ -212,12 +212,41 @@ def placement_leftovers(aio):
     return nonzero
 
 
-def single_ops(aio, api, flavor, count, deadline, network_id=None):
+class SQLCounter:
+    """Counts SQL statements per database and verb while enabled."""
+
+    def __init__(self):
+        from sqlalchemy import event
+        from sqlalchemy.engine import Engine
+        self.enabled = False
+        self.counts = {}
+        self.lock = threading.Lock()
+        event.listen(Engine, "before_cursor_execute", self._on)
+
+    def _on(self, conn, _cursor, statement, _params, _context, _many):
+        if not self.enabled:
+            return
+        db = os.path.basename(str(conn.engine.url.database or "memory")).rsplit(".", 1)[0]
+        db = "cell" if db.startswith("cell") and db != "cell0" else db
+        verb = statement.split(None, 1)[0].upper() if statement.strip() else "?"
+        with self.lock:
+            self.counts[(db, verb)] = self.counts.get((db, verb), 0) + 1
+
+    def per_database(self, divisor=1):
+        out = {}
+        for (db, verb), n in sorted(self.counts.items()):
+            out.setdefault(db, {})[verb] = round(n / divisor, 1)
+        return out
+
+
+def single_ops(aio, api, flavor, count, deadline, network_id=None, sql=None):
     """Boot then delete one server at a time: the per-operation latency."""
     out = {"boot": [], "boot_cpu": [], "delete": [], "delete_cpu": []}
     for i in range(count):
         if time.monotonic() > deadline:
             break
+        if sql is not None:
+            sql.enabled = i > 0  # the first boot warms caches
         t0, c0 = time.perf_counter(), time.process_time()
         server = api.expect("POST", "/servers", server_body(aio, f"single-{i}", flavor, network_id))["server"]
         aio.wait_idle()
@@ -231,6 +260,8 @@ def single_ops(aio, api, flavor, count, deadline, network_id=None):
         aio.wait_idle()
         out["delete"].append(time.perf_counter() - t0)
         out["delete_cpu"].append(time.process_time() - c0)
+    if sql is not None:
+        sql.enabled = False
     return out
 
 
@@ -243,6 +274,8 @@ def main(argv=None):
     ap.add_argument("--network-cidr", default="10.128.0.0/16",
                     help="subnet of the network the servers are booted on")
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument("--count-sql", action="store_true",
+                    help="count SQL statements per database for one boot + delete")
     ap.add_argument("--concurrency", type=int, default=1, help="client threads sending API requests")
     ap.add_argument("--single", type=int, default=10,
                     help="servers booted and deleted one at a time for the per-operation figures")
@@ -270,7 +303,10 @@ def main(argv=None):
         done = Completion(all_transports(aio))
 
         # Warm up (imports, caches), then per-operation latency, one at a time.
-        single = single_ops(aio, api, args.flavor, max(args.single, 1), deadline, net_id)
+        sql = SQLCounter() if args.count_sql else None
+        single = single_ops(aio, api, args.flavor, max(args.single, 1), deadline, net_id, sql)
+        if sql is not None and len(single["boot"]) > 1:
+            figures["sql_per_boot_and_delete"] = sql.per_database(len(single["boot"]) - 1)
         figures["single_boot_s"] = common.summary(single["boot"])
         figures["single_delete_s"] = common.summary(single["delete"])
         figures["single_boot_cpu_s"] = common.summary(single["boot_cpu"])
@@ -415,6 +451,15 @@ def report(f, ref, active):
     else:
         print(f"reference: nova {ref.get('nova_version')} functional harness, "
               f"{ref.get('repeat')} repetitions, samples {json.dumps({k: v.get('samples') for k, v in ref.items() if isinstance(v, dict) and 'samples' in v})}")
+
+    if f.get("sql_per_boot_and_delete"):
+        per = f["sql_per_boot_and_delete"]
+        total = sum(sum(v.values()) for v in per.values())
+        print(f"\nSQL statements for one boot + delete (mean over the single runs): {total:.0f}")
+        for db, verbs in per.items():
+            print(f"  {db}: " + ", ".join(f"{k} {v:g}" for k, v in verbs.items()))
+        print("  (by database file; the embedded network, image and volume services share "
+              "the API database unless configured otherwise)")
 
     p = f["placement"]
     print()
