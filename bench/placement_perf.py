@@ -358,6 +358,49 @@ def measure_writes(url, rps, count, time_limit):
 
 # -- one run ------------------------------------------------------------------
 
+def bulk_fill_reference(db_url, first, n):
+    """Give the reference's database providers first..n-1 by SQL, each a copy
+    of provider 0 (loaded through the API): same inventory rows, aggregate,
+    trait and generation. Only for --ref-bulk-after, to reach N=10000 when
+    loading through the reference's API would take too long; the
+    measurements themselves always go through the API."""
+    import sqlalchemy as sa
+    engine = sa.create_engine(db_url)
+    template = str(uuid.UUID(int=1))
+    rows = [{"uuid": str(uuid.UUID(int=i + 1)), "name": f"perf-cn-{i:06d}"} for i in range(first, n)]
+    with engine.begin() as conn:
+        tid, gen = conn.execute(sa.text("SELECT id, generation FROM resource_providers WHERE uuid = :u"),
+                                {"u": template}).one()
+        for chunk in range(0, len(rows), 1000):
+            conn.execute(sa.text(
+                "INSERT INTO resource_providers (created_at, uuid, name, generation) "
+                "VALUES (CURRENT_TIMESTAMP, :uuid, :name, :gen)"),
+                [dict(r, gen=gen) for r in rows[chunk:chunk + 1000]])
+        conn.execute(sa.text("UPDATE resource_providers SET root_provider_id = id "
+                             "WHERE root_provider_id IS NULL"))
+        new = "(SELECT id FROM resource_providers rp WHERE rp.id <> :t AND NOT EXISTS " \
+              "(SELECT 1 FROM inventories i WHERE i.resource_provider_id = rp.id))"
+        conn.execute(sa.text(
+            "INSERT INTO resource_provider_aggregates (created_at, resource_provider_id, aggregate_id) "
+            "SELECT CURRENT_TIMESTAMP, rp.id, a.aggregate_id FROM resource_provider_aggregates a, "
+            f"{new} rp WHERE a.resource_provider_id = :t"), {"t": tid})
+        conn.execute(sa.text(
+            "INSERT INTO resource_provider_traits (created_at, trait_id, resource_provider_id) "
+            "SELECT CURRENT_TIMESTAMP, x.trait_id, rp.id FROM resource_provider_traits x, "
+            f"{new} rp WHERE x.resource_provider_id = :t"), {"t": tid})
+        conn.execute(sa.text(
+            "INSERT INTO inventories (created_at, resource_provider_id, resource_class_id, total, "
+            "reserved, min_unit, max_unit, step_size, allocation_ratio) "
+            "SELECT CURRENT_TIMESTAMP, rp.id, i.resource_class_id, i.total, i.reserved, i.min_unit, "
+            f"i.max_unit, i.step_size, i.allocation_ratio FROM inventories i, {new} rp "
+            "WHERE i.resource_provider_id = :t"), {"t": tid})
+        count = conn.execute(sa.text("SELECT count(*) FROM resource_providers")).scalar()
+    engine.dispose()
+    if count != n:
+        raise RuntimeError(f"bulk fill left {count} providers, expected {n}")
+    return [r["uuid"] for r in rows]
+
+
 class Series:
     """One database per (implementation, backend), grown through each N in
     turn: providers 0..N1 are loaded and measured, then N1..N2 added, etc.
@@ -384,14 +427,21 @@ class Series:
             result["error"] = "an earlier step failed"
             return result
         try:
+            through_api = n
+            if self.impl == "reference" and args.ref_bulk_after:
+                through_api = max(len(self.rps), min(n, args.ref_bulk_after))
             server.start(args.load_workers or 2 * (os.cpu_count() or 1))
-            log(f"{tag}: loading {n - len(self.rps)} providers through {server.url}")
-            new, load_s = load_providers(server.url, len(self.rps), n, args.load_threads,
-                                         args.load_time_limit)
+            log(f"{tag}: loading {through_api - len(self.rps)} providers through {server.url}")
+            new, load_s = load_providers(server.url, len(self.rps), through_api,
+                                         args.load_threads, args.load_time_limit)
             self.rps += new
-            result["load_s"], result["loaded"] = load_s, len(new)
+            result["load_s"], result["loaded"] = (load_s if new else None), len(new)
             log(f"{tag}: loaded in {load_s:.1f}s")
             server.stop()
+            if through_api < n:
+                result["bulk_filled"] = n - through_api
+                self.rps += bulk_fill_reference(self.db.url, through_api, n)
+                log(f"{tag}: {n - through_api} providers copied by SQL")
             server.start(args.workers)
             result["queries"] = measure_queries(server.url, n, args.repeats, args.time_limit)
             result["writes"] = measure_writes(server.url, self.rps, args.writes, args.time_limit)
@@ -475,6 +525,9 @@ def main(argv=None):
     p.add_argument("--writes", type=int, default=300, help="allocations written (then swapped)")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per measured phase")
     p.add_argument("--load-time-limit", type=float, default=1800.0, help="seconds for loading")
+    p.add_argument("--ref-bulk-after", type=int, default=0, metavar="K",
+                   help="load only K providers into the reference through its API and copy "
+                        "the rest by SQL (0: everything through the API)")
     p.add_argument("--ref-venv", default=os.environ.get("NOVELLA_REF_VENV", "/work/refplacement"))
     p.add_argument("--quick", action="store_true", help="N=200, 3 repeats, 60 writes")
     p.add_argument("--json", help="also write the raw results to this file")
