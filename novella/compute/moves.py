@@ -117,7 +117,7 @@ class ComputeMoves:
                 raise
             self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
-            box[0] = self._get(instance_uuid)
+            # (no reload here: _move_step reads the instance for the .end notification)
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: power off and move the disks ---------------------------------------------
@@ -179,7 +179,7 @@ class ComputeMoves:
                                 power_state=self._power(instance_uuid))
             self._migration(migration_uuid, status=ms.FINISHED)
             self.rt.refresh_usage()
-            box[0] = self._get(instance_uuid)
+            # (no reload here: _move_step reads the instance for the .end notification)
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: confirm ----------------------------------------------------------------
@@ -204,7 +204,7 @@ class ComputeMoves:
                                 vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE,
                                 task_state=None)
             self._migration(migration_uuid, status=ms.CONFIRMED)
-            box[0] = self._get(instance_uuid)
+            # (no reload here: _move_step reads the instance for the .end notification)
         return ms.CONFIRMED
 
     # -- destination, then source: revert ----------------------------------------------------

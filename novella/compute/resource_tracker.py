@@ -48,11 +48,13 @@ def _dumps(value):
     return json.dumps(value) if value else None
 
 
-def _flavor_size(instance, which="cur"):
-    flavor = records.flavor_of(instance, which) if instance.extra is not None else None
+def _row_flavor_size(row, which):
+    """The ``which`` flavor of a row of (instance size columns, instance_extra.flavor);
+    the instance's own columns stand in for a missing current flavor."""
+    flavor = json.loads(row.flavor).get(which) if row.flavor else None
     if flavor is None and which == "cur":
-        flavor = {"vcpus": instance.vcpus, "memory_mb": instance.memory_mb,
-                  "root_gb": instance.root_gb, "ephemeral_gb": instance.ephemeral_gb}
+        flavor = {"vcpus": row.vcpus, "memory_mb": row.memory_mb,
+                  "root_gb": row.root_gb, "ephemeral_gb": row.ephemeral_gb}
     return flavor or {}
 
 
@@ -178,23 +180,25 @@ class ResourceTracker:
             claims.add_usage(usage["numa"], numa)
             usage["pci"].update(d["address"] for d in pci or [])
 
-        here = s.scalars(sa.select(m.Instance).where(
-            m.Instance.host == self.host, m.Instance.node == self.nodename,
-            m.Instance.deleted == 0))
-        for inst in here:
+        # Only the columns the sums need (no ORM objects): this runs on every
+        # claim and reads every instance of the host.
+        ix, i = m.InstanceExtra, m.Instance
+        here = s.execute(sa.select(
+            i.vcpus, i.memory_mb, i.root_gb, i.ephemeral_gb, ix.flavor, ix.numa_topology,
+            ix.pci_devices).outerjoin(ix, ix.instance_uuid == i.uuid).where(
+            i.host == self.host, i.node == self.nodename, i.deleted == 0))
+        for row in here:
             usage["running_vms"] += 1
-            extra = inst.extra
-            add(_flavor_size(inst), _loads(extra and extra.numa_topology),
-                _loads(extra and extra.pci_devices))
-        moving = s.scalars(sa.select(m.Instance).join(
-            m.InstanceExtra, m.InstanceExtra.instance_uuid == m.Instance.uuid).where(
-            m.Instance.deleted == 0, m.InstanceExtra.migration_context.is_not(None)))
-        for inst in moving:
-            mc = _loads(inst.extra.migration_context) or {}
+            add(_row_flavor_size(row, "cur"), _loads(row.numa_topology), _loads(row.pci_devices))
+        moving = s.execute(sa.select(ix.flavor, ix.migration_context).join(
+            i, ix.instance_uuid == i.uuid).where(
+            i.deleted == 0, ix.migration_context.is_not(None)))
+        for row in moving:
+            mc = _loads(row.migration_context) or {}
             if mc.get("dest_compute") == self.host and not mc.get("applied"):
-                add(_flavor_size(inst, "new"), mc.get("new_numa_topology"), mc.get("new_pci_devices"))
+                add(_row_flavor_size(row, "new"), mc.get("new_numa_topology"), mc.get("new_pci_devices"))
             elif mc.get("source_compute") == self.host and mc.get("applied"):
-                add(_flavor_size(inst, "old"), mc.get("old_numa_topology"), mc.get("old_pci_devices"))
+                add(_row_flavor_size(row, "old"), mc.get("old_numa_topology"), mc.get("old_pci_devices"))
         return usage
 
     def _write_usage(self, s, node=None):

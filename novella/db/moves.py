@@ -40,9 +40,12 @@ def as_dict(row):
     return {c.name: getattr(row, c.name) for c in m.Migration.__table__.columns}
 
 
+_GET_MIGRATION = sa.select(m.Migration).where(m.Migration.uuid == sa.bindparam("uuid"))  # built once
+
+
 def get_migration(cell_db, migration_uuid):
     with cell_db.session() as s:
-        row = s.scalars(sa.select(m.Migration).where(m.Migration.uuid == migration_uuid)).first()
+        row = s.scalars(_GET_MIGRATION, {"uuid": migration_uuid}).first()
         if row is None:
             raise MigrationNotFound(f"Migration {migration_uuid} could not be found.")
         return as_dict(row)
@@ -61,7 +64,8 @@ def update_migration(cell_db, migration_uuid, expected_status=None, **values):
         values.setdefault("updated_at", records.utcnow())
         if s.execute(q.values(**values)).rowcount != 1:
             return None
-    return get_migration(cell_db, migration_uuid)
+        # Read back in the same transaction: one BEGIN IMMEDIATE instead of two transactions.
+        return as_dict(s.scalars(_GET_MIGRATION, {"uuid": migration_uuid}).one())
 
 
 def unconfirmed_migration(cell_db, instance_uuid):
