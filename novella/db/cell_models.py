@@ -183,6 +183,10 @@ class InstanceAction(Timestamps, SoftDelete, Base):
 
 class InstanceActionEvent(Timestamps, SoftDelete, Base):
     __tablename__ = "instance_actions_events"
+    # By action (its events) and by (event, host) (the scheduler's build failures):
+    # both were full scans of a table that grows with every operation.
+    __table_args__ = (sa.Index("ix_instance_actions_events_action_id", "action_id"),
+                      sa.Index("ix_instance_actions_events_event_host", "event", "host"))
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     action_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("instance_actions.id", ondelete="CASCADE"))
     event: orm.Mapped[str] = orm.mapped_column(sa.String(255))
