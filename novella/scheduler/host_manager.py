@@ -121,19 +121,23 @@ class HostManager:
         return states
 
     def _load_cell(self, db, provider_uuids, hosts):
+        # Plain rows, not ORM objects: HostState and _service_state only read
+        # columns, and hydrating every node and service of every cell on each
+        # request was most of the scheduler's time.
         with db.session() as s:
-            q = sa.select(cm.ComputeNode).where(cm.ComputeNode.deleted == 0)
+            q = sa.select(*cm.ComputeNode.__table__.columns).where(cm.ComputeNode.deleted == 0)
             if provider_uuids is not None:
                 q = q.where(cm.ComputeNode.uuid.in_(list(provider_uuids)))
             if hosts is not None:
                 q = q.where(cm.ComputeNode.host.in_(list(hosts)))
-            nodes = list(s.scalars(q))
+            nodes = s.execute(q).all()
             if not nodes:
                 return []
             names = {n.host for n in nodes}
-            services = {sv.host: sv for sv in s.scalars(
-                sa.select(cm.Service).where(cm.Service.host.in_(names), cm.Service.deleted == 0,
-                                            cm.Service.binary.like("%compute")))}
+            services = {sv.host: sv for sv in s.execute(
+                sa.select(*cm.Service.__table__.columns).where(
+                    cm.Service.host.in_(names), cm.Service.deleted == 0,
+                    cm.Service.binary.like("%compute")))}
             failed = self._failed_builds(s, names)
         return [(n, self._service_state(services.get(n.host)), failed.get(n.host, 0))
                 for n in nodes]

@@ -20,12 +20,15 @@ class BaseHostWeigher:
         """The raw weight; larger is better before the multiplier."""
         raise NotImplementedError
 
-    def weight_multiplier(self, host_state):
+    def weight_multiplier(self, host_state, default=None):
+        """``default``: the configured multiplier when the caller has already read it."""
         for value in sorted(host_state.metadata_values(self.multiplier_option)):
             try:
                 return float(value)
             except ValueError:
                 continue
+        if default is not None:
+            return default
         return getattr(self.conf.filter_scheduler, self.multiplier_option)
 
 
@@ -67,7 +70,9 @@ def weigh_hosts(weighers, hosts, spec):
     if hosts:
         for w in weighers:
             norm = _normalise([float(w.weigh(h, spec)) for h in hosts])
+            # The option read once per request, not once per host (oslo.config lookups add up).
+            default = getattr(w.conf.filter_scheduler, w.multiplier_option)
             for i, h in enumerate(hosts):
-                totals[i] += w.weight_multiplier(h) * norm[i]
+                totals[i] += w.weight_multiplier(h, default) * norm[i]
     order = sorted(range(len(hosts)), key=lambda i: -totals[i])
     return [(totals[i], hosts[i]) for i in order]
