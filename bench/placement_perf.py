@@ -490,11 +490,17 @@ def report(results, workers):
     for db, n in sorted({(r["db"], r["n"]) for r in results}, key=lambda k: (k[0] != "sqlite", k[1])):
         nov = by_key.get((db, n, "novella"), {})
         ref = by_key.get((db, n, "reference"), {})
+        bulk = nov.get("bulk_filled") or ref.get("bulk_filled")
         for (label, a, higher_better), (_, b, _) in zip(_rows(nov), _rows(ref)):
             ratio = ""
-            if a and b and not label.startswith(("worker RSS", "machine load")):
+            if a and b and not label.startswith(("worker RSS", "machine load")) \
+                    and not (bulk and label.startswith("load")):
                 ratio = f"{(a / b if higher_better else b / a):.1f}x"
-            lines.append(f"| {db} | {n} | {label} | {_fmt(a)} | {_fmt(b)} | {ratio} |")
+            fa, fb = _fmt(a), _fmt(b)
+            if label.startswith("load"):
+                fa += f" (+{nov['bulk_filled']} by SQL)" if nov.get("bulk_filled") else ""
+                fb += f" (+{ref['bulk_filled']} by SQL)" if ref.get("bulk_filled") else ""
+            lines.append(f"| {db} | {n} | {label} | {fa} | {fb} | {ratio} |")
         counts = {impl: r.get("queries", {}).get(QUERIES[0][0], {}).get("results")
                   for impl, r in (("novella", nov), ("reference", ref)) if r}
         lines.append(f"| {db} | {n} | candidates returned (all) | "
