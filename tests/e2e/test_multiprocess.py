@@ -68,7 +68,12 @@ def deployment(tmp_path):
 
     placement_port, api_port = _free_port(), _free_port()
     placement_url = f"http://127.0.0.1:{placement_port}"
+    # Cross-cell moves allowed for admins and preferred (a negative weight
+    # drains the source cell), so a resize leaves its cell.
+    (tmp_path / "policy.yaml").write_text('"compute:servers:resize:cross_cell": "rule:admin_api"\n')
     common = (f"[DEFAULT]\nstate_path = {tmp_path}\n"
+              f"[oslo_policy]\npolicy_file = {tmp_path / 'policy.yaml'}\n"
+              f"[filter_scheduler]\ncross_cell_move_weight_multiplier = -1000000\n"
               f"[api_database]\nconnection = {url['api']}\n"
               f"[api]\nauth_strategy = noauth2\n"
               f"[placement]\nendpoint_override = {placement_url}\n")
@@ -116,7 +121,8 @@ def deployment(tmp_path):
                 for c in ("cell1", "cell2"))
         _wait("compute hosts to register", registered)
         assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == ["cell1-host", "cell2-host"]
-        yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf}
+        yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf,
+               "transports": transports}
     finally:
         for p in procs:
             p.terminate()
@@ -149,10 +155,10 @@ def _status(api, sid):
     return r.json()["server"]["status"] if r.status_code == 200 else r.status_code
 
 
-def test_servers_in_two_cells_across_processes(deployment):
-    from novella.embedded import services_from_conf
+def _seed(deployment):
+    """A public image, the default network and two flavors; returns the image."""
     from novella.conf import CONF, parse_args
-    api, db = deployment["api"], deployment["db"]
+    from novella.embedded import services_from_conf
     parse_args([], default_config_files=[deployment["conf"]])
     image_api, network_api, _volumes = services_from_conf(CONF)
     ctxt = get_admin_context()
@@ -160,9 +166,23 @@ def test_servers_in_two_cells_across_processes(deployment):
                              disk_format="qcow2", container_format="bare")
     image_api.upload(ctxt, image["id"], b"image bytes\n" * 32)
     network_api.ensure_default_network(ctxt)
-    r = requests.post(f"{api}/flavors", headers=ADMIN, json={"flavor": {
-        "name": "small", "ram": 512, "vcpus": 1, "disk": 1, "id": "small"}})
-    assert r.status_code == 200, r.text
+    for flavorid, ram in (("small", 512), ("medium", 1024)):
+        r = requests.post(f"{deployment['api']}/flavors", headers=ADMIN, json={"flavor": {
+            "name": flavorid, "ram": ram, "vcpus": 1, "disk": 1, "id": flavorid}})
+        assert r.status_code == 200, r.text
+    return image, image_api
+
+
+def _allocations(placement_url, consumer):
+    """{provider uuid: resources} of a consumer."""
+    h = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+    allocs = requests.get(f"{placement_url}/allocations/{consumer}", headers=h).json()["allocations"]
+    return {rp: a["resources"] for rp, a in allocs.items()}
+
+
+def test_servers_in_two_cells_across_processes(deployment):
+    api, db = deployment["api"], deployment["db"]
+    image, _image_api = _seed(deployment)
 
     ids = []
     # Two servers are pinned to a host of each cell (2.74 host), two go where
@@ -208,3 +228,59 @@ def test_servers_in_two_cells_across_processes(deployment):
         _wait(f"{sid} gone", lambda sid=sid: _status(api, sid) == 404)
     _wait("usages back to zero", lambda: all(
         v == 0 for u in _usages(deployment["placement"]).values() for v in u.values()))
+
+
+def test_cross_cell_resize_and_revert_across_processes(deployment):
+    """One resize from cell1 to cell2 and its revert, every service in its own process."""
+    api, db, placement = deployment["api"], deployment["db"], deployment["placement"]
+    image, image_api = _seed(deployment)
+    r = requests.post(f"{api}/servers", json={"server": {
+        "name": "mover", "flavorRef": "small", "imageRef": image["id"], "networks": "auto",
+        "host": "cell1-host"}}, headers=dict(ADMIN, **{"OpenStack-API-Version": "compute 2.74"}))
+    assert r.status_code == 202, r.text
+    sid = r.json()["server"]["id"]
+    _wait("ACTIVE", lambda: _status(api, sid) == "ACTIVE")
+    api_db = cells_mod.database(db["api"])
+    assert cells_mod.instance_cell(api_db, sid).name == "cell1"
+    (source_rp, source_alloc), = _allocations(placement, sid).items()
+
+    r = requests.post(f"{api}/servers/{sid}/action", headers=ADMIN,
+                      json={"resize": {"flavorRef": "medium"}})
+    assert r.status_code == 202, r.text
+    _wait("VERIFY_RESIZE", lambda: _status(api, sid) == "VERIFY_RESIZE", timeout=120)
+
+    # The mapping follows the server to cell2; cell1 keeps a hidden copy; the
+    # migration owns the source allocation and the instance the destination's.
+    assert cells_mod.instance_cell(api_db, sid).name == "cell2"
+    rows = {}
+    for cell in ("cell1", "cell2"):
+        with cells_mod.database(db[cell]).session() as s:
+            rows[cell] = s.execute(sa.select(cm.Instance.hidden, cm.Instance.host).where(
+                cm.Instance.uuid == sid, cm.Instance.deleted == 0)).one()
+    assert rows == {"cell1": (True, "cell1-host"), "cell2": (False, "cell2-host")}
+    with cells_mod.database(db["cell2"]).session() as s:
+        migration = s.scalars(sa.select(cm.Migration).where(
+            cm.Migration.instance_uuid == sid)).one()
+    assert migration.cross_cell_move and migration.status == "finished"
+    assert _allocations(placement, migration.uuid) == {source_rp: source_alloc}
+    (dest_rp, dest_alloc), = _allocations(placement, sid).items()
+    assert dest_rp != source_rp and dest_alloc["MEMORY_MB"] == 1024
+    ctxt = get_admin_context()
+    assert [i for i in image_api.list(ctxt) if i["id"] != image["id"]] == []  # snapshot gone
+
+    r = requests.post(f"{api}/servers/{sid}/action", headers=ADMIN, json={"revertResize": None})
+    assert r.status_code == 202, r.text
+    _wait("ACTIVE again", lambda: _status(api, sid) == "ACTIVE", timeout=120)
+    assert cells_mod.instance_cell(api_db, sid).name == "cell1"
+    with cells_mod.database(db["cell2"]).session() as s:
+        assert s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == sid)).all() == []
+    with cells_mod.database(db["cell1"]).session() as s:
+        inst = s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == sid)).one()
+    assert (inst.hidden, inst.host, inst.memory_mb) == (False, "cell1-host", 512)
+    _wait("source allocation handed back", lambda: _allocations(placement, sid) == {
+        source_rp: source_alloc} and _allocations(placement, migration.uuid) == {})
+
+    assert requests.delete(f"{api}/servers/{sid}", headers=ADMIN).status_code == 204
+    _wait("gone", lambda: _status(api, sid) == 404)
+    _wait("usages back to zero", lambda: all(
+        v == 0 for u in _usages(placement).values() for v in u.values()))
