@@ -115,11 +115,12 @@ def deployment(tmp_path):
         _wait("compute API", lambda: _up(api_url))
 
         def registered():
-            return all(
-                cells_mod.database(url[c]).engine.connect().execute(
-                    sa.select(sa.func.count()).select_from(cm.ComputeNode)).scalar() == 1
-                for c in ("cell1", "cell2"))
-        _wait("compute hosts to register", registered)
+            counts = []
+            for c in ("cell1", "cell2"):
+                with cells_mod.database(url[c]).session() as s:
+                    counts.append(s.scalar(sa.select(sa.func.count()).select_from(cm.ComputeNode)))
+            return counts == [1, 1]
+        _wait("compute hosts to register", registered, timeout=120)
         assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == ["cell1-host", "cell2-host"]
         yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf,
                "transports": transports}
