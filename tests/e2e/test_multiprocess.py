@@ -111,6 +111,7 @@ def deployment(tmp_path):
         start(f"{cell}-compute", "compute", "--config-file", str(tmp_path / f"{cell}.conf"),
               "--host", f"{cell}-host")
     api_url = f"http://127.0.0.1:{api_port}/v2.1"
+    ok = False
     try:
         _wait("compute API", lambda: _up(api_url))
 
@@ -124,6 +125,7 @@ def deployment(tmp_path):
         assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == ["cell1-host", "cell2-host"]
         yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf,
                "transports": transports}
+        ok = True
     finally:
         for p in procs:
             p.terminate()
@@ -133,7 +135,7 @@ def deployment(tmp_path):
             except subprocess.TimeoutExpired:
                 p.kill()
         for name, path in logs:
-            if any(p.returncode not in (0, -15, None) for p in procs):
+            if not ok or any(p.returncode not in (0, -15, None) for p in procs):
                 sys.stderr.write(f"--- {name} log ---\n{path.read_text()[-3000:]}\n")
         cells_mod._databases.clear()
         for t in transports.values():
