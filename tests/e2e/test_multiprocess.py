@@ -90,6 +90,13 @@ def deployment(tmp_path):
     for cell in ("cell1", "cell2"):
         manage.create_cell(url["api"], cell, transports[cell], url[cell])
 
+    # The embedded services' tables are created once here, before several
+    # processes would race to create them on the shared database.
+    from novella.conf import CONF, parse_args
+    from novella.embedded import services_from_conf
+    parse_args([], default_config_files=[str(tmp_path / "nova.conf")])
+    services_from_conf(CONF)
+
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     procs = []
     logs = []
