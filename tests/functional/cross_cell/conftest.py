@@ -3,13 +3,11 @@ import pytest
 import sqlalchemy as sa
 from oslo_policy import policy
 
-from novella.allinone import AllInOne
-from novella.conf import CONF
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.virt import simulated
 from tests.functional.moves.conftest import MoveCloud
+from tests.functional.system.conftest import cloud_factory
 
 CROSS_CELL_RULE = "compute:servers:resize:cross_cell"
 
@@ -52,7 +50,6 @@ class CrossCellCloud(MoveCloud):
 
     def snapshots(self, sid):
         """Images made from the server (deleted ones too: status)."""
-        from novella.context import get_admin_context
         from novella.image import models
         with self.aio.image_api.db.session() as s:
             rows = s.scalars(sa.select(models.Image)).all()
@@ -81,24 +78,10 @@ class CrossCellCloud(MoveCloud):
 @pytest.fixture
 def make_xcloud(tmp_path):
     """make_xcloud(hosts_per_cell=1, **{group: {option: value}}) -> a started CrossCellCloud."""
-    started, overridden = [], []
-
-    def make(hosts_per_cell=1, **overrides):
-        for group, values in overrides.items():
-            for key in values:
-                overridden.append((key, None if group == "DEFAULT" else group))
-        conf = {(None if g == "DEFAULT" else g): v for g, v in overrides.items()}
-        aio = AllInOne(str(tmp_path / f"data{len(started)}"), cells=2,
-                       hosts_per_cell=hosts_per_cell, log=None, config_overrides=conf).start()
-        started.append(aio)
-        return CrossCellCloud(aio)
-
-    yield make
-    for aio in started:
-        aio.stop()
-    simulated.clear_faults()
-    for key, group in overridden:
-        CONF.clear_override(key, group=group)
+    factory = cloud_factory(tmp_path, CrossCellCloud, cells=2)
+    make = next(factory)
+    yield lambda hosts_per_cell=1, **overrides: make(hosts_per_cell, **overrides)
+    next(factory, None)
 
 
 @pytest.fixture

@@ -1,10 +1,7 @@
 """A small all-in-one (one cell, a few hosts) for move tests, and book-keeping helpers."""
 import pytest
 
-from novella.allinone import AllInOne
-from novella.conf import CONF
-from novella.virt import simulated
-from tests.functional.system.conftest import Cloud
+from tests.functional.system.conftest import Cloud, cloud_factory
 
 
 class MoveCloud(Cloud):
@@ -62,24 +59,10 @@ class MoveCloud(Cloud):
 @pytest.fixture
 def make_cloud(tmp_path):
     """make_cloud(hosts=2, **{group: {option: value}}) -> a started MoveCloud."""
-    started, overridden = [], []
-
-    def make(hosts=2, **overrides):
-        for group, values in overrides.items():
-            for key in values:
-                overridden.append((key, None if group == "DEFAULT" else group))
-        conf = {(None if g == "DEFAULT" else g): v for g, v in overrides.items()}
-        aio = AllInOne(str(tmp_path / f"data{len(started)}"), cells=1, hosts_per_cell=hosts,
-                       log=None, config_overrides=conf).start()
-        started.append(aio)
-        return MoveCloud(aio)
-
-    yield make
-    for aio in started:
-        aio.stop()
-    simulated.clear_faults()
-    for key, group in overridden:
-        CONF.clear_override(key, group=group)
+    factory = cloud_factory(tmp_path, MoveCloud, cells=1)
+    make = next(factory)
+    yield lambda hosts=2, **overrides: make(hosts, **overrides)
+    next(factory, None)
 
 
 @pytest.fixture

@@ -49,3 +49,29 @@ def cloud(tmp_path):
     aio = AllInOne(str(tmp_path / "data"), cells=2, hosts_per_cell=2, log=None).start()
     yield Cloud(aio)
     aio.stop()
+
+
+def cloud_factory(tmp_path, cloud_class, cells):
+    """A generator fixture body: yields make(hosts_per_cell, **{group: {opt: value}}).
+
+    Each call starts an all-in-one with those option overrides; at teardown
+    every cloud is stopped, injected faults cleared and overrides undone.
+    """
+    from novella.conf import CONF
+    from novella.virt import simulated
+    started, overridden = [], []
+
+    def make(hosts_per_cell, **overrides):
+        conf = {(None if g == "DEFAULT" else g): v for g, v in overrides.items()}
+        overridden.extend((key, group) for group, values in conf.items() for key in values)
+        aio = AllInOne(str(tmp_path / f"data{len(started)}"), cells=cells,
+                       hosts_per_cell=hosts_per_cell, log=None, config_overrides=conf).start()
+        started.append(aio)
+        return cloud_class(aio)
+
+    yield make
+    for aio in started:
+        aio.stop()
+    simulated.clear_faults()
+    for key, group in overridden:
+        CONF.clear_override(key, group=group)
