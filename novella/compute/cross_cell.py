@@ -75,7 +75,8 @@ class ComputeCrossCell:
 
     def prep_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
                                            new_flavor):
-        """Claim for ``new_flavor``, check the volumes can connect, bind ports INACTIVE here.
+        """Claim for ``new_flavor`` (the driver's ``prep_resize`` may refuse the host),
+        check the volumes can connect, bind ports INACTIVE here.
 
         Works on the hidden copy in this cell. On failure everything made
         here is given back and the error raised (the conductor tries an
@@ -91,6 +92,7 @@ class ComputeCrossCell:
                 claim = self.rt.resize_claim(ctxt, instance_uuid, new_flavor, {
                     "uuid": migration_uuid, "source_compute": mig["source_compute"],
                     "source_node": mig["source_node"]})
+                self.driver.prep_resize(ctxt, self.instance_dict(box[0]), new_flavor, mig)
                 connector = self.driver.get_volume_connector(self.instance_dict(box[0]))
                 if self.volume_api is not None:
                     for bdm in self._volume_bdms(instance_uuid):

@@ -100,19 +100,29 @@ class ComputeMoves:
     def prep_resize(self, ctxt, instance_uuid, migration_uuid, new_flavor):
         """Claim NUMA cells and PCI devices for ``new_flavor`` here (the destination).
 
-        On failure the claim is given back and the error raised, so the
-        conductor can try an alternate host.
+        Then the driver's ``prep_resize`` may refuse the host. On failure the
+        claim is given back and the error raised, so the conductor can try an
+        alternate host.
         """
         with self._move_step(ctxt, instance_uuid, "compute_prep_resize",
                              "instance.resize_prep", flavor=new_flavor) as box:
             mig = self._migration(migration_uuid)
             cur = dbmoves.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
             dbmoves.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
+            claim = None
             try:
-                self.rt.resize_claim(ctxt, instance_uuid, new_flavor,
-                                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
-                                      "source_node": mig["source_node"]})
+                claim = self.rt.resize_claim(
+                    ctxt, instance_uuid, new_flavor,
+                    {"uuid": migration_uuid, "source_compute": mig["source_compute"],
+                     "source_node": mig["source_node"]})
+                self.driver.prep_resize(ctxt, self.instance_dict(box[0]), new_flavor, mig)
             except Exception:
+                if claim is not None:  # the driver refused the host: give the claim back
+                    try:
+                        claim.abort()
+                    except Exception:  # noqa: BLE001 - keep the original error
+                        LOG.exception("could not give back the resize claim of %s",
+                                      instance_uuid)
                 dbmoves.set_flavors(self.cell_db, instance_uuid, cur)
                 raise
             self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,

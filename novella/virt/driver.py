@@ -104,6 +104,16 @@ class ComputeDriver:
 
     # -- moves ---------------------------------------------------------------
 
+    def prep_resize(self, ctxt, instance, flavor, migration):
+        """Destination side, before a move lands here: can this host take the guest?
+
+        Called by the destination's prep step (``prep_resize`` inside a cell,
+        ``prep_snapshot_based_resize_at_dest`` across cells) once the resource
+        tracker's claim for ``flavor`` is made. Raising refuses this host: the
+        claim is given back and the conductor tries an alternate. Nothing is
+        created on the hypervisor yet. The default accepts every move.
+        """
+
     def migrate_disk_and_power_off(self, ctxt, instance, dest_host, flavor,
                                    network_info=None, block_device_info=None):
         """Source side of a cold move: power off and copy the disks to dest_host.

@@ -9,8 +9,10 @@ filling the machine. Keeping the guest list on disk means a restarted compute
 service finds its guests, as with a real hypervisor.
 
 Fault injection: ``inject_fault(host, "spawn", instance_uuid=None, exc=None,
-times=1)`` makes the next call(s) of that method on that host raise. The
-registry is module-level so tests of the whole system can reach any host.
+times=1)`` makes the next call(s) of that method on that host raise; with
+``host=None`` the fault hits whichever host calls the method first (e.g. the
+scheduler's first choice for a move). The registry is module-level so tests
+of the whole system can reach any host.
 """
 import hashlib
 import json
@@ -51,7 +53,7 @@ _registry_lock = threading.Lock()
 
 
 def inject_fault(host, method, instance_uuid=None, exc=None, times=1):
-    """Make ``method`` raise on ``host`` (for one instance or any).
+    """Make ``method`` raise on ``host`` (for one instance or any; ``host=None``: any host).
 
     ``exc``: an exception instance or class (default SimulatedFault);
     ``times``: how many calls fail (None: every call until cleared).
@@ -70,6 +72,7 @@ def clear_faults(host=None):
 
 
 def pending_faults(host):
+    """The faults not yet taken on ``host`` (``None``: those for any host)."""
     with _registry_lock:
         return [dict(f) for f in _faults.get(host, [])]
 
@@ -81,20 +84,21 @@ def driver_for(host):
 
 def _take_fault(host, method, instance_uuid):
     with _registry_lock:
-        for fault in _faults.get(host, []):
-            if fault["method"] != method:
-                continue
-            if fault["instance_uuid"] not in (None, instance_uuid):
-                continue
-            if fault["times"] is not None:
-                fault["times"] -= 1
-                if fault["times"] <= 0:
-                    _faults[host].remove(fault)
-            exc = fault["exc"]
-            if exc is None:
-                return SimulatedFault(f"injected fault in {method} on {host}")
-            return exc() if isinstance(exc, type) else exc
-    return None
+        for key in (host, None):  # this host's faults first, then the any-host ones
+            fault = next((f for f in _faults.get(key, []) if f["method"] == method
+                          and f["instance_uuid"] in (None, instance_uuid)), None)
+            if fault is not None:
+                break
+        else:
+            return None
+        if fault["times"] is not None:
+            fault["times"] -= 1
+            if fault["times"] <= 0:
+                _faults[key].remove(fault)
+        exc = fault["exc"]
+        if exc is None:
+            return SimulatedFault(f"injected fault in {method} on {host}")
+        return exc() if isinstance(exc, type) else exc
 
 
 # -- disk files ------------------------------------------------------------------
@@ -379,6 +383,9 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             self._save(domain)
 
     # -- moves ---------------------------------------------------------------
+
+    def prep_resize(self, ctxt, instance, flavor, migration):
+        self._fault("prep_resize", instance["uuid"])
 
     def migrate_disk_and_power_off(self, ctxt, instance, dest_host, flavor,
                                    network_info=None, block_device_info=None):

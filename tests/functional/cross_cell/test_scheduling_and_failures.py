@@ -101,30 +101,25 @@ def test_reschedule_to_an_alternate_in_the_target_cell(make_xcloud):
     cloud = make_xcloud(hosts_per_cell=2, **DRAIN)
     cloud.allow_cross_cell()
     sid = _boot_on(cloud, SRC)
-    calls = []
-    for host in ("cell2-host1", "cell2-host2"):
-        rt = cloud.aio.computes[host].rt
-
-        def refuse(ctxt, instance_uuid, new_flavor, migration, _real=rt.resize_claim, _h=host):
-            calls.append(_h)
-            if len(calls) == 1:
-                raise ComputeResourcesUnavailable(f"no room on {_h}")
-            return _real(ctxt, instance_uuid, new_flavor, migration)
-        rt.resize_claim = refuse
+    # Whichever target-cell host is tried first refuses in the driver's prep_resize.
+    simulated.inject_fault(None, "prep_resize", instance_uuid=sid,
+                           exc=ComputeResourcesUnavailable("no room"))
     mig = _resize(cloud, sid)
-    assert len(calls) == 2 and calls[0] != calls[1]
+    assert simulated.pending_faults(None) == []
+    dest = mig["dest_compute"]
+    (refused,) = {"cell2-host1", "cell2-host2"} - {dest}
     assert cloud.server(sid)["status"] == "VERIFY_RESIZE"
-    assert mig["dest_compute"] == calls[1] and cloud.mapped_cell(sid) == "cell2"
+    assert cloud.host_of(sid) == dest and cloud.mapped_cell(sid) == "cell2"
     books, usages = cloud.books(sid, mig["uuid"])
-    assert books == {sid: {calls[1]: SMALL}, mig["uuid"]: {SRC: TINY}}
-    assert usages[calls[0]] == ZERO
-    assert cloud.bindings(sid) == {SRC: "INACTIVE", calls[1]: "ACTIVE"}
+    assert books == {sid: {dest: SMALL}, mig["uuid"]: {SRC: TINY}}
+    assert usages[refused] == ZERO
+    assert cloud.bindings(sid) == {SRC: "INACTIVE", dest: "ACTIVE"}
     events = cloud.api("GET", f"/servers/{sid}/os-instance-actions")[1]["instanceActions"]
     req_id = next(a["request_id"] for a in events if a["action"] == "resize")
     detail = cloud.api("GET", f"/servers/{sid}/os-instance-actions/{req_id}")[1]
     prep = sorted((e["host"], e["result"]) for e in detail["instanceAction"]["events"]
                   if e["event"] == "compute_prep_snapshot_based_resize_at_dest")
-    assert prep == sorted([(calls[0], "Error"), (calls[1], "Success")])
+    assert prep == sorted([(refused, "Error"), (dest, "Success")])
 
 
 def _fail_target_db_setup(cloud, monkeypatch):

@@ -14,19 +14,22 @@ TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
 
 
-def _failing_claims(cloud, hosts, times=None):
-    """Make the resize claim of ``hosts`` fail (the first ``times`` calls overall)."""
-    calls = []
-    for host in hosts:
-        rt = cloud.aio.computes[host].rt
+def _prep_results(cloud, sid, action="resize"):
+    """[(host, result)] of the compute_prep_resize events of the server's latest ``action``."""
+    status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions")
+    req_id = next(a["request_id"] for a in body["instanceActions"] if a["action"] == action)
+    events = cloud.api("GET", f"/servers/{sid}/os-instance-actions/{req_id}")[1]
+    return sorted((e["host"], e["result"]) for e in events["instanceAction"]["events"]
+                  if e["event"] == "compute_prep_resize")
 
-        def refuse(ctxt, instance_uuid, new_flavor, migration, _real=rt.resize_claim, _h=host):
-            calls.append(_h)
-            if times is None or len(calls) <= times:
-                raise ComputeResourcesUnavailable(f"no room on {_h}")
-            return _real(ctxt, instance_uuid, new_flavor, migration)
-        rt.resize_claim = refuse
-    return calls
+
+def _node_row_usage(cloud, host):
+    """(vcpus_used, memory_mb_used) of the host's compute_nodes row (the tracker's view)."""
+    import sqlalchemy as sa
+    from novella.db import cell_models as cm, cells
+    with cells.cell_database(cloud.aio.cells[0]).session() as s:
+        node = s.scalars(sa.select(cm.ComputeNode).where(cm.ComputeNode.host == host)).one()
+        return node.vcpus_used, node.memory_mb_used
 
 
 def _snapshot(cloud, sid):
@@ -54,35 +57,40 @@ def test_reschedule_to_an_alternate_after_a_claim_failure(make_cloud):
     cloud = make_cloud(hosts=3)
     sid = cloud.boot(flavor="1")
     src = cloud.host_of(sid)
-    others = [h for h in cloud.aio.computes if h != src]
-    calls = _failing_claims(cloud, others, times=1)
+    # Whichever host the scheduler picks first refuses in the driver's prep_resize.
+    simulated.inject_fault(None, "prep_resize", instance_uuid=sid,
+                           exc=ComputeResourcesUnavailable("no room"))
     assert cloud.action(sid, {"resize": {"flavorRef": "2"}})[0] == 202
     cloud.aio.wait_idle()
+    assert simulated.pending_faults(None) == []
     (mig,) = cloud.migrations(sid)
-    assert len(calls) == 2 and calls[0] != calls[1]
-    dest = calls[1]
-    assert cloud.server(sid)["status"] == "VERIFY_RESIZE" and mig["dest_compute"] == dest
+    dest = mig["dest_compute"]
+    (refused,) = [h for h in cloud.aio.computes if h not in (src, dest)]
+    assert _prep_results(cloud, sid) == sorted([(refused, "Error"), (dest, "Success")])
+    assert cloud.server(sid)["status"] == "VERIFY_RESIZE" and cloud.host_of(sid) == dest
     books, usages = cloud.books(sid, mig["uuid"])
     assert books == {sid: {dest: SMALL}, mig["uuid"]: {src: TINY}}
-    assert usages[calls[0]] == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}  # claim released
-    status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions")
-    req_id = body["instanceActions"][0]["request_id"]
-    events = cloud.api("GET", f"/servers/{sid}/os-instance-actions/{req_id}")[1]
-    prep = [(e["host"], e["result"]) for e in events["instanceAction"]["events"]
-            if e["event"] == "compute_prep_resize"]
-    assert sorted(prep) == sorted([(calls[0], "Error"), (dest, "Success")])
+    assert usages[refused] == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}  # claim released
+    # The refused host's own resize claim was given back too.
+    assert _node_row_usage(cloud, refused) == (0, 0)
+    assert _node_row_usage(cloud, dest) == (SMALL["VCPU"], SMALL["MEMORY_MB"])
 
 
 def test_all_alternates_fail(make_cloud):
     cloud = make_cloud(hosts=3)
     sid = cloud.boot(flavor="1")
     before = _snapshot(cloud, sid)
-    calls = _failing_claims(cloud, [h for h in cloud.aio.computes if h != before[2]])
+    others = [h for h in cloud.aio.computes if h != before[2]]
+    for host in others:
+        simulated.inject_fault(host, "prep_resize", instance_uuid=sid,
+                               exc=ComputeResourcesUnavailable(f"no room on {host}"))
     assert cloud.action(sid, {"resize": {"flavorRef": "2"}})[0] == 202
     cloud.aio.wait_idle()
-    assert len(calls) == 2
+    assert all(simulated.pending_faults(h) == [] for h in others)  # each was tried
+    assert _prep_results(cloud, sid) == sorted((h, "Error") for h in others)
     _assert_rolled_back(cloud, sid, before)
     assert "Exhausted all hosts" in cloud.fault(sid)
+    assert all(_node_row_usage(cloud, h) == (0, 0) for h in others)
 
 
 @pytest.mark.parametrize("side,method,stopped,same_host", [

@@ -118,6 +118,25 @@ def test_fault_injection_by_method_and_instance(drv):
     drv.reboot(None, a, reboot_type="HARD")
 
 
+def test_fault_for_any_host_hits_the_first_caller_once(drv, tmp_path):
+    other = simulated.SimulatedDriver(drv.host + "-b", conf=CONF, instances_path=str(tmp_path))
+    inst = _instance()
+    simulated.inject_fault(None, "prep_resize", instance_uuid=inst["uuid"])
+    other.prep_resize(None, _instance(), FLAVOR, {})   # another instance: not this fault
+    with pytest.raises(simulated.SimulatedFault, match=other.host):
+        other.prep_resize(None, inst, FLAVOR, {})
+    assert simulated.pending_faults(None) == []
+    drv.prep_resize(None, inst, FLAVOR, {})            # consumed: the next host accepts
+    # A host's own fault is taken before an any-host one.
+    simulated.inject_fault(None, "prep_resize", exc=ValueError)
+    simulated.inject_fault(drv.host, "prep_resize", exc=KeyError)
+    with pytest.raises(KeyError):
+        drv.prep_resize(None, inst, FLAVOR, {})
+    with pytest.raises(ValueError):
+        drv.prep_resize(None, inst, FLAVOR, {})
+    assert simulated.pending_faults(None) == simulated.pending_faults(drv.host) == []
+
+
 def test_cold_move_copies_real_bytes_confirm_and_revert(drv, tmp_path):
     dest = simulated.SimulatedDriver(drv.host + "-b", conf=CONF, instances_path=str(tmp_path))
     inst = _instance()
