@@ -186,7 +186,8 @@ class InstanceActionEvent(Timestamps, SoftDelete, Base):
     # By action (its events) and by (event, host) (the scheduler's build failures):
     # both were full scans of a table that grows with every operation.
     __table_args__ = (sa.Index("ix_instance_actions_events_action_id", "action_id"),
-                      sa.Index("ix_instance_actions_events_event_host", "event", "host"))
+                      sa.Index("ix_instance_actions_events_event_host", "event", "host"),
+                      sa.Index("ix_instance_actions_events_event_result", "event", "result"))
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     action_id: orm.Mapped[int] = orm.mapped_column(sa.ForeignKey("instance_actions.id", ondelete="CASCADE"))
     event: orm.Mapped[str] = orm.mapped_column(sa.String(255))

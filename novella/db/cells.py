@@ -9,6 +9,7 @@ import concurrent.futures
 import sqlalchemy as sa
 
 from novella.db import api_models, cell_models
+from novella.db.cache import TokenCache, token_of
 from novella.db.engine import Database
 
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
@@ -28,13 +29,32 @@ def cell_database(cell_mapping):
     return database(cell_mapping.database_connection)
 
 
-def list_cells(api_db, include_cell0=True, include_disabled=True):
+def _load_cells(api_db):
     with api_db.session() as s:
         q = sa.select(api_models.CellMapping).order_by(api_models.CellMapping.id)
-        cells = list(s.scalars(q))
-    return [c for c in cells
+        return list(s.scalars(q))
+
+
+# Every request that spans cells starts here; the mappings change only through
+# `novella manage cell_v2` (which bumps updated_at, adds or removes rows).
+_cells = TokenCache(token_of((api_models.CellMapping.__table__, [
+    sa.func.count(), sa.func.max(api_models.CellMapping.id),
+    sa.func.max(api_models.CellMapping.updated_at)])), _load_cells)
+
+
+def list_cells(api_db, include_cell0=True, include_disabled=True):
+    """The cell mappings (shared, read-only objects), in id order."""
+    return [c for c in _cells.get(api_db)
             if (include_cell0 or c.uuid != CELL0_UUID)
             and (include_disabled or not c.disabled)]
+
+
+def cell_by_uuid(api_db, cell_uuid):
+    """The CellMapping with that uuid; LookupError if there is none."""
+    for c in list_cells(api_db):
+        if c.uuid == cell_uuid:
+            return c
+    raise LookupError(f"cell {cell_uuid} is not mapped")
 
 
 def instance_cell(api_db, instance_uuid):

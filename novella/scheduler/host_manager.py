@@ -2,18 +2,21 @@
 
 A HostState joins, for one compute node, its row and its service row from
 whichever cell holds it, the host aggregates it belongs to (API database),
-its recent build failures and, from the placement
-answer, its provider summary (capacity and usage per resource class,
-traits) and the allocation requests that would fit on it.
+its recent build failures and, from the placement answer, its provider
+summary (capacity and usage per resource class, traits) and the allocation
+requests that would fit on it. The rows of each cell are cached until they
+change (``_cell_hosts``); each request gets its own copies.
 """
+import copy
 import datetime
 import json
 
 import sqlalchemy as sa
 
-from novella.db import api_models as am
+from novella.db import aggregates
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
+from novella.db.cache import TokenCache
 
 # The event the compute service records around a build; its result per host
 # is the build failure count the BuildFailureWeigher reads.
@@ -25,6 +28,12 @@ def _utcnow():
 
 
 class HostState:
+    """One compute node as one scheduling request sees it.
+
+    Built from the cell's cached rows (``_CellHosts``) by ``for_request``;
+    placement's provider summary then overrides the resource figures.
+    """
+
     def __init__(self, node, service, cell_uuid):
         self.host = node.host
         self.nodename = node.hypervisor_hostname
@@ -50,6 +59,15 @@ class HostState:
         self.allocation_requests = []
         self.limits = {}
 
+    def for_request(self, service, aggregates):
+        """A copy this request may change (consume, allocation requests) freely."""
+        hs = copy.copy(self)
+        hs.service = service
+        hs.aggregates = aggregates
+        hs.traits = set()
+        hs.allocation_requests = []
+        hs.limits = {}
+        return hs
     def apply_provider_summary(self, summary):
         """Placement's figures win over the compute node row: they are the ledger."""
         res = summary.get("resources") or {}
@@ -91,6 +109,59 @@ def _json(text):
         return None
 
 
+def _load_cell_hosts(db):
+    """{node uuid: (HostState template, service row or None)} of one cell.
+
+    Plain rows, not ORM objects: the templates only read columns.
+    """
+    with db.connection() as conn:
+        nodes = conn.execute(sa.select(*cm.ComputeNode.__table__.columns)
+                             .where(cm.ComputeNode.deleted == 0)).all()
+        services = {sv.host: sv for sv in conn.execute(
+            sa.select(*cm.Service.__table__.columns).where(
+                cm.Service.deleted == 0, cm.Service.binary.like("%compute")))}
+        failed = _failed_builds(conn)
+    out = {}
+    for n in nodes:
+        template = HostState(n, None, None)
+        template.failed_builds = failed.get(n.host, 0)
+        out[n.uuid] = (template, services.get(n.host))
+    return out
+
+
+def _failed_builds(conn):
+    """Build failures per host since its last successful build."""
+    ev = cm.InstanceActionEvent
+    last_ok = dict(conn.execute(
+        sa.select(ev.host, sa.func.max(ev.id))
+        .where(ev.event == BUILD_EVENT, ev.result == "Success").group_by(ev.host)).all())
+    failed = {}
+    for host, event_id in conn.execute(sa.select(ev.host, ev.id).where(
+            ev.event == BUILD_EVENT, ev.result == "Error")):
+        if event_id > last_ok.get(host, 0):
+            failed[host] = failed.get(host, 0) + 1
+    return failed
+
+
+# What a cell's host states are made of changes when a compute node comes or
+# goes, a service changes (heartbeat, disable, force down) or a build fails.
+# Claims rewrite the nodes' usage columns on every build, but the scheduler
+# takes usage from placement, so those writes need not (and must not, or the
+# cache would never hold) count. A host's first successful build after a
+# failure clears its failure count at the next change (at the latest its next
+# heartbeat), not at once: until then it stays last in line.
+_ev = cm.InstanceActionEvent
+_cell_hosts = TokenCache(sa.select(*(q.scalar_subquery() for q in (
+    sa.select(sa.func.count()).where(cm.ComputeNode.deleted == 0),
+    sa.select(sa.func.max(cm.ComputeNode.id)),
+    sa.select(sa.func.max(cm.ComputeNode.deleted_at)),
+    sa.select(sa.func.count()).select_from(cm.Service),
+    sa.select(sa.func.max(cm.Service.updated_at)),
+    sa.select(sa.func.max(cm.Service.last_seen_up)),
+    sa.select(sa.func.max(_ev.id)).where(_ev.event == BUILD_EVENT, _ev.result == "Error"),
+))), _load_cell_hosts)
+
+
 class HostManager:
     def __init__(self, conf, api_db):
         self.conf = conf
@@ -104,92 +175,61 @@ class HostManager:
 
     def get_host_states(self, provider_uuids=None, hosts=None, cell_uuid=None):
         """HostStates of the compute nodes whose uuid (or host) is given, from every cell."""
-        def load(cell, db):
-            return self._load_cell(db, provider_uuids, hosts)
-
+        cells = self.cells(cell_uuid)
+        if len(cells) == 1:  # no thread hand-off for the common single-cell case
+            found = {cells[0].uuid: self._try(_cell_hosts.get, cells_mod.cell_database(cells[0]))}
+        else:
+            found = cells_mod.scatter(cells, lambda _cell, db: _cell_hosts.get(db))
+        wanted_uuids = None if provider_uuids is None else set(provider_uuids)
+        wanted_hosts = None if hosts is None else set(hosts)
+        aggs = aggregates.by_host(self.api_db)
+        now = _utcnow()
         states = []
-        for cell_uuid_, result in cells_mod.scatter(self.cells(cell_uuid), load).items():
+        for cell_uuid_, result in found.items():
             if isinstance(result, Exception):
                 continue  # a cell that does not answer has no host to offer
-            for node, service, failed in result:
-                hs = HostState(node, service, cell_uuid_)
-                hs.failed_builds = failed
+            for uuid, (template, service) in result.items():
+                if wanted_uuids is not None and uuid not in wanted_uuids:
+                    continue
+                if wanted_hosts is not None and template.host not in wanted_hosts:
+                    continue
+                hs = template.for_request(self._service_state(service, now),
+                                          aggs.get(template.host, []))
+                hs.cell_uuid = cell_uuid_
                 states.append(hs)
-        aggs = self.host_aggregates({hs.host for hs in states})
-        for hs in states:
-            hs.aggregates = aggs.get(hs.host, [])
         return states
 
-    def _load_cell(self, db, provider_uuids, hosts):
-        # Plain rows, not ORM objects: HostState and _service_state only read
-        # columns, and hydrating every node and service of every cell on each
-        # request was most of the scheduler's time.
-        with db.session() as s:
-            q = sa.select(*cm.ComputeNode.__table__.columns).where(cm.ComputeNode.deleted == 0)
-            if provider_uuids is not None:
-                q = q.where(cm.ComputeNode.uuid.in_(list(provider_uuids)))
-            if hosts is not None:
-                q = q.where(cm.ComputeNode.host.in_(list(hosts)))
-            nodes = s.execute(q).all()
-            if not nodes:
-                return []
-            names = {n.host for n in nodes}
-            services = {sv.host: sv for sv in s.execute(
-                sa.select(*cm.Service.__table__.columns).where(
-                    cm.Service.host.in_(names), cm.Service.deleted == 0,
-                    cm.Service.binary.like("%compute")))}
-            failed = self._failed_builds(s, names)
-        return [(n, self._service_state(services.get(n.host)), failed.get(n.host, 0))
-                for n in nodes]
-
     @staticmethod
-    def _failed_builds(s, hosts):
-        """Build failures per host since its last successful build."""
-        ev = cm.InstanceActionEvent
-        last_ok = dict(s.execute(
-            sa.select(ev.host, sa.func.max(ev.id))
-            .where(ev.event == BUILD_EVENT, ev.result == "Success", ev.host.in_(hosts))
-            .group_by(ev.host)).all())
-        failed = {}
-        for host, event_id in s.execute(sa.select(ev.host, ev.id).where(
-                ev.event == BUILD_EVENT, ev.result == "Error", ev.host.in_(hosts))):
-            if event_id > last_ok.get(host, 0):
-                failed[host] = failed.get(host, 0) + 1
-        return failed
+    def _try(fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - reported as the cell's result, as scatter does
+            return exc
 
-    def _service_state(self, service):
+    def _service_state(self, service, now):
         if service is None:  # a node without a service record cannot build
             return {"disabled": True, "disabled_reason": "no service record",
                     "forced_down": False, "up": False}
         seen = service.last_seen_up or service.updated_at or service.created_at
         down_time = datetime.timedelta(seconds=self.conf.service_down_time)
-        up = seen is not None and _utcnow() - seen <= down_time
+        up = seen is not None and now - seen <= down_time
         return {"disabled": service.disabled, "disabled_reason": service.disabled_reason,
                 "forced_down": service.forced_down, "up": up and not service.forced_down}
 
     def host_aggregates(self, hosts=None):
         """{host: [{"uuid", "name", "metadata"}]} from the API database."""
-        out = {}
-        with self.api_db.session() as s:
-            for agg in s.scalars(sa.select(am.Aggregate)):
-                info = {"uuid": agg.uuid, "name": agg.name,
-                        "metadata": {m.key: m.value for m in agg.metadata_items}}
-                for h in agg.hosts:
-                    if hosts is None or h.host in hosts:
-                        out.setdefault(h.host, []).append(info)
-        return out
+        return aggregates.by_host(self.api_db, hosts)
 
     def aggregates_with_metadata(self, key=None, value=None, key_prefix=None):
         """[(aggregate uuid, metadata)] whose metadata matches."""
         out = []
-        with self.api_db.session() as s:
-            for agg in s.scalars(sa.select(am.Aggregate)):
-                md = {m.key: m.value for m in agg.metadata_items}
-                if key is not None and (key not in md or (value is not None and md[key] != value)):
-                    continue
-                if key_prefix is not None and not any(k.startswith(key_prefix) for k in md):
-                    continue
-                out.append((agg.uuid, md))
+        for agg in aggregates.all_aggregates(self.api_db):
+            md = agg["metadata"]
+            if key is not None and (key not in md or (value is not None and md[key] != value)):
+                continue
+            if key_prefix is not None and not any(k.startswith(key_prefix) for k in md):
+                continue
+            out.append((agg["uuid"], md))
         return out
 
     def host_availability_zone(self, host_state):

@@ -22,6 +22,7 @@ from novella.compute import exceptions as compute_exc
 from novella.compute import states
 from novella.conductor import utils
 from novella.conductor.tasks.base import Task
+from novella.db import aggregates
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
@@ -65,7 +66,7 @@ class Build:
         self.requested_networks = requested_networks
         self.launch_index = launch_index
         self.selection = self.host_list[0]
-        self.cell = cell_by_uuid(api_db, self.selection["cell_uuid"])
+        self.cell = cells_mod.cell_by_uuid(api_db, self.selection["cell_uuid"])
         self.cell_db = cells_mod.cell_database(self.cell)
         self.failed_hosts = []
 
@@ -76,11 +77,6 @@ class Build:
     @property
     def user_id(self):
         return self.request_spec.get("user_id") or self.ctxt.user_id
-
-
-def cell_by_uuid(api_db, cell_uuid):
-    with api_db.session() as s:
-        return s.scalars(sa.select(am.CellMapping).where(am.CellMapping.uuid == cell_uuid)).one()
 
 
 def build_tasks(b):
@@ -116,7 +112,7 @@ class CreateInstanceInCell(BuildTask):
         create_instance(b.cell_db, b.ctxt, b.instance_uuid, b.build_request, b.request_spec,
                         vm_state=states.BUILDING, task_state=states.task_states.SCHEDULING,
                         launch_index=b.launch_index,
-                        availability_zone=utils.host_availability_zone(
+                        availability_zone=aggregates.host_availability_zone(
                             b.api_db, b.selection["service_host"],
                             b.conf.default_availability_zone))
         records.start_action(b.cell_db, b.ctxt, b.instance_uuid, "create")

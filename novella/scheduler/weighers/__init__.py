@@ -73,6 +73,8 @@ def weigh_hosts(weighers, hosts, spec):
             # The option read once per request, not once per host (oslo.config lookups add up).
             default = getattr(w.conf.filter_scheduler, w.multiplier_option)
             for i, h in enumerate(hosts):
-                totals[i] += w.weight_multiplier(h, default) * norm[i]
+                # Only a host in an aggregate can override the multiplier.
+                multiplier = w.weight_multiplier(h, default) if h.aggregates else default
+                totals[i] += multiplier * norm[i]
     order = sorted(range(len(hosts)), key=lambda i: -totals[i])
     return [(totals[i], hosts[i]) for i in order]
