@@ -138,15 +138,11 @@ class SchedulerManager:
             mappings = s.execute(
                 sa.select(am.InstanceMapping.instance_uuid, am.InstanceMapping.cell_id)
                 .where(am.InstanceMapping.instance_uuid.in_(members))).all()
-        by_cell = {}
-        for uuid, cell_id in mappings:
-            if cell_id is not None:
-                by_cell.setdefault(cell_id, []).append(uuid)
+        uuids = [uuid for uuid, cell_id in mappings if cell_id is not None]
         hosts = []
-        for cell in cells_mod.list_cells(self.api_db):
-            uuids = by_cell.get(cell.id)
-            if not uuids:
-                continue
+        # Every cell, not only the mapped ones: a member resized to another cell
+        # keeps a hidden copy on its source host until the resize is confirmed.
+        for cell in cells_mod.list_cells(self.api_db, include_cell0=False) if uuids else ():
             with cells_mod.cell_database(cell).session() as s:
                 hosts.extend(s.scalars(sa.select(cm.Instance.host).where(
                     cm.Instance.uuid.in_(uuids), cm.Instance.deleted == 0,

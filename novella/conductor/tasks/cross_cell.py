@@ -44,11 +44,13 @@ from novella.compute import states as vm_states
 from novella import rpc
 from novella.conductor.tasks.base import Task
 from novella.conductor.tasks.migrate import MaxRetriesExceeded
+from novella.db import aggregates
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import cross_cell as dbx
 from novella.db import moves as dbmoves
+from novella.db import records
 from novella.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
@@ -172,6 +174,12 @@ class PrepResizeAtDestTask(CrossCellTask):
                 continue
             dbmoves.update_migration(x.source_db, mv.migration_uuid, dest_compute=dest["host"],
                                      dest_node=dest["node"], dest_host=dest["dest_host"])
+            # The copy shows the zone it lands in (a server without a requested zone
+            # may change zones); the source copy keeps its own for a revert.
+            records.update_instance(x.target_db, mv.instance_uuid,
+                                    availability_zone=aggregates.host_availability_zone(
+                                        x.api_db, dest["host"],
+                                        mv.conf.default_availability_zone))
             return
         mv.selection = None
         raise MaxRetriesExceeded(mv.instance_uuid, reasons)
@@ -327,7 +335,6 @@ class RevertResizeTask(Task):
         r.mapped_back = True
         dbx.set_hidden(r.source_db, r.instance_uuid, r.migration_uuid, False)
         dbx.set_hidden(r.target_db, r.instance_uuid, r.migration_uuid, True)
-        from novella.db import records
         records.update_instance(r.source_db, r.instance_uuid, vm_state=vm_states.RESIZED,
                                 task_state="resize_reverting")
         r.dest_compute.revert_snapshot_based_resize_at_dest(

@@ -48,6 +48,15 @@ class CrossCellCloud(MoveCloud):
                         cm.InstanceAction.instance_uuid == sid)).all())}
         return out
 
+    def fault_in(self, sid, cell_name):
+        """The message of the server's latest fault in that cell's database ('' if none)."""
+        cell = next(c for c in self.aio.cells if c.name == cell_name)
+        with cells_mod.cell_database(cell).session() as s:
+            row = s.scalars(sa.select(cm.InstanceFault).where(
+                cm.InstanceFault.instance_uuid == sid)
+                .order_by(cm.InstanceFault.id.desc())).first()
+            return row.message if row is not None else ""
+
     def snapshots(self, sid):
         """Images made from the server (deleted ones too: status)."""
         from novella.image import models
