@@ -194,6 +194,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
         cache = inst.info_cache
         return json.loads(cache.network_info) if cache is not None and cache.network_info else []
 
+
     def _save_network_info(self, instance_uuid, network_info):
         with self.cell_db.session(write=True) as s:
             cache = s.scalars(sa.select(m.InstanceInfoCache).where(
@@ -209,19 +210,29 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                 m.BlockDeviceMapping.instance_uuid == instance_uuid,
                 m.BlockDeviceMapping.deleted == 0).order_by(m.BlockDeviceMapping.id)))
 
-    def block_device_info(self, instance_uuid):
-        """The volumes of an instance as the driver sees them."""
+    def block_device_info(self, instance_uuid, bdms=None):
+        """The volumes of an instance as the driver sees them.
+
+        ``bdms``: the instance's BDM rows when the caller has just read them;
+        read again only if one is a volume (its attachment may have changed).
+        """
+        if bdms is None or any(self._is_volume(b) for b in bdms):
+            bdms = self._bdms(instance_uuid)
         vols = [{"volume_id": b.volume_id, "boot_index": b.boot_index,
                  "mount_device": b.device_name, "attachment_id": b.attachment_id,
                  "connection_info": json.loads(b.connection_info) if b.connection_info else None}
-                for b in self._bdms(instance_uuid)
-                if b.destination_type == "volume" and b.volume_id]
+                for b in bdms if self._is_volume(b)]
         return {"block_device_mapping": vols}
 
+    @staticmethod
+    def _is_volume(bdm):
+        return bdm.destination_type == "volume" and bool(bdm.volume_id)
+
     def _store_bdms(self, instance_uuid, block_device_mappings):
-        """Rows for BDMs the caller passed but the cell database lacks."""
-        if not block_device_mappings or self._bdms(instance_uuid):
-            return
+        """The instance's BDM rows, first adding those the caller passed if the cell has none."""
+        bdms = self._bdms(instance_uuid)
+        if not block_device_mappings or bdms:
+            return bdms
         fields = {c.name for c in m.BlockDeviceMapping.__table__.columns} - {"id", "deleted"}
         with self.cell_db.session(write=True) as s:
             for bdm in block_device_mappings:
@@ -233,6 +244,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                 s.add(m.BlockDeviceMapping(instance_uuid=instance_uuid, **{
                     k: v for k, v in row.items() if k not in ("instance_uuid", "created_at",
                                                              "updated_at", "deleted_at")}))
+        return self._bdms(instance_uuid)
 
     # -- network and volume services (optional) ----------------------------------------
 
@@ -248,12 +260,14 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
         if self.network_api is not None:
             self.network_api.deallocate_for_instance(ctxt, inst.uuid)
 
-    def _attach_volumes(self, ctxt, inst, attached):
+    def _attach_volumes(self, ctxt, inst, attached, bdms=None):
         """Attach every volume BDM; record each attachment in ``attached``."""
+        volumes = [b for b in (self._bdms(inst.uuid) if bdms is None else bdms)
+                   if self._is_volume(b)]
+        if not volumes:
+            return
         connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        for bdm in self._bdms(inst.uuid):
-            if bdm.destination_type != "volume" or not bdm.volume_id:
-                continue
+        for bdm in volumes:
             if self.volume_api is not None:
                 att = self.volume_api.attachment_create(
                     ctxt, bdm.volume_id, inst.uuid, connector=connector,
@@ -304,7 +318,8 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
             done = {"claim": None, "network": False, "attachments": [], "spawned": False}
             try:
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
-                                          "compute_build_and_run_instance", host=self.host):
+                                          "compute_build_and_run_instance", host=self.host,
+                                          finish_action=True):
                     self._notify(ctxt, inst, "instance.create.start", flavor=flavor,
                                  name="InstanceCreatePayload")
                     inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,
@@ -314,7 +329,6 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                                          requested_networks) from exc
             self._notify(ctxt, inst, "instance.create.end", flavor=flavor,
                          network_info=self.network_info(inst), name="InstanceCreatePayload")
-            records.finish_action(self.cell_db, ctxt, instance_uuid)
             return {"instance_uuid": instance_uuid, "host": self.host, "node": self.rt.nodename,
                     "vm_state": inst.vm_state}
 
@@ -322,22 +336,25 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                block_device_mappings, allocations, done):
         uuid = inst.uuid
         done["claim"] = self.rt.instance_claim(ctxt, uuid, flavor)
+        # Read back once, with the host and node the claim set; the task-state
+        # steps below change nothing the driver is told.
         inst = self._update(uuid, expected_task_state=(task_states.SCHEDULING, None),
                             expected_vm_state=vm_states.BUILDING,
                             task_state=task_states.NETWORKING)
         network_info = self._allocate_network(ctxt, inst, requested_networks, allocations)
         done["network"] = True
-        self._save_network_info(uuid, network_info)
-        inst = self._update(uuid, expected_task_state=task_states.NETWORKING,
-                            task_state=task_states.BLOCK_DEVICE_MAPPING)
-        self._store_bdms(uuid, block_device_mappings)
-        self._attach_volumes(ctxt, inst, done["attachments"])
-        inst = self._update(uuid, expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
-                            task_state=task_states.SPAWNING)
+        records.update_instance(self.cell_db, uuid, expected_task_state=task_states.NETWORKING,
+                                task_state=task_states.BLOCK_DEVICE_MAPPING,
+                                network_info=network_info, reload=False)
+        bdms = self._store_bdms(uuid, block_device_mappings)
+        self._attach_volumes(ctxt, inst, done["attachments"], bdms)
+        records.update_instance(self.cell_db, uuid,
+                                expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
+                                task_state=task_states.SPAWNING, reload=False)
         done["spawned"] = True  # from here a half-made guest may exist
         self.driver.spawn(ctxt, self.instance_dict(inst, flavor), image_meta,
                           network_info=network_info,
-                          block_device_info=self.block_device_info(uuid))
+                          block_device_info=self.block_device_info(uuid, bdms))
         return self._update(uuid, expected_task_state=task_states.SPAWNING,
                             vm_state=vm_states.ACTIVE, task_state=None,
                             power_state=self.driver.get_info({"uuid": uuid})["state"],

@@ -321,13 +321,16 @@ class ResourceTracker:
             self._write_usage(s)
 
     def _fit(self, s, flavor):
+        numa_request = claims.numa_request(flavor)
+        pci_requests = claims.pci_requests(flavor, self.aliases)
+        if numa_request is None and not pci_requests:
+            return None, None  # nothing Placement does not already count
         res = self.resources()
         usage = self._usage(s)
         ratio = self.compute_node["cpu_allocation_ratio"] if self.compute_node else 1.0
-        numa = claims.fit_numa(res.get("numa_topology"), usage["numa"],
-                               claims.numa_request(flavor), ratio)
+        numa = claims.fit_numa(res.get("numa_topology"), usage["numa"], numa_request, ratio)
         pci = claims.pick_pci(res.get("pci_passthrough_devices") or [], usage["pci"],
-                              claims.pci_requests(flavor, self.aliases), numa)
+                              pci_requests, numa)
         return numa, pci or None
 
     @staticmethod

@@ -82,8 +82,7 @@ class ConductorManager(ConductorMoves, ConductorCrossCell):
         cell0 = self._cell0()
         cell0_db = cells_mod.cell_database(cell0)
         build_tasks.create_instance(cell0_db, ctxt, instance_uuid, build_request, spec,
-                                    vm_state=states.ERROR, task_state=None)
-        records.start_action(cell0_db, ctxt, instance_uuid, "create")
+                                    action="create", vm_state=states.ERROR, task_state=None)
         try:
             with records.action_event(cell0_db, ctxt, instance_uuid, build_tasks.CONDUCTOR_EVENT):
                 raise exc

@@ -45,11 +45,13 @@ def get_instance(s, instance_uuid, read_deleted=False):
 
 
 def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
-                    expected_vm_state=_UNSET, **values):
+                    expected_vm_state=_UNSET, network_info=_UNSET, reload=True, **values):
     """Update an instance only if it is in the expected state(s).
 
     ``expected_task_state`` may be a value or a tuple of values (None allowed).
     Raises UnexpectedTaskStateError when another request got there first.
+    ``network_info`` (a list) replaces the info cache in the same transaction.
+    Returns the updated instance, or None with ``reload=False``.
     """
     with cell_db.session(write=True) as s:
         q = sa.update(m.Instance).where(m.Instance.uuid == instance_uuid,
@@ -71,17 +73,29 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
                 f"Conflict updating instance {instance_uuid}. Expected: "
                 f"task_state={expected_task_state if expected_task_state is not _UNSET else 'any'}. "
                 f"Actual: task_state={inst.task_state}, vm_state={inst.vm_state}")
-        return get_instance(s, instance_uuid)
+        if network_info is not _UNSET:
+            text = json.dumps(network_info or [])
+            if not s.execute(sa.update(m.InstanceInfoCache)
+                             .where(m.InstanceInfoCache.instance_uuid == instance_uuid)
+                             .values(network_info=text)).rowcount:
+                s.add(m.InstanceInfoCache(instance_uuid=instance_uuid, network_info=text))
+        return get_instance(s, instance_uuid) if reload else None
 
 
 def start_action(cell_db, ctxt, instance_uuid, action):
     """Record that a user asked for ``action`` (e.g. 'create', 'resize')."""
     with cell_db.session(write=True) as s:
-        row = m.InstanceAction(action=action, instance_uuid=instance_uuid,
-                               request_id=ctxt.request_id, user_id=ctxt.user_id,
-                               project_id=ctxt.project_id, start_time=utcnow())
-        s.add(row)
+        row = add_action(s, ctxt, instance_uuid, action)
     return row.id
+
+
+def add_action(s, ctxt, instance_uuid, action):
+    """``start_action`` inside the caller's transaction; returns the row (id after flush)."""
+    row = m.InstanceAction(action=action, instance_uuid=instance_uuid,
+                           request_id=ctxt.request_id, user_id=ctxt.user_id,
+                           project_id=ctxt.project_id, start_time=utcnow())
+    s.add(row)
+    return row
 
 
 _FIND_ACTION = (sa.select(m.InstanceAction)
@@ -97,11 +111,12 @@ def _find_action(s, instance_uuid, request_id):
 
 
 @contextlib.contextmanager
-def action_event(cell_db, ctxt, instance_uuid, event, host=None):
+def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=False):
     """Record one step of the current action: start, finish and result.
 
     On an exception the event gets result 'Error' and the traceback, the
     action gets the message 'Error', and the exception propagates.
+    ``finish_action``: the step is the action's last; its end ends the action.
     """
     with cell_db.session(write=True) as s:
         action = _find_action(s, instance_uuid, ctxt.request_id)
@@ -117,29 +132,36 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None):
     try:
         yield
     except BaseException as exc:
-        _finish_event(cell_db, ev.id, "Error", "".join(tb_mod.format_exception(exc)))
+        _finish_event(cell_db, ev, "Error", "".join(tb_mod.format_exception(exc)), finish_action)
         raise
-    _finish_event(cell_db, ev.id, "Success", None)
+    _finish_event(cell_db, ev, "Success", None, finish_action)
 
 
-def _finish_event(cell_db, event_id, result, traceback):
-    with cell_db.session(write=True) as s:
-        ev = s.get(m.InstanceActionEvent, event_id)
-        if ev is None:
-            return
-        ev.finish_time = utcnow()
-        ev.result = result
-        ev.traceback = traceback
-        if result == "Error":
-            action = s.get(m.InstanceAction, ev.action_id)
-            action.message = "Error"
+def _finish_event(cell_db, ev, result, traceback, finish_action):
+    now = utcnow()
+    action_values = {"finish_time": now} if finish_action else {}
+    if result == "Error":
+        action_values["message"] = "Error"
+    # Plain UPDATEs by id: the rows may be gone (a hard-deleted cross-cell copy).
+    with cell_db.connection(write=True) as conn:
+        conn.execute(sa.update(m.InstanceActionEvent).where(m.InstanceActionEvent.id == ev.id)
+                     .values(finish_time=now, result=result, traceback=traceback))
+        if action_values:
+            conn.execute(sa.update(m.InstanceAction)
+                         .where(m.InstanceAction.id == ev.action_id).values(**action_values))
+
+
+_LATEST_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))
+                     .where(m.InstanceAction.instance_uuid == sa.bindparam("b_uuid"),
+                            m.InstanceAction.request_id == sa.bindparam("b_request_id"))
+                     .scalar_subquery())
+_FINISH_ACTION = sa.update(m.InstanceAction).where(m.InstanceAction.id == _LATEST_ACTION_ID)
 
 
 def finish_action(cell_db, ctxt, instance_uuid):
-    with cell_db.session(write=True) as s:
-        action = _find_action(s, instance_uuid, ctxt.request_id)
-        if action is not None:
-            action.finish_time = utcnow()
+    with cell_db.connection(write=True) as conn:
+        conn.execute(_FINISH_ACTION.values(finish_time=utcnow()),
+                     {"b_uuid": instance_uuid, "b_request_id": ctxt.request_id})
 
 
 def add_fault(cell_db, instance_uuid, exc, host=None, code=500):

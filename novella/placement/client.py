@@ -334,6 +334,9 @@ class PlacementClient:
             if app is not None:
                 self.base_url = WSGI_BASE_URL
                 self.http.mount(WSGI_BASE_URL, WSGIAdapter(app))
+                # No proxy or netrc applies to an in-process app; without this,
+                # requests reads the proxy environment on every call.
+                self.http.trust_env = False
             else:
                 self.base_url = (endpoint or "").rstrip("/")
                 # Enough pooled connections for a thread pool sharing the client.

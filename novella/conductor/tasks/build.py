@@ -3,9 +3,13 @@
 The composition, in order, and what each step undoes:
 
     ClaimedAllocation     the scheduler's claim   | undo: free the allocation
-    CreateInstanceInCell  rows in the cell db     | undo: delete the server there
-    MapInstanceToCell     instance mapping        | undo: point it back where it was
-    DeleteBuildRequest    fails if the user deleted the server meanwhile
+    CreateInstanceInCell  rows in the cell db and | undo: delete the server there
+                          the 'create' action
+    MapInstanceToCell     in one transaction: the | undo: point the mapping back
+                          build request deleted     where it was
+                          (fails if the user deleted
+                          the server meanwhile) and
+                          the mapping pointed here
     AddToServerGroup      group membership        | undo: leave the group
     BuildOnHost           compute build, rescheduled to alternates on
                           RescheduledException; when none is left the server
@@ -85,7 +89,6 @@ def build_tasks(b):
         ClaimedAllocation(b),
         CreateInstanceInCell(b),
         MapInstanceToCell(b),
-        DeleteBuildRequest(b),
         AddToServerGroup(b),
         BuildOnHost(b),
     ]
@@ -114,8 +117,8 @@ class CreateInstanceInCell(BuildTask):
                         launch_index=b.launch_index,
                         availability_zone=aggregates.host_availability_zone(
                             b.api_db, b.selection["service_host"],
-                            b.conf.default_availability_zone))
-        records.start_action(b.cell_db, b.ctxt, b.instance_uuid, "create")
+                            b.conf.default_availability_zone),
+                        action="create")
 
     def rollback(self, exc):
         soft_delete_instance(self.b.cell_db, self.b.instance_uuid)
@@ -123,16 +126,14 @@ class CreateInstanceInCell(BuildTask):
 
 class MapInstanceToCell(BuildTask):
     def execute(self):
-        self.previous = map_instance(self.b.api_db, self.b.instance_uuid, self.b.cell.id)
+        b = self.b
+        with b.api_db.session(write=True) as s:
+            if not _delete_build_request(s, b.instance_uuid):
+                raise BuildRequestNotFound(f"Build request for {b.instance_uuid} is gone")
+            self.previous = _map_instance(s, b.instance_uuid, b.cell.id)
 
     def rollback(self, exc):
         map_instance(self.b.api_db, self.b.instance_uuid, self.previous)
-
-
-class DeleteBuildRequest(BuildTask):
-    def execute(self):
-        if not delete_build_request(self.b.api_db, self.b.instance_uuid):
-            raise BuildRequestNotFound(f"Build request for {self.b.instance_uuid} is gone")
 
 
 class AddToServerGroup(BuildTask):
@@ -153,7 +154,8 @@ class BuildOnHost(BuildTask):
     def execute(self):
         b = self.b
         try:
-            with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT):
+            with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT,
+                                      finish_action=True):
                 self._build_with_alternates()
         except (compute_exc.BuildAbortException, records.InstanceNotFound):
             # Deleted by its user during the build: the delete owns the server now.
@@ -164,12 +166,10 @@ class BuildOnHost(BuildTask):
             b.placement.delete_allocations(b.instance_uuid)
             try:
                 records.update_instance(b.cell_db, b.instance_uuid, vm_state=states.ERROR,
-                                        task_state=None, host=None, node=None)
+                                        task_state=None, host=None, node=None, reload=False)
             except records.InstanceNotFound:
                 return  # deleted by its user meanwhile
             records.add_fault(b.cell_db, b.instance_uuid, exc)
-        finally:
-            records.finish_action(b.cell_db, b.ctxt, b.instance_uuid)
 
     def _build_with_alternates(self):
         b = self.b
@@ -208,8 +208,12 @@ class BuildOnHost(BuildTask):
 
 # --- rows -----------------------------------------------------------------------------
 
-def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, **values):
-    """The server's rows in a cell: instance, extra (flavor), metadata, tags, BDMs, info cache."""
+def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, action=None,
+                    **values):
+    """The server's rows in a cell: instance, extra (flavor), metadata, tags, BDMs, info cache.
+
+    ``action``: the instance action the request starts (e.g. 'create'), recorded with them.
+    """
     fields = dict(build_request.get("instance") or {})
     flavor = fields.get("flavor") or request_spec.get("flavor") or {}
     row = {k: v for k, v in fields.items() if k in _INSTANCE_COLUMNS}
@@ -241,6 +245,8 @@ def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, *
             if isinstance(cols.get("connection_info"), dict):
                 cols["connection_info"] = json.dumps(cols["connection_info"])
             s.add(cm.BlockDeviceMapping(instance_uuid=instance_uuid, **cols))
+        if action:
+            records.add_action(s, ctxt, instance_uuid, action)
 
 
 def soft_delete_instance(cell_db, instance_uuid):
@@ -262,19 +268,27 @@ def soft_delete_instance(cell_db, instance_uuid):
 def map_instance(api_db, instance_uuid, cell_id):
     """Point the instance mapping at a cell; return the cell id it had."""
     with api_db.session(write=True) as s:
-        im = s.scalars(sa.select(am.InstanceMapping).where(
-            am.InstanceMapping.instance_uuid == instance_uuid)).first()
-        if im is None:
-            return None
-        previous, im.cell_id = im.cell_id, cell_id
-        return previous
+        return _map_instance(s, instance_uuid, cell_id)
+
+
+def _map_instance(s, instance_uuid, cell_id):
+    im = am.InstanceMapping
+    previous = s.execute(sa.select(im.cell_id).where(im.instance_uuid == instance_uuid)).first()
+    if previous is None:
+        return None
+    s.execute(sa.update(im).where(im.instance_uuid == instance_uuid).values(cell_id=cell_id))
+    return previous.cell_id
 
 
 def delete_build_request(api_db, instance_uuid):
     """Delete the build request; False if it was already gone."""
     with api_db.session(write=True) as s:
-        return s.execute(sa.delete(am.BuildRequest).where(
-            am.BuildRequest.instance_uuid == instance_uuid)).rowcount > 0
+        return _delete_build_request(s, instance_uuid)
+
+
+def _delete_build_request(s, instance_uuid):
+    return s.execute(sa.delete(am.BuildRequest).where(
+        am.BuildRequest.instance_uuid == instance_uuid)).rowcount > 0
 
 
 def add_group_member(api_db, group_uuid, instance_uuid):
