@@ -255,11 +255,14 @@ class ComputeMoves:
         with self._move_step(ctxt, instance_uuid, "compute_finish_revert_resize") as box:
             inst = box[0]
             mig = self._migration(migration_uuid)
-            self.driver.finish_revert_migration(
-                ctxt, self.instance_dict(inst, old), self.network_info(inst), migration=mig,
-                block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
-            self._bind_network_here(ctxt, inst)
+            # Ports and volumes first: until then the bindings and the volumes'
+            # connections are the destination's, and the driver must be given
+            # this host's to bring the old guest back.
+            network_info = self._bind_network_here(ctxt, inst)
             self._reattach_volumes(ctxt, inst)
+            self.driver.finish_revert_migration(
+                ctxt, self.instance_dict(inst, old), network_info, migration=mig,
+                block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
             self.rt.revert_migration_context(ctxt, instance_uuid)
             if not rollback:
                 self.placement.move_allocations(migration_uuid, instance_uuid,

@@ -135,7 +135,12 @@ class ComputeDriver:
 
     def finish_revert_migration(self, ctxt, instance, network_info=None, migration=None,
                                 block_device_info=None, power_on=True):
-        """Source side after revert: bring the kept copy back and start it."""
+        """Source side after revert: bring the kept copy back and start it.
+
+        The guest gets the volumes of ``block_device_info`` and the ports of
+        ``network_info``, both already connected to this host (a volume
+        detached while the server was resized is not plugged back).
+        """
         raise NotImplementedError
 
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):

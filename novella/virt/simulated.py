@@ -13,6 +13,10 @@ times=1)`` makes the next call(s) of that method on that host raise; with
 ``host=None`` the fault hits whichever host calls the method first (e.g. the
 scheduler's first choice for a move). The registry is module-level so tests
 of the whole system can reach any host.
+
+A host connects only volumes exported to it: a ``block_device_info`` entry
+whose ``connection_info`` names another ``target_host`` is refused, as a real
+hypervisor cannot reach a target that was not exported to it.
 """
 import hashlib
 import json
@@ -43,6 +47,10 @@ class InstanceNotFound(Exception):
 
 class ResizeError(Exception):
     pass
+
+
+class VolumeNotExported(Exception):
+    """A volume's connection_info was made for another host."""
 
 
 # -- fault registry ------------------------------------------------------------
@@ -171,6 +179,14 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         exc = _take_fault(self.host, method, instance_uuid)
         if exc is not None:
             raise exc
+
+    def _check_exported_here(self, block_device_info):
+        """Refuse volumes whose connection was made for another host."""
+        for bdm in (block_device_info or {}).get("block_device_mapping") or []:
+            target = ((bdm.get("connection_info") or {}).get("data") or {}).get("target_host")
+            if target and target != self.host:
+                raise VolumeNotExported(f"volume {bdm.get('volume_id')} is exported to "
+                                        f"{target}, not to {self.host}")
 
     def instance_dir(self, instance_uuid, host=None):
         return os.path.join(self.root, host or self.host, instance_uuid)
@@ -315,6 +331,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             bdms = (block_device_info or {}).get("block_device_mapping") or []
             boot_from_volume = any(b.get("boot_index") in (0, "0") for b in bdms)
             kinds = ("ephemeral", "swap") if boot_from_volume else ("root", "ephemeral", "swap")
+            self._check_exported_here(block_device_info)
             self._write_disks(ctxt, instance, image_meta, kinds)
             # A fault here leaves the disks behind, as a hypervisor that
             # cannot start the guest does: the caller must clean up.
@@ -417,6 +434,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                          power_on=True):
         uuid = instance["uuid"]
         self._fault("finish_migration", uuid)
+        self._check_exported_here(block_device_info)
         with self._lock:
             inst_dir = self.instance_dir(uuid)
             os.makedirs(inst_dir, exist_ok=True)
@@ -441,6 +459,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                                 block_device_info=None, power_on=True):
         uuid = instance["uuid"]
         self._fault("finish_revert_migration", uuid)
+        self._check_exported_here(block_device_info)
         with self._lock:
             inst_dir = self.instance_dir(uuid)
             kept = inst_dir + "_resize"
@@ -449,6 +468,14 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                 os.rename(kept, inst_dir)
             domain = self._load(uuid)
             domain["power_state"] = power_state.RUNNING if power_on else power_state.SHUTDOWN
+            # The guest is defined again from what it is given, as a real
+            # hypervisor does, not from the kept copy: a volume detached while
+            # the server was resized must not come back.
+            if block_device_info is not None:
+                domain["volumes"] = {b["volume_id"]: b.get("mount_device") for b in
+                                     block_device_info.get("block_device_mapping") or []}
+            if network_info is not None:
+                domain["network_info"] = network_info
             self._save(domain)
 
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):

@@ -71,6 +71,36 @@ def test_boot_from_volume_has_no_root_disk(drv):
     assert "disk" not in os.listdir(drv.instance_dir(inst["uuid"]))
 
 
+def _volume(volume_id, host, mount):
+    return {"volume_id": volume_id, "boot_index": None, "mount_device": mount,
+            "connection_info": {"driver_volume_type": "simulated",
+                                "data": {"volume_id": volume_id, "target_host": host}}}
+
+
+def test_volumes_exported_to_another_host_are_refused(drv, tmp_path):
+    other = simulated.SimulatedDriver(drv.host + "-b", conf=CONF, instances_path=str(tmp_path))
+    inst = _instance()
+    theirs = {"block_device_mapping": [_volume("v1", other.host, "/dev/vdb")]}
+    with pytest.raises(simulated.VolumeNotExported, match=other.host):
+        drv.spawn(None, inst, {"id": None}, block_device_info=theirs)
+    ours = {"block_device_mapping": [_volume("v1", drv.host, "/dev/vdb")]}
+    drv.spawn(None, inst, {"id": None}, block_device_info=ours)
+    assert drv._load(inst["uuid"])["volumes"] == {"v1": "/dev/vdb"}
+    drv.migrate_disk_and_power_off(None, inst, other.host, FLAVOR)
+    with pytest.raises(simulated.VolumeNotExported):
+        other.finish_migration(None, {}, inst, [], [], {"id": None}, False,
+                               block_device_info=ours)
+    with pytest.raises(simulated.VolumeNotExported):
+        drv.finish_revert_migration(None, inst, block_device_info=theirs)
+    # The old guest comes back with the volumes it is given now (v1 was detached meanwhile).
+    drv.finish_revert_migration(None, inst, network_info=[{"id": "p1"}],
+                                block_device_info={"block_device_mapping": [
+                                    _volume("v2", drv.host, "/dev/vdc")]})
+    domain = drv._load(inst["uuid"])
+    assert (domain["volumes"], domain["network_info"]) == ({"v2": "/dev/vdc"}, [{"id": "p1"}])
+    assert domain["power_state"] == power_state.RUNNING
+
+
 def test_power_states(drv):
     inst = _instance()
     drv.spawn(None, inst, {"id": None})
