@@ -299,10 +299,14 @@ class NetworkAPI:
                            "resources": packet_rate})
         return {"request_groups": groups, "same_subtree": [g["id"] for g in groups]}
 
-    def _port_dict(self, s, p):
-        active = self._active(s, p.id)
-        ips = s.scalars(sa.select(models.IPAllocation).where(models.IPAllocation.port_id == p.id)
-                        .order_by(models.IPAllocation.subnet_id)).all()
+    def _port_dict(self, s, p, known=None):
+        """``known``: (active binding, IP allocations) when the caller just made them."""
+        if known is not None:
+            active, ips = known[0], sorted(known[1], key=lambda a: a.subnet_id)
+        else:
+            active = self._active(s, p.id)
+            ips = s.scalars(sa.select(models.IPAllocation).where(models.IPAllocation.port_id == p.id)
+                            .order_by(models.IPAllocation.subnet_id)).all()
         return {"id": p.id, "name": p.name, "network_id": p.network_id,
                 "project_id": p.project_id, "tenant_id": p.project_id,
                 "mac_address": p.mac_address, "admin_state_up": p.admin_state_up,
@@ -341,12 +345,14 @@ class NetworkAPI:
                     raise IpAddressAlreadyAllocated(
                         f"IP address {wanted} already allocated in subnet {sn.id}")
                 return sn, wanted
+            # Addresses as integers: the pools are walked from their start.
+            taken = {int(ipaddress.ip_address(a)) for a in used | {sn.gateway_ip} if a}
             for pool in sn.allocation_pools:
-                addr, end = ipaddress.ip_address(pool["start"]), ipaddress.ip_address(pool["end"])
-                while addr <= end:
-                    if str(addr) not in used and str(addr) != sn.gateway_ip:
-                        return sn, str(addr)
-                    addr += 1
+                start = int(ipaddress.ip_address(pool["start"]))
+                end = int(ipaddress.ip_address(pool["end"]))
+                free = next((a for a in range(start, end + 1) if a not in taken), None)
+                if free is not None:
+                    return sn, str(ipaddress.ip_address(free))
             if request.get("subnet_id"):
                 break
         if wanted:
@@ -354,6 +360,10 @@ class NetworkAPI:
         raise IpAddressGenerationFailure(f"no more IP addresses on network {network_id}")
 
     def _create_port(self, s, body, project_id=None):
+        return self._new_port(s, body, project_id)[0]
+
+    def _new_port(self, s, body, project_id=None):
+        """A port, its IP allocations and its active binding: (port, binding, [allocations])."""
         network = self._network(s, body.get("network_id"))
         if body.get("qos_policy_id") and s.get(models.QosPolicy, body["qos_policy_id"]) is None:
             raise QosPolicyNotFound(f"QoS policy {body['qos_policy_id']} could not be found")
@@ -375,18 +385,23 @@ class NetworkAPI:
             has_subnet = s.scalar(sa.select(models.Subnet.id)
                                   .where(models.Subnet.network_id == network.id).limit(1))
             requests = [{}] if has_subnet else []
+        ips = []
         for req in requests:
             subnet, address = self._allocate_ip(s, network.id, req)
-            s.add(models.IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=p.id,
-                                      network_id=network.id))
+            ips.append(models.IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=p.id,
+                                           network_id=network.id))
+            s.add(ips[-1])
             s.flush()
-        s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE, vif_type="unbound",
-                                 vnic_type=p.vnic_type, profile={}))
+        # Bound straight to the host asked for, if any (no unbound binding to replace).
+        host = body.get("binding:host_id") or ""
+        vif_type, details = self._vif(host, p.vnic_type)
+        binding = models.PortBinding(port_id=p.id, host=host, status=ACTIVE, vif_type=vif_type,
+                                     vif_details=details, vnic_type=p.vnic_type,
+                                     profile=dict(body.get("binding:profile") or {}))
+        s.add(binding)
+        p.status = ACTIVE if host and p.device_owner.startswith("compute:") else "DOWN"
         s.flush()
-        if body.get("binding:host_id") or body.get("binding:profile"):
-            self._rebind_active(s, p, body.get("binding:host_id") or "",
-                                body.get("binding:profile") or {})
-        return p
+        return p, binding, ips
 
     @_retry_on_duplicate
     def create_port(self, ctxt, body):
@@ -577,8 +592,8 @@ class NetworkAPI:
             .order_by(models.Port.created_at, models.Port.id)
         return s.scalars(q.with_for_update() if lock else q).all()
 
-    def _vif_dict(self, s, p):
-        port = self._port_dict(s, p)
+    def _vif_dict(self, s, p, known=None):
+        port = self._port_dict(s, p, known)
         network = s.get(models.Network, p.network_id)
         subnets = []
         for sn in s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network.id)
@@ -628,23 +643,30 @@ class NetworkAPI:
         """
         owner = f"compute:{availability_zone or 'nova'}"
         with self.db.session(write=True) as s:
-            ports = []
+            ports, made = [], {}  # made: {port id: (binding, ips)} of ports created here
             for req in self._requested(s, ctxt, project_id, requested_networks):
                 if req.get("port_id"):
                     p = self._port(s, req["port_id"], lock=True)
                     if p.device_id and p.device_id != instance_uuid:
                         raise PortInUse(f"port {p.id} is in use by {p.device_id}")
+                    p.device_id, p.device_owner = instance_uuid, owner
                 else:
                     fixed = [{"ip_address": req["address"]}] if req.get("address") else None
-                    p = self._create_port(s, {"network_id": req["network_id"], "fixed_ips": fixed,
-                                              "created_for_instance": True}, project_id)
-                p.device_id, p.device_owner = instance_uuid, owner
+                    p, binding, ips = self._new_port(s, {
+                        "network_id": req["network_id"], "fixed_ips": fixed,
+                        "created_for_instance": True, "device_id": instance_uuid,
+                        "device_owner": owner, "binding:host_id": host or ""}, project_id)
+                    made[p.id] = (binding, ips)
                 ports.append(p)
             for p in ports:
+                if p.id in made:
+                    if (port_profiles or {}).get(p.id):
+                        made[p.id][0].profile = dict(port_profiles[p.id])
+                    continue
                 active = self._active(s, p.id)
                 profile = dict(active.profile or {}, **(port_profiles or {}).get(p.id, {}))
                 self._rebind_active(s, p, host or active.host, profile)
-            return [self._vif_dict(s, p) for p in ports]
+            return [self._vif_dict(s, p, made.get(p.id)) for p in ports]
 
     def get_instance_nw_info(self, ctxt, instance_uuid):
         with self.db.session() as s:
