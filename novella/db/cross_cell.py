@@ -38,9 +38,7 @@ def copy_instance(src_db, dst_db, instance_uuid, migration_uuid, hidden=True):
                 q = q.where(model.deleted == 0)
             related.extend((model, _columns(r)) for r in s.scalars(q))
         tags = [t.tag for t in s.scalars(sa.select(m.Tag).where(m.Tag.resource_id == instance_uuid))]
-        actions = [(_columns(a), [_columns(e, skip=("id", "action_id")) for e in a.events])
-                   for a in s.scalars(sa.select(m.InstanceAction).where(
-                       m.InstanceAction.instance_uuid == instance_uuid))]
+        actions, events = _actions_and_events(s.connection(), instance_uuid)
         mig = s.scalars(sa.select(m.Migration).where(m.Migration.uuid == migration_uuid)).one()
         mig.cross_cell_move = True
         migration = _columns(mig)
@@ -50,13 +48,9 @@ def copy_instance(src_db, dst_db, instance_uuid, migration_uuid, hidden=True):
             s.add(model(**values))
         for tag in tags:
             s.add(m.Tag(resource_id=instance_uuid, tag=tag))
-        for action, events in actions:
-            row = m.InstanceAction(**action)
-            s.add(row)
-            s.flush()
-            for ev in events:
-                s.add(m.InstanceActionEvent(action_id=row.id, **ev))
         s.add(m.Migration(**dict(migration, hidden=hidden, cross_cell_move=True)))
+        s.flush()
+        _insert_actions(s.connection(), actions, events)
 
 
 def hard_delete_instance(cell_db, instance_uuid, migration_uuid=None):
@@ -90,38 +84,78 @@ def holds(cell_db, instance_uuid):
             m.Instance.uuid == instance_uuid)).first() is not None
 
 
+_ACTIONS = m.InstanceAction.__table__
+_EVENTS = m.InstanceActionEvent.__table__
+
+
+def _actions_and_events(conn, instance_uuid):
+    """The server's actions (by id) and their events (by action id): two SELECTs."""
+    actions = [dict(r._mapping) for r in conn.execute(
+        sa.select(_ACTIONS).where(_ACTIONS.c.instance_uuid == instance_uuid)
+        .order_by(_ACTIONS.c.id))]
+    events = {a["id"]: [] for a in actions}
+    if actions:
+        for r in conn.execute(sa.select(_EVENTS).where(_EVENTS.c.action_id.in_(list(events)))
+                              .order_by(_EVENTS.c.id)):
+            events[r.action_id].append(dict(r._mapping))
+    return actions, events
+
+
+def _insert_actions(conn, actions, events):
+    """Insert copies of ``actions`` (new ids) and of their events: one INSERT per action."""
+    rows = []
+    for action in actions:
+        action_id = conn.execute(sa.insert(_ACTIONS).values(
+            **{k: v for k, v in action.items() if k != "id"})).inserted_primary_key[0]
+        rows.extend(dict({k: v for k, v in ev.items() if k != "id"}, action_id=action_id)
+                    for ev in events[action["id"]])
+    if rows:
+        conn.execute(sa.insert(_EVENTS), rows)
+
+
 def sync_actions(src_db, dst_db, instance_uuid):
     """Bring the server's actions and events in ``dst_db`` up to ``src_db``'s.
 
     Actions are matched by request id (a step a host recorded outside the
     action of its cell lands in the request's action), events by (event, host, start time):
     missing ones are added, finished ones take the source's result.
+    Core statements, a fixed number whatever the server's history (it runs
+    twice per move).
     """
-    with src_db.session() as s:
-        actions = [(_columns(a), [_columns(e, skip=("id", "action_id")) for e in a.events])
-                   for a in s.scalars(sa.select(m.InstanceAction).where(
-                       m.InstanceAction.instance_uuid == instance_uuid))]
-    with dst_db.session(write=True) as s:
-        for action, events in actions:
-            row = s.scalars(sa.select(m.InstanceAction).where(
-                m.InstanceAction.instance_uuid == instance_uuid,
-                m.InstanceAction.request_id == action["request_id"])
-                .order_by(m.InstanceAction.id)).first()
+    with src_db.connection() as conn:
+        actions, events = _actions_and_events(conn, instance_uuid)
+    with dst_db.connection(write=True) as conn:
+        have_actions, have_events = _actions_and_events(conn, instance_uuid)
+        by_request = {}
+        for a in have_actions:
+            by_request.setdefault(a["request_id"], a)  # the oldest, as it was recorded
+        new_events = []
+        for action in actions:
+            row = by_request.get(action["request_id"])
             if row is None:
-                row = m.InstanceAction(**action)
-                s.add(row)
-                s.flush()
+                values = {k: v for k, v in action.items() if k != "id"}
+                action_id = conn.execute(sa.insert(_ACTIONS).values(**values)
+                                         ).inserted_primary_key[0]
+                row = by_request[action["request_id"]] = dict(values, id=action_id)
+                have_events[action_id] = []
             else:
-                row.finish_time = action["finish_time"] or row.finish_time
-                row.message = action["message"] or row.message
-            have = {(e.event, e.host, e.start_time): e for e in row.events}
-            for ev in events:
-                mine = have.get((ev["event"], ev["host"], ev["start_time"]))
-                if mine is None:
-                    s.add(m.InstanceActionEvent(action_id=row.id, **ev))
-                elif ev["finish_time"] and not mine.finish_time:
-                    mine.finish_time, mine.result = ev["finish_time"], ev["result"]
-                    mine.traceback = ev["traceback"]
+                changed = {k: action[k] for k in ("finish_time", "message")
+                           if action[k] and action[k] != row[k]}
+                if changed:
+                    conn.execute(sa.update(_ACTIONS).where(_ACTIONS.c.id == row["id"])
+                                 .values(**changed))
+            mine = {(e["event"], e["host"], e["start_time"]): e for e in have_events[row["id"]]}
+            for ev in events[action["id"]]:
+                found = mine.get((ev["event"], ev["host"], ev["start_time"]))
+                if found is None:
+                    new_events.append(dict({k: v for k, v in ev.items() if k != "id"},
+                                           action_id=row["id"]))
+                elif ev["finish_time"] and not found["finish_time"]:
+                    conn.execute(sa.update(_EVENTS).where(_EVENTS.c.id == found["id"]).values(
+                        finish_time=ev["finish_time"], result=ev["result"],
+                        traceback=ev["traceback"]))
+        if new_events:
+            conn.execute(sa.insert(_EVENTS), new_events)
 
 
 def sync_changes_back(src_db, dst_db, instance_uuid):
