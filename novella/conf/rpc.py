@@ -9,6 +9,11 @@ opts = [
     cfg.IntOpt("long_rpc_timeout", default=1800,
                help="Seconds to wait for RPC calls known to be long "
                     "(e.g. the steps of a cross-cell resize)."),
+    cfg.IntOpt("executor_thread_pool_size", default=8, min=1,
+               help="Threads that run incoming casts (in-process transport) or "
+                    "messages (RabbitMQ, per topic and server). The work is mostly "
+                    "Python under one interpreter lock: beyond a few threads, more "
+                    "only adds switching."),
 ]
 notification_opts = [
     cfg.StrOpt("notification_format", default="versioned",

@@ -22,12 +22,14 @@ def get_transport(url):
     """The process-wide transport for a URL (one object per URL)."""
     t = _transports.get(url)
     if t is None:
+        from novella.conf import CONF
+        workers = CONF.executor_thread_pool_size
         if url.startswith("inproc://") or url.startswith("fake://"):
             from novella.rpc.inproc import InProcessTransport
-            t = InProcessTransport(url)
+            t = InProcessTransport(url, max_workers=workers)
         elif url.startswith("rabbit://") or url.startswith("amqp://"):
             from novella.rpc.rabbit import RabbitTransport
-            t = RabbitTransport(url)
+            t = RabbitTransport(url, max_workers=workers)
         else:
             raise ValueError(f"unsupported transport URL {url!r}")
         _transports[url] = t
