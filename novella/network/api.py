@@ -187,6 +187,14 @@ class NetworkAPI:
             raise NetworkNotFound(f"network {network_id} could not be found")
         return n
 
+    def _network_of(self, s, network_id):
+        """``_network``, held for the session: its identity map keeps unreferenced rows
+        only weakly, and a port's network is read several times while building its views."""
+        held = s.info.setdefault("networks", {})
+        if network_id not in held:
+            held[network_id] = self._network(s, network_id)
+        return held[network_id]
+
     def get_network(self, ctxt, network_id):
         with self.db.session() as s:
             n = self._network(s, network_id)
@@ -275,7 +283,7 @@ class NetworkAPI:
     def _resource_request(self, s, p):
         if p.resource_request is not None:
             return p.resource_request
-        network = s.get(models.Network, p.network_id)
+        network = self._network_of(s, p.network_id)
         policy_id = p.qos_policy_id or network.qos_policy_id
         policy = s.get(models.QosPolicy, policy_id) if policy_id else None
         if policy is None:
@@ -316,7 +324,7 @@ class NetworkAPI:
                 "binding:vif_type": active.vif_type,
                 "binding:vif_details": dict(active.vif_details or {}),
                 "binding:vnic_type": p.vnic_type, "qos_policy_id": p.qos_policy_id,
-                "qos_network_policy_id": s.get(models.Network, p.network_id).qos_policy_id,
+                "qos_network_policy_id": self._network_of(s, p.network_id).qos_policy_id,
                 "resource_request": self._resource_request(s, p),
                 "security_groups": [], "port_security_enabled": True,
                 "created_at": _iso(p.created_at), "updated_at": _iso(p.updated_at)}
@@ -364,7 +372,7 @@ class NetworkAPI:
 
     def _new_port(self, s, body, project_id=None):
         """A port, its IP allocations and its active binding: (port, binding, [allocations])."""
-        network = self._network(s, body.get("network_id"))
+        network = self._network_of(s, body.get("network_id"))
         if body.get("qos_policy_id") and s.get(models.QosPolicy, body["qos_policy_id"]) is None:
             raise QosPolicyNotFound(f"QoS policy {body['qos_policy_id']} could not be found")
         p = models.Port(id=body.get("id") or str(uuid.uuid4()), network_id=network.id,
@@ -378,6 +386,9 @@ class NetworkAPI:
                         qos_policy_id=body.get("qos_policy_id"),
                         resource_request=body.get("resource_request"),
                         created_for_instance=bool(body.get("created_for_instance")))
+        host = body.get("binding:host_id") or ""
+        vif_type, details = self._vif(host, p.vnic_type)
+        p.status = ACTIVE if host and p.device_owner.startswith("compute:") else "DOWN"
         s.add(p)
         s.flush()
         requests = body.get("fixed_ips")
@@ -393,13 +404,10 @@ class NetworkAPI:
             s.add(ips[-1])
             s.flush()
         # Bound straight to the host asked for, if any (no unbound binding to replace).
-        host = body.get("binding:host_id") or ""
-        vif_type, details = self._vif(host, p.vnic_type)
         binding = models.PortBinding(port_id=p.id, host=host, status=ACTIVE, vif_type=vif_type,
                                      vif_details=details, vnic_type=p.vnic_type,
                                      profile=dict(body.get("binding:profile") or {}))
         s.add(binding)
-        p.status = ACTIVE if host and p.device_owner.startswith("compute:") else "DOWN"
         s.flush()
         return p, binding, ips
 
@@ -594,7 +602,7 @@ class NetworkAPI:
 
     def _vif_dict(self, s, p, known=None):
         port = self._port_dict(s, p, known)
-        network = s.get(models.Network, p.network_id)
+        network = self._network_of(s, p.network_id)
         subnets = []
         for sn in s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network.id)
                             .order_by(models.Subnet.created_at, models.Subnet.id)):
