@@ -53,18 +53,10 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
     ``network_info`` (a list) replaces the info cache in the same transaction.
     Returns the updated instance, or None with ``reload=False``.
     """
+    values.setdefault("updated_at", utcnow())
+    q, params = _guarded_update(instance_uuid, expected_task_state, expected_vm_state, values)
     with cell_db.session(write=True) as s:
-        q = sa.update(m.Instance).where(m.Instance.uuid == instance_uuid,
-                                        m.Instance.deleted == 0)
-        for column, expected in ((m.Instance.task_state, expected_task_state),
-                                 (m.Instance.vm_state, expected_vm_state)):
-            if expected is _UNSET:
-                continue
-            options = expected if isinstance(expected, (tuple, list)) else (expected,)
-            conds = [column.is_(None) if v is None else column == v for v in options]
-            q = q.where(sa.or_(*conds))
-        values.setdefault("updated_at", utcnow())
-        if s.execute(q.values(**values)).rowcount != 1:
+        if s.execute(q, params).rowcount != 1:
             inst = s.scalars(sa.select(m.Instance).where(
                 m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
             if inst is None:
@@ -80,6 +72,46 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
                              .values(network_info=text)).rowcount:
                 s.add(m.InstanceInfoCache(instance_uuid=instance_uuid, network_info=text))
         return get_instance(s, instance_uuid) if reload else None
+
+
+_GUARDED_UPDATES = {}  # statement shape -> the statement, built once
+
+
+def _guarded_update(instance_uuid, expected_task_state, expected_vm_state, values):
+    """The UPDATE of ``update_instance`` and its parameters.
+
+    Statements differ only by which states are expected (and which of them is
+    None) and which columns are set; each shape is built once, with bind
+    parameters, since building and keying a new statement cost more than
+    running it.
+    """
+    params = {"b_uuid": instance_uuid}
+    guards = []
+    for column, expected in (("task_state", expected_task_state),
+                             ("vm_state", expected_vm_state)):
+        if expected is _UNSET:
+            guards.append(None)
+            continue
+        options = expected if isinstance(expected, (tuple, list)) else (expected,)
+        guards.append(tuple(v is None for v in options))
+        for i, v in enumerate(options):
+            if v is not None:
+                params[f"b_{column}_{i}"] = v
+    columns = tuple(sorted(values))
+    params.update((f"b_set_{k}", values[k]) for k in columns)
+    shape = (tuple(guards), columns)
+    q = _GUARDED_UPDATES.get(shape)
+    if q is None:
+        q = sa.update(m.Instance).where(m.Instance.uuid == sa.bindparam("b_uuid"),
+                                        m.Instance.deleted == 0)
+        for column, guard in zip(("task_state", "vm_state"), guards):
+            if guard is None:
+                continue
+            col = getattr(m.Instance, column)
+            q = q.where(sa.or_(*[col.is_(None) if is_none else col == sa.bindparam(f"b_{column}_{i}")
+                                 for i, is_none in enumerate(guard)]))
+        q = _GUARDED_UPDATES[shape] = q.values({k: sa.bindparam(f"b_set_{k}") for k in columns})
+    return q, params
 
 
 def start_action(cell_db, ctxt, instance_uuid, action):

@@ -16,6 +16,7 @@ import datetime
 import functools
 import ipaddress
 import random
+import socket
 import uuid
 
 import os_traits
@@ -113,6 +114,13 @@ def _retry_on_duplicate(fn):
 
 def _iso(value):
     return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
+def _ip_text(version, value):
+    """An address as the service writes it; IPv4 without ipaddress's object per address."""
+    if version == 4:
+        return socket.inet_ntoa(value.to_bytes(4, "big"))
+    return str(ipaddress.IPv6Address(value))
 
 
 def _is_admin(ctxt):
@@ -353,14 +361,15 @@ class NetworkAPI:
                     raise IpAddressAlreadyAllocated(
                         f"IP address {wanted} already allocated in subnet {sn.id}")
                 return sn, wanted
-            # Addresses as integers: the pools are walked from their start.
-            taken = {int(ipaddress.ip_address(a)) for a in used | {sn.gateway_ip} if a}
+            # The lowest free address of the first pool that has one.
+            taken = used | {sn.gateway_ip}
             for pool in sn.allocation_pools:
                 start = int(ipaddress.ip_address(pool["start"]))
                 end = int(ipaddress.ip_address(pool["end"]))
-                free = next((a for a in range(start, end + 1) if a not in taken), None)
-                if free is not None:
-                    return sn, str(ipaddress.ip_address(free))
+                for value in range(start, end + 1):
+                    text = _ip_text(sn.ip_version, value)
+                    if text not in taken:
+                        return sn, text
             if request.get("subnet_id"):
                 break
         if wanted:
