@@ -9,11 +9,15 @@ opts = [
     cfg.IntOpt("long_rpc_timeout", default=1800,
                help="Seconds to wait for RPC calls known to be long "
                     "(e.g. the steps of a cross-cell resize)."),
-    cfg.IntOpt("executor_thread_pool_size", default=8, min=1,
-               help="Threads that run incoming casts (in-process transport) or "
-                    "messages (RabbitMQ, per topic and server). The work is mostly "
-                    "Python under one interpreter lock: beyond a few threads, more "
-                    "only adds switching."),
+    cfg.IntOpt("executor_thread_pool_size", default=64, min=1,
+               help="Threads that run the messages a service receives over RabbitMQ "
+                    "(per topic and server); they spend most of their time waiting "
+                    "on other processes."),
+    cfg.IntOpt("inprocess_cast_threads", default=1, min=1,
+               help="Threads that run casts on the in-process transport. Nothing there "
+                    "waits on another process (a call runs in its caller's thread), so "
+                    "casts are pure work under one interpreter lock; more threads only "
+                    "add switching, which costs more than it overlaps."),
 ]
 notification_opts = [
     cfg.StrOpt("notification_format", default="versioned",

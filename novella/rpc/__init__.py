@@ -23,13 +23,12 @@ def get_transport(url):
     t = _transports.get(url)
     if t is None:
         from novella.conf import CONF
-        workers = CONF.executor_thread_pool_size
         if url.startswith("inproc://") or url.startswith("fake://"):
             from novella.rpc.inproc import InProcessTransport
-            t = InProcessTransport(url, max_workers=workers)
+            t = InProcessTransport(url, max_workers=CONF.inprocess_cast_threads)
         elif url.startswith("rabbit://") or url.startswith("amqp://"):
             from novella.rpc.rabbit import RabbitTransport
-            t = RabbitTransport(url, max_workers=workers)
+            t = RabbitTransport(url, max_workers=CONF.executor_thread_pool_size)
         else:
             raise ValueError(f"unsupported transport URL {url!r}")
         _transports[url] = t
