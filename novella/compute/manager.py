@@ -343,14 +343,18 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                             task_state=task_states.NETWORKING)
         network_info = self._allocate_network(ctxt, inst, requested_networks, allocations)
         done["network"] = True
-        records.update_instance(self.cell_db, uuid, expected_task_state=task_states.NETWORKING,
-                                task_state=task_states.BLOCK_DEVICE_MAPPING,
-                                network_info=network_info, reload=False)
         bdms = self._store_bdms(uuid, block_device_mappings)
-        self._attach_volumes(ctxt, inst, done["attachments"], bdms)
-        records.update_instance(self.cell_db, uuid,
-                                expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
-                                task_state=task_states.SPAWNING, reload=False)
+        # block_device_mapping only while there are volumes to attach.
+        has_volumes = any(self._is_volume(b) for b in bdms)
+        records.update_instance(self.cell_db, uuid, expected_task_state=task_states.NETWORKING,
+                                task_state=(task_states.BLOCK_DEVICE_MAPPING if has_volumes
+                                            else task_states.SPAWNING),
+                                network_info=network_info, reload=False)
+        if has_volumes:
+            self._attach_volumes(ctxt, inst, done["attachments"], bdms)
+            records.update_instance(self.cell_db, uuid,
+                                    expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
+                                    task_state=task_states.SPAWNING, reload=False)
         done["spawned"] = True  # from here a half-made guest may exist
         self.driver.spawn(ctxt, self.instance_dict(inst, flavor), image_meta,
                           network_info=network_info,
