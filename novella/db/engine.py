@@ -5,12 +5,15 @@ PostgreSQL and MySQL/MariaDB behave alike for every service.
 """
 import contextlib
 import threading
+import weakref
 
 import sqlalchemy as sa
 from sqlalchemy import event, orm
 
 _engines = {}
 _lock = threading.Lock()
+
+SQLITE_BUSY_TIMEOUT = 30  # seconds a writer waits for another's commit
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -19,7 +22,7 @@ def _sqlite_pragmas(dbapi_conn, _record):
     # concurrent writers queue instead of failing with "database is locked".
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000}")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
@@ -44,12 +47,17 @@ def get_engine(url):
         return engine
 
 
+# engine -> the lock its writers in this process take (SQLite only; see Database.connection)
+_sqlite_writers = weakref.WeakKeyDictionary()
+
+
 def _create_engine(url):
     if url.startswith("sqlite"):
-        kwargs = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+        kwargs = {"connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT}}
         if url in ("sqlite://", "sqlite:///:memory:"):
             kwargs["poolclass"] = sa.pool.StaticPool
         engine = sa.create_engine(url, **kwargs)
+        _sqlite_writers[engine] = threading.RLock()
         event.listen(engine, "connect", _sqlite_pragmas)
         # pysqlite's own transaction handling defers BEGIN; issue it ourselves
         # so a read-then-write transaction holds its snapshot.
