@@ -102,7 +102,27 @@ class Database:
 
         ``write=True`` takes SQLite's write lock at BEGIN, so two writers
         queue instead of failing when the second upgrades its read lock.
+        Writers of one process also queue on a lock of their own first:
+        SQLite's busy handler retries by sleeping (1 ms, 2 ms, 5 ms, ...), so
+        a writer finding the database locked would sleep long after the
+        other's commit; the lock hands over the moment it is released.
         """
+        lock = _sqlite_writers.get(self.engine) if write else None
+        if lock is None:
+            with self._connection(write) as conn:
+                yield conn
+            return
+        # As long as SQLite's own busy_timeout, and failing as it would.
+        if not lock.acquire(timeout=SQLITE_BUSY_TIMEOUT):
+            raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, Exception("database is locked"))
+        try:
+            with self._connection(write) as conn:
+                yield conn
+        finally:
+            lock.release()
+
+    @contextlib.contextmanager
+    def _connection(self, write):
         with self.engine.connect() as conn:
             conn.info["write"] = write
             with conn.begin():
