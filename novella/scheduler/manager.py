@@ -191,7 +191,7 @@ class SchedulerManager:
             passing = forced  # forced hosts bypass the filters, as an admin asked
         else:
             passing = hosts
-            for f in self.filters:
+            for f in (f for f in self.filters if f.applies(spec)):
                 passing = [h for h in passing if f.host_passes(h, spec)]
                 if not passing:
                     raise NoValidHost(

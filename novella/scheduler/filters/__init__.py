@@ -1,5 +1,9 @@
 """Host filters: named plugins, one per file, each with ``host_passes(host_state, spec)``.
 
+``applies(spec)`` tells whether a filter has anything to check for a request
+at all (no zone asked, no server group, ...); one that has not is skipped
+rather than asked for every candidate host, which would pass them all.
+
 A filter is a subclass of BaseHostFilter in any module of this package; its
 class name is the name ``[filter_scheduler] enabled_filters`` lists. Adding
 a filter is adding a file.
@@ -13,6 +17,10 @@ class BaseHostFilter:
 
     def __init__(self, conf):
         self.conf = conf
+
+    def applies(self, spec):
+        """False when host_passes would be True for every host, whatever it is."""
+        return True
 
     def host_passes(self, host_state, spec):
         raise NotImplementedError

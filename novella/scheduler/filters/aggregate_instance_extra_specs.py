@@ -7,6 +7,10 @@ class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
     """Flavor extra specs (unscoped or ``aggregate_instance_extra_specs:``) must
     match the metadata of one of the host's aggregates."""
 
+    def applies(self, spec):
+        extra = (spec.get("flavor") or {}).get("extra_specs") or {}
+        return any(":" not in key or key.startswith(SCOPE + ":") for key in extra)
+
     def host_passes(self, host_state, spec):
         extra = (spec.get("flavor") or {}).get("extra_specs") or {}
         for key, req in extra.items():

@@ -4,6 +4,9 @@ from novella.scheduler.filters import BaseHostFilter
 class AvailabilityZoneFilter(BaseHostFilter):
     """Only hosts in the requested zone: an aggregate's availability_zone, else the default zone."""
 
+    def applies(self, spec):
+        return bool(spec.get("availability_zone"))
+
     def host_passes(self, host_state, spec):
         az = spec.get("availability_zone")
         if not az:

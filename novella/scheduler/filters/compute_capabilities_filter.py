@@ -16,6 +16,10 @@ def _lookup(host_state, path):
 class ComputeCapabilitiesFilter(BaseHostFilter):
     """Flavor extra specs ``capabilities:<attr>[:<key>...]`` must match the host."""
 
+    def applies(self, spec):
+        extra = (spec.get("flavor") or {}).get("extra_specs") or {}
+        return any(key.startswith(SCOPE + ":") for key in extra)
+
     def host_passes(self, host_state, spec):
         extra = (spec.get("flavor") or {}).get("extra_specs") or {}
         for key, req in extra.items():

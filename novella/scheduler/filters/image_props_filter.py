@@ -25,6 +25,13 @@ class ImagePropertiesFilter(BaseHostFilter):
     """The image's architecture, hypervisor type, vm mode and hypervisor version
     requirements must match what the host runs."""
 
+    PROPERTIES = ("hw_architecture", "architecture", "img_hv_type", "hypervisor_type",
+                  "hw_vm_mode", "vm_mode", "img_hv_requested_version")
+
+    def applies(self, spec):
+        props = (spec.get("image") or {}).get("properties") or {}
+        return any(props.get(p) for p in self.PROPERTIES)
+
     def host_passes(self, host_state, spec):
         props = (spec.get("image") or {}).get("properties") or {}
         arch = props.get("hw_architecture") or props.get("architecture")

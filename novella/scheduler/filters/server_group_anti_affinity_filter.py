@@ -5,6 +5,9 @@ class ServerGroupAntiAffinityFilter(BaseHostFilter):
     """An ``anti-affinity`` group keeps its members on distinct hosts, or at most
     ``rules.max_server_per_host`` of them on one host."""
 
+    def applies(self, spec):
+        return (spec.get("instance_group") or {}).get("policy") == "anti-affinity"
+
     def host_passes(self, host_state, spec):
         group = spec.get("instance_group") or {}
         if group.get("policy") != "anti-affinity":

@@ -16,6 +16,11 @@ class BaseHostWeigher:
     def __init__(self, conf):
         self.conf = conf
 
+    def applies(self, spec):
+        """False when every host would weigh the same for this request (then
+        the weigher adds nothing and is skipped)."""
+        return True
+
     def weigh(self, host_state, spec):
         """The raw weight; larger is better before the multiplier."""
         raise NotImplementedError
@@ -69,6 +74,8 @@ def weigh_hosts(weighers, hosts, spec):
     totals = [0.0] * len(hosts)
     if hosts:
         for w in weighers:
+            if not w.applies(spec):
+                continue
             norm = _normalise([float(w.weigh(h, spec)) for h in hosts])
             # The option read once per request, not once per host (oslo.config lookups add up).
             default = getattr(w.conf.filter_scheduler, w.multiplier_option)

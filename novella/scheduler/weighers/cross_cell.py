@@ -8,6 +8,10 @@ class CrossCellWeigher(BaseHostWeigher):
     ``source_cell_uuid``); 0 for every host otherwise."""
     multiplier_option = "cross_cell_move_weight_multiplier"
 
+    def applies(self, spec):
+        dest = spec.get("requested_destination") or {}
+        return bool(dest.get("allow_cross_cell_move") and dest.get("source_cell_uuid"))
+
     def weigh(self, host_state, spec):
         dest = spec.get("requested_destination") or {}
         source = dest.get("source_cell_uuid")

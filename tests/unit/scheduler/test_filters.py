@@ -123,3 +123,33 @@ def test_compute_capabilities_filter(conf, host):
 ])
 def test_extra_spec_operators(value, req, expected):
     assert _ops.match(value, req) is expected
+
+
+# Each filter's ``applies``: False only where host_passes would pass every host.
+APPLIES = [
+    ("AvailabilityZoneFilter", {}, False),
+    ("AvailabilityZoneFilter", {"availability_zone": "az1"}, True),
+    ("AggregateInstanceExtraSpecsFilter", {"flavor": {"extra_specs": {"hw:cpu_policy": "x"}}}, False),
+    ("AggregateInstanceExtraSpecsFilter", {"flavor": {"extra_specs": {"ssd": "true"}}}, True),
+    ("AggregateInstanceExtraSpecsFilter",
+     {"flavor": {"extra_specs": {"aggregate_instance_extra_specs:ssd": "true"}}}, True),
+    ("ComputeCapabilitiesFilter", {"flavor": {"extra_specs": {"ssd": "true"}}}, False),
+    ("ComputeCapabilitiesFilter", {"flavor": {"extra_specs": {"capabilities:hypervisor_type": "x"}}}, True),
+    ("ImagePropertiesFilter", {"image": {"properties": {"os_distro": "x"}}}, False),
+    ("ImagePropertiesFilter", {"image": {"properties": {"hw_architecture": "aarch64"}}}, True),
+    ("ServerGroupAffinityFilter", {"instance_group": {"policy": "affinity", "hosts": []}}, False),
+    ("ServerGroupAffinityFilter", {"instance_group": {"policy": "affinity", "hosts": ["h1"]}}, True),
+    ("ServerGroupAntiAffinityFilter", {"instance_group": {"policy": "affinity"}}, False),
+    ("ServerGroupAntiAffinityFilter", {"instance_group": {"policy": "anti-affinity"}}, True),
+    ("ComputeFilter", {}, True),
+]
+
+
+@pytest.mark.parametrize("name,spec,expected", APPLIES)
+def test_filter_applies_only_when_it_can_refuse_a_host(conf, host, name, spec, expected):
+    f = _filter(conf, name)
+    assert f.applies(spec) is expected
+    if not expected:  # skipping it must be the same as asking it
+        hosts = [host(), host(aggregates=[{"availability_zone": "az9", "ssd": "false"}],
+                          cpu_info={"arch": "x86_64"})]
+        assert all(f.host_passes(h, spec) for h in hosts)

@@ -76,3 +76,21 @@ def test_cross_cell_weigher_prefers_the_source_cell_unless_negative(conf, host):
         assert _order(conf, ["CrossCellWeigher"], hosts, spec) == ["other", "home"]
     finally:
         conf.clear_override("cross_cell_move_weight_multiplier", group="filter_scheduler")
+
+
+@pytest.mark.parametrize("name,spec,expected", [
+    ("ServerGroupSoftAffinityWeigher", {}, False),
+    ("ServerGroupSoftAffinityWeigher", {"instance_group": {"policy": "soft-affinity"}}, True),
+    ("ServerGroupSoftAntiAffinityWeigher", {"instance_group": {"policy": "soft-affinity"}}, False),
+    ("ServerGroupSoftAntiAffinityWeigher", {"instance_group": {"policy": "soft-anti-affinity"}}, True),
+    ("CrossCellWeigher", {"requested_destination": {"source_cell_uuid": "c1"}}, False),
+    ("CrossCellWeigher", {"requested_destination": {"source_cell_uuid": "c1",
+                                                    "allow_cross_cell_move": True}}, True),
+    ("RAMWeigher", {}, True),
+])
+def test_weigher_applies_only_when_hosts_can_differ(conf, host, name, spec, expected):
+    (w,) = weighers.load_weighers(conf, [name])
+    assert w.applies(spec) is expected
+    if not expected:  # every host weighs the same: skipping changes nothing
+        hosts = [host("a", cell_uuid="c1"), host("b", cell_uuid="c2")]
+        assert len({w.weigh(h, spec) for h in hosts}) == 1
