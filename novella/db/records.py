@@ -55,23 +55,28 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
     """
     values.setdefault("updated_at", utcnow())
     q, params = _guarded_update(instance_uuid, expected_task_state, expected_vm_state, values)
-    with cell_db.session(write=True) as s:
-        if s.execute(q, params).rowcount != 1:
-            inst = s.scalars(sa.select(m.Instance).where(
+    # Core statements on the connection; an ORM session only to read back.
+    with cell_db.connection(write=True) as conn:
+        if conn.execute(q, params).rowcount != 1:
+            row = conn.execute(sa.select(m.Instance.task_state, m.Instance.vm_state).where(
                 m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
-            if inst is None:
+            if row is None:
                 raise InstanceNotFound(f"Instance {instance_uuid} could not be found.")
             raise UnexpectedTaskStateError(
                 f"Conflict updating instance {instance_uuid}. Expected: "
                 f"task_state={expected_task_state if expected_task_state is not _UNSET else 'any'}. "
-                f"Actual: task_state={inst.task_state}, vm_state={inst.vm_state}")
+                f"Actual: task_state={row.task_state}, vm_state={row.vm_state}")
         if network_info is not _UNSET:
             text = json.dumps(network_info or [])
-            if not s.execute(sa.update(m.InstanceInfoCache)
-                             .where(m.InstanceInfoCache.instance_uuid == instance_uuid)
-                             .values(network_info=text)).rowcount:
-                s.add(m.InstanceInfoCache(instance_uuid=instance_uuid, network_info=text))
-        return get_instance(s, instance_uuid) if reload else None
+            if not conn.execute(sa.update(m.InstanceInfoCache)
+                                .where(m.InstanceInfoCache.instance_uuid == instance_uuid)
+                                .values(network_info=text)).rowcount:
+                conn.execute(sa.insert(m.InstanceInfoCache).values(
+                    instance_uuid=instance_uuid, network_info=text))
+        if not reload:
+            return None
+        with orm.Session(bind=conn, expire_on_commit=False) as s:
+            return get_instance(s, instance_uuid)
 
 
 _GUARDED_UPDATES = {}  # statement shape -> the statement, built once

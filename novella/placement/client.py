@@ -110,6 +110,20 @@ def _error_for(method, path, resp):
 # In-process transport
 # ---------------------------------------------------------------------------
 
+def _query_string(params):
+    """``params`` encoded as requests encodes them (lists repeated, None left out)."""
+    if not params:
+        return ""
+    if isinstance(params, str):
+        return params
+    pairs = []
+    for key, values in (params.items() if isinstance(params, dict) else params):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            values = [values]
+        pairs += [(key, v) for v in values if v is not None]
+    return urllib.parse.urlencode(pairs)
+
+
 class WSGIAdapter(requests.adapters.BaseAdapter):
     """A requests transport adapter that calls a WSGI application directly.
 
@@ -125,15 +139,20 @@ class WSGIAdapter(requests.adapters.BaseAdapter):
         self.script_name = script_name.rstrip("/")
 
     def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
-        url = urllib.parse.urlsplit(request.url)
-        body = request.body or b""
+        return self.call(request.method, request.url, request.headers, request.body,
+                         request=request)
+
+    def call(self, method, full_url, headers, body, request=None):
+        """The app's response to one request, as a :class:`requests.Response`."""
+        url = urllib.parse.urlsplit(full_url)
+        body = body or b""
         if isinstance(body, str):
             body = body.encode("utf-8")
         path = urllib.parse.unquote(url.path or "/")
         if self.script_name and path.startswith(self.script_name):
             path = path[len(self.script_name):] or "/"
         environ = {
-            "REQUEST_METHOD": request.method,
+            "REQUEST_METHOD": method,
             "SCRIPT_NAME": self.script_name,
             "PATH_INFO": path,
             "QUERY_STRING": url.query,
@@ -150,7 +169,7 @@ class WSGIAdapter(requests.adapters.BaseAdapter):
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
         }
-        for name, value in request.headers.items():
+        for name, value in headers.items():
             key = name.upper().replace("-", "_")
             if key == "CONTENT_TYPE":
                 environ["CONTENT_TYPE"] = value
@@ -180,7 +199,7 @@ class WSGIAdapter(requests.adapters.BaseAdapter):
         resp._content = b"".join(chunks)
         resp.raw = io.BytesIO(resp._content)
         resp.encoding = requests.utils.get_encoding_from_headers(resp.headers)
-        resp.url = request.url
+        resp.url = full_url
         resp.request = request
         resp.connection = self
         return resp
@@ -322,6 +341,7 @@ class PlacementClient:
         self.retry_delay = retry_delay
         self.timeout = timeout
         self._ksa = None
+        self._wsgi = None
         self._local = threading.local()
         if session is not None and not isinstance(session, requests.Session):
             self._ksa = session
@@ -333,9 +353,11 @@ class PlacementClient:
             self.http = session if session is not None else requests.Session()
             if app is not None:
                 self.base_url = WSGI_BASE_URL
-                self.http.mount(WSGI_BASE_URL, WSGIAdapter(app))
-                # No proxy or netrc applies to an in-process app; without this,
-                # requests reads the proxy environment on every call.
+                # Requests go straight to the adapter (``request``): a session's
+                # cookies, hooks and environment add nothing in-process. It is
+                # still mounted for callers that use ``http`` themselves.
+                self._wsgi = WSGIAdapter(app)
+                self.http.mount(WSGI_BASE_URL, self._wsgi)
                 self.http.trust_env = False
             else:
                 self.base_url = (endpoint or "").rstrip("/")
@@ -362,6 +384,10 @@ class PlacementClient:
         if self._ksa is not None:
             resp = self._ksa.request(path, method, endpoint_filter=self._endpoint_filter,
                                      raise_exc=False, **kwargs)
+        elif self._wsgi is not None:
+            query = _query_string(params)
+            resp = self._wsgi.call(method, self.base_url + path + (f"?{query}" if query else ""),
+                                   {**self.http.headers, **hdrs}, kwargs.get("data"))
         else:
             resp = self.http.request(method, self.base_url + path, timeout=self.timeout, **kwargs)
         if resp.status_code not in ok:
