@@ -131,8 +131,10 @@ class AllInOne:
         self.log("Placement ready (embedded).")
 
     def _start_databases(self):
+        from novella.embedded import service_connections
         api_url = CONF.api_database.connection
-        manage.api_db_sync(api_url)
+        # Also the embedded image, network and volume services' tables.
+        manage.api_db_sync(api_url, service_connections(CONF))
         self.api_db = cells_mod.database(api_url)
         existing = {c.name: c for c in cells_mod.list_cells(self.api_db)}
         if "cell0" not in existing:

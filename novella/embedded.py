@@ -4,7 +4,20 @@ Every process of a deployment builds its own client objects over the same
 databases (and, for images, the same data directory), so what one process
 writes the others see. Each service has a ``connection`` option of its own;
 unset, it shares the API database (the table names do not overlap).
+
+The services never create their tables: `novella manage api_db sync` does,
+once, before the services start (``service_connections`` says where), and a
+service built over a database without them raises
+``novella.db.migrate.SchemaNotSynced``.
 """
+
+
+def service_connections(conf, api_url=None):
+    """-> {"image"|"network"|"volume": database URL} (unset: ``api_url`` or the API database)."""
+    default = api_url or conf.api_database.connection
+    return {"image": conf.image_service.connection or default,
+            "network": conf.network_service.connection or default,
+            "volume": conf.volume_service.connection or default}
 
 
 def services_from_conf(conf):
@@ -12,8 +25,8 @@ def services_from_conf(conf):
     from novella.image.api import ImageAPI
     from novella.network.api import NetworkAPI
     from novella.volume.api import VolumeAPI
-    default = conf.api_database.connection
-    image_api = ImageAPI(conf.image_service.connection or default, conf.image_service.data_dir)
-    network_api = NetworkAPI(conf.network_service.connection or default)
-    volume_api = VolumeAPI(conf.volume_service.connection or default, image_api=image_api)
+    url = service_connections(conf)
+    image_api = ImageAPI(url["image"], conf.image_service.data_dir)
+    network_api = NetworkAPI(url["network"])
+    volume_api = VolumeAPI(url["volume"], image_api=image_api)
     return image_api, network_api, volume_api

@@ -17,8 +17,10 @@ def _manage(args):
     if not api_url and not (args.group == "db" and args.database_connection):
         sys.exit("error: [api_database] connection is not set (config file or --api-database-connection)")
     if args.group == "api_db":
-        manage.api_db_sync(api_url)
-        print("API database is at the newest schema.")
+        from novella.embedded import service_connections
+        manage.api_db_sync(api_url, service_connections(CONF, api_url))
+        print("API database and the embedded image, network and volume services' "
+              "tables are at the newest schema.")
     elif args.group == "db":
         extra = [args.database_connection or CONF.database.connection]
         synced = manage.cell_db_sync(api_url, [u for u in extra if u])

@@ -10,8 +10,14 @@ from novella.db import migrate
 from novella.db.cells import CELL0_UUID
 
 
-def api_db_sync(api_url):
+def api_db_sync(api_url, service_urls=None):
+    """The API database, then the embedded image, network and volume services'
+    tables: in the API database, unless ``service_urls`` ({name: url}, as
+    ``novella.embedded.service_connections`` gives) puts a service elsewhere."""
     migrate.sync("api", api_url)
+    service_urls = service_urls or {}
+    for name in migrate.EMBEDDED:
+        migrate.sync(name, service_urls.get(name) or api_url)
 
 
 def cell_db_sync(api_url, cell_urls=()):

@@ -26,8 +26,12 @@ def _placement_client():
 
 def _embedded_services():
     """The image, network and volume services, shared through their databases."""
+    from novella.db.migrate import SchemaNotSynced
     from novella.embedded import services_from_conf
-    return services_from_conf(CONF)
+    try:
+        return services_from_conf(CONF)
+    except SchemaNotSynced as exc:
+        sys.exit(f"error: {exc}")
 
 
 def _notifier(transport, publisher_id):

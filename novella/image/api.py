@@ -69,7 +69,7 @@ class ImageAPI:
         self.db = db if isinstance(db, Database) else Database(db)
         self.data_dir = data_dir
         os.makedirs(data_dir, exist_ok=True)
-        models.Base.metadata.create_all(self.db.engine)
+        self.db.require_schema("image")  # tables made by `novella manage api_db sync`
 
     # --- records ---------------------------------------------------------------
     def create(self, ctxt, name=None, id=None, visibility="shared", properties=None,  # noqa: A002

@@ -130,7 +130,7 @@ def _is_admin(ctxt):
 class NetworkAPI:
     def __init__(self, db):
         self.db = db if isinstance(db, Database) else Database(db)
-        models.Base.metadata.create_all(self.db.engine)
+        self.db.require_schema("network")  # tables made by `novella manage api_db sync`
         # Fault injection: binding a port to one of these hosts fails.
         self.unbindable_hosts = set()
 

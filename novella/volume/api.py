@@ -62,7 +62,7 @@ class VolumeAPI:
     def __init__(self, db, image_api=None):
         self.db = db if isinstance(db, Database) else Database(db)
         self.image_api = image_api
-        models.Base.metadata.create_all(self.db.engine)
+        self.db.require_schema("volume")  # tables made by `novella manage api_db sync`
 
     # --- volumes -----------------------------------------------------------------
     def _volume_dict(self, s, v):

@@ -85,19 +85,16 @@ def deployment(tmp_path):
             common + f"[DEFAULT]\ntransport_url = {transports[cell]}\n"
                      f"[database]\nconnection = {url[cell]}\n")
 
-    manage.api_db_sync(url["api"])
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    nova_conf = str(tmp_path / "nova.conf")
+    # As an operator does: the API database and the embedded image, network and
+    # volume services' tables in it, made once before any service starts.
+    subprocess.run([sys.executable, "-m", "novella.cmd.main", "manage", "--config-file", nova_conf,
+                    "api_db", "sync"], env=env, check=True, timeout=DEADLINE)
     manage.map_cell0(url["api"], url["cell0"])
     for cell in ("cell1", "cell2"):
         manage.create_cell(url["api"], cell, transports[cell], url[cell])
 
-    # The embedded services' tables are created once here, before several
-    # processes would race to create them on the shared database.
-    from novella.conf import CONF, parse_args
-    from novella.embedded import services_from_conf
-    parse_args([], default_config_files=[str(tmp_path / "nova.conf")])
-    services_from_conf(CONF)
-
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
     procs = []
     logs = []
 
@@ -107,7 +104,6 @@ def deployment(tmp_path):
         procs.append(subprocess.Popen([sys.executable, "-m", "novella.cmd.main", "serve", *args],
                                       stdout=log, stderr=subprocess.STDOUT, env=env))
 
-    nova_conf = str(tmp_path / "nova.conf")
     start("placement", "placement", "--config-file", str(tmp_path / "placement.conf"),
           "--bind", f"127.0.0.1:{placement_port}")
     _wait("placement", lambda: _up(placement_url))

@@ -66,6 +66,9 @@ def test_schemas_on_server_databases(backend):
         manage.map_cell0(api_url, cell_url)
         assert manage.cell_db_sync(api_url) == [cell_url]
         assert {"cell_mappings", "instance_mappings", "flavors", "request_specs"} <= _tables(api_url)
+        # The embedded services' tables, in the API database by default.
+        assert {"images", "networks", "ports", "ml2_port_bindings", "volumes",
+                "volume_attachment"} <= _tables(api_url)
         assert {"instances", "instance_extra", "migrations",
                 "instance_actions_events"} <= _tables(cell_url)
         db = cells.database(cell_url)

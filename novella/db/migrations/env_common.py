@@ -7,6 +7,8 @@ def run():
     connection = context.config.attributes.get("connection")
     if connection is None:
         raise RuntimeError("use novella.db.migrate.sync() to run these migrations")
-    context.configure(connection=connection, target_metadata=None)
+    context.configure(connection=connection, target_metadata=None,
+                      version_table=context.config.attributes.get("version_table",
+                                                                  "alembic_version"))
     with context.begin_transaction():
         context.run_migrations()

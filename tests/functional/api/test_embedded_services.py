@@ -8,13 +8,14 @@ from novella.db import api_models as am
 from novella.image.api import ImageAPI
 from novella.network.api import NetworkAPI
 from novella.volume.api import VolumeAPI
+from tests.schemas import synced
 
 
 def test_create_checks_real_services_and_asks_for_port_bandwidth(cloud, tmp_path):
     ctxt = RequestContext(user_id="alice", project_id="project-a")
-    cloud.image_api = ImageAPI(f"sqlite:///{tmp_path}/image.db", str(tmp_path / "images"))
-    cloud.network_api = NetworkAPI(f"sqlite:///{tmp_path}/network.db")
-    cloud.volume_api = VolumeAPI(f"sqlite:///{tmp_path}/volume.db")
+    cloud.image_api = ImageAPI(synced(f"sqlite:///{tmp_path}/image.db", "image"), str(tmp_path / "images"))
+    cloud.network_api = NetworkAPI(synced(f"sqlite:///{tmp_path}/network.db", "network"))
+    cloud.volume_api = VolumeAPI(synced(f"sqlite:///{tmp_path}/volume.db", "volume"))
     cloud.build_app()
     cloud.flavor()
     image = cloud.image_api.create(ctxt, name="cirros", disk_format="raw", container_format="bare")

@@ -17,6 +17,7 @@ from novella.conf import api as api_conf
 from novella.image.api import ImageAPI
 from novella.network.api import NetworkAPI
 from novella.volume.api import VolumeAPI
+from tests.schemas import synced
 
 ADMIN, ALICE, BOB = "admin:admin", "alice:p1", "bob:p2"
 
@@ -45,7 +46,7 @@ def apis(tmp_path):
     api_conf.register_opts(conf)
     conf([], default_config_files=[])
     conf.set_override("auth_strategy", "noauth2", group="api")
-    url = f"sqlite:///{tmp_path}/services.db"
+    url = synced(f"sqlite:///{tmp_path}/services.db")
     image_api = ImageAPI(url, str(tmp_path / "images"))
     network_api = NetworkAPI(url)
     volume_api = VolumeAPI(url, image_api=image_api)

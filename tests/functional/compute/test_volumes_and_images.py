@@ -14,6 +14,7 @@ from novella.virt import simulated
 from novella.volume.api import VolumeAPI
 
 from tests.functional.compute.conftest import FLAVOR
+from tests.schemas import synced
 
 
 def _host(env, volume_api=None, image_api=None):
@@ -28,7 +29,7 @@ def _host(env, volume_api=None, image_api=None):
 
 
 def test_boot_from_volume_attaches_and_delete_releases(env, tmp_path):
-    volumes = VolumeAPI(f"sqlite:///{tmp_path}/volume.db")
+    volumes = VolumeAPI(synced(f"sqlite:///{tmp_path}/volume.db", "volume"))
     host = _host(env, volume_api=volumes)
     vol = volumes.create(env.ctxt, 10)
     inst_uuid = env.make_instance()
@@ -57,7 +58,7 @@ def test_boot_from_volume_attaches_and_delete_releases(env, tmp_path):
 
 
 def test_spawn_failure_deletes_the_volume_attachment(env, tmp_path):
-    volumes = VolumeAPI(f"sqlite:///{tmp_path}/volume.db")
+    volumes = VolumeAPI(synced(f"sqlite:///{tmp_path}/volume.db", "volume"))
     host = _host(env, volume_api=volumes)
     vol = volumes.create(env.ctxt, 10)
     inst_uuid = env.make_instance()
@@ -74,7 +75,7 @@ def test_spawn_failure_deletes_the_volume_attachment(env, tmp_path):
 
 
 def test_root_disk_from_image_and_snapshot_to_image(env, tmp_path):
-    images = ImageAPI(f"sqlite:///{tmp_path}/image.db", str(tmp_path / "images"))
+    images = ImageAPI(synced(f"sqlite:///{tmp_path}/image.db", "image"), str(tmp_path / "images"))
     host = _host(env, image_api=images)
     image = images.create(env.ctxt, name="cirros")
     images.upload(env.ctxt, image["id"], b"bootable bytes")
@@ -92,7 +93,7 @@ def test_root_disk_from_image_and_snapshot_to_image(env, tmp_path):
 
 def _network_host(env, tmp_path):
     from novella.network.api import NetworkAPI
-    network = NetworkAPI(f"sqlite:///{tmp_path}/network.db")
+    network = NetworkAPI(synced(f"sqlite:///{tmp_path}/network.db", "network"))
     host = "nh-" + uuid.uuid4().hex[:6]
     driver = simulated.SimulatedDriver(host, conf=CONF, instances_path=env.instances_path)
     mgr = manager_mod.ComputeManager(CONF, host, env.cell_db, env.placement, driver,

@@ -1,6 +1,7 @@
 import pytest
 
 from novella.context import RequestContext
+from tests.schemas import synced
 
 
 @pytest.fixture
@@ -15,4 +16,4 @@ def admin():
 
 @pytest.fixture
 def db_url(tmp_path):
-    return f"sqlite:///{tmp_path}/service.db"
+    return synced(f"sqlite:///{tmp_path}/service.db")

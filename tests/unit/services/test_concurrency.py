@@ -7,13 +7,14 @@ import sqlalchemy as sa
 from novella.context import get_admin_context
 from novella.network import api, models
 from novella.volume import api as volume_api
+from tests.schemas import synced
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def url(request, tmp_path):
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/net.db"
-    return request.getfixturevalue(f"{request.param}_url")
+        return synced(f"sqlite:///{tmp_path}/net.db")
+    return synced(request.getfixturevalue(f"{request.param}_url"))
 
 
 def test_parallel_ports_get_distinct_addresses(url):

@@ -1,5 +1,6 @@
+from novella.cmd import manage
 from novella.conf import CONF
-from novella.embedded import services_from_conf
+from novella.embedded import service_connections, services_from_conf
 
 
 def test_services_share_the_api_database_by_default(tmp_path, admin):
@@ -7,6 +8,7 @@ def test_services_share_the_api_database_by_default(tmp_path, admin):
     CONF.set_override("connection", url, group="api_database")
     CONF.set_override("data_dir", str(tmp_path / "images"), group="image_service")
     try:
+        manage.api_db_sync(url, service_connections(CONF))
         image_api, network_api, volume_api = services_from_conf(CONF)
         again = services_from_conf(CONF)
     finally:

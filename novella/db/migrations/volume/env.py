@@ -1,0 +1,4 @@
+"""Alembic environment of the embedded volume service's schema."""
+from novella.db.migrations.env_common import run
+
+run()
