@@ -5,18 +5,20 @@ whichever cell holds it, the host aggregates it belongs to (API database),
 its recent build failures and, from the placement answer, its provider
 summary (capacity and usage per resource class, traits) and the allocation
 requests that would fit on it. The rows of each cell are cached until they
-change (``_cell_hosts``); each request gets its own copies.
+change (``_CellHosts``); each request gets its own copies.
 """
 import copy
 import datetime
 import json
+import threading
+import time
+import weakref
 
 import sqlalchemy as sa
 
 from novella.db import aggregates
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db.cache import TokenCache
 
 # The event the compute service records around a build; its result per host
 # is the build failure count the BuildFailureWeigher reads.
@@ -109,24 +111,17 @@ def _json(text):
         return None
 
 
-def _load_cell_hosts(db):
-    """{node uuid: (HostState template, service row or None)} of one cell.
+def _load_nodes(conn):
+    """{node uuid: HostState template} of one cell (plain rows, not ORM objects)."""
+    return {n.uuid: HostState(n, None, None) for n in conn.execute(
+        sa.select(*cm.ComputeNode.__table__.columns).where(cm.ComputeNode.deleted == 0))}
 
-    Plain rows, not ORM objects: the templates only read columns.
-    """
-    with db.connection() as conn:
-        nodes = conn.execute(sa.select(*cm.ComputeNode.__table__.columns)
-                             .where(cm.ComputeNode.deleted == 0)).all()
-        services = {sv.host: sv for sv in conn.execute(
-            sa.select(*cm.Service.__table__.columns).where(
-                cm.Service.deleted == 0, cm.Service.binary.like("%compute")))}
-        failed = _failed_builds(conn)
-    out = {}
-    for n in nodes:
-        template = HostState(n, None, None)
-        template.failed_builds = failed.get(n.host, 0)
-        out[n.uuid] = (template, services.get(n.host))
-    return out
+
+def _load_services(conn):
+    """{host: compute service row} of one cell."""
+    return {sv.host: sv for sv in conn.execute(
+        sa.select(*cm.Service.__table__.columns).where(
+            cm.Service.deleted == 0, cm.Service.binary.like("%compute")))}
 
 
 def _failed_builds(conn):
@@ -143,23 +138,59 @@ def _failed_builds(conn):
     return failed
 
 
-# What a cell's host states are made of changes when a compute node comes or
-# goes, a service changes (heartbeat, disable, force down) or a build fails.
-# Claims rewrite the nodes' usage columns on every build, but the scheduler
-# takes usage from placement, so those writes need not (and must not, or the
-# cache would never hold) count. A host's first successful build after a
-# failure clears its failure count at the next change (at the latest its next
-# heartbeat), not at once: until then it stays last in line.
 _ev = cm.InstanceActionEvent
-_cell_hosts = TokenCache(sa.select(*(q.scalar_subquery() for q in (
+_TOKEN = sa.select(*(q.scalar_subquery() for q in (
+    # nodes: one comes or goes
     sa.select(sa.func.count()).where(cm.ComputeNode.deleted == 0),
     sa.select(sa.func.max(cm.ComputeNode.id)),
     sa.select(sa.func.max(cm.ComputeNode.deleted_at)),
+    # services: a heartbeat, a disable, a force-down
     sa.select(sa.func.count()).select_from(cm.Service),
     sa.select(sa.func.max(cm.Service.updated_at)),
     sa.select(sa.func.max(cm.Service.last_seen_up)),
+    # build failures: a new one
     sa.select(sa.func.max(_ev.id)).where(_ev.event == BUILD_EVENT, _ev.result == "Error"),
-))), _load_cell_hosts)
+)))
+
+
+class _CellHosts:
+    """What one cell's host states are made of, each part read again only when it changed.
+
+    One token query per request tells which part changed. Compute nodes are
+    rebuilt into templates when a node comes or goes, and otherwise once per
+    ``nodes_max_age`` seconds: claims rewrite their usage columns on every
+    build (usage comes from placement), and the fields the filters read
+    (hypervisor, CPU info) change only when the compute's periodic resource
+    update writes them, that often. The service rows are read again whenever
+    one changes (every heartbeat: a cheap read); build failures on a new
+    failure and with the services, so a host's successful build clears its
+    count by its next heartbeat at the latest.
+    """
+
+    def __init__(self):
+        # engine -> (token, nodes, services, failed, when the nodes were read)
+        self._parts = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, db, nodes_max_age):
+        now = time.monotonic()
+        with db.connection() as conn:
+            token = tuple(conn.execute(_TOKEN).one())
+            old = self._parts.get(db.engine)
+            fresh_nodes = old is not None and now - old[4] < nodes_max_age
+            if fresh_nodes and old[0] == token:
+                return old[1:4]
+            same = (lambda a, b: old is not None and old[0][a:b] == token[a:b])
+            nodes, read_at = ((old[1], old[4]) if fresh_nodes and same(0, 3)
+                              else (_load_nodes(conn), now))
+            services = old[2] if same(3, 6) else _load_services(conn)
+            failed = old[3] if same(3, 7) else _failed_builds(conn)
+        with self._lock:
+            self._parts[db.engine] = (token, nodes, services, failed, read_at)
+        return nodes, services, failed
+
+
+_cell_hosts = _CellHosts()
 
 
 class HostManager:
@@ -177,7 +208,8 @@ class HostManager:
         """HostStates of the compute nodes whose uuid (or host) is given, from every cell."""
         # One after the other: each is one token query when nothing changed,
         # cheaper than handing it to a thread.
-        found = {c.uuid: self._try(_cell_hosts.get, cells_mod.cell_database(c))
+        max_age = self.conf.update_resources_interval
+        found = {c.uuid: self._try(_cell_hosts.get, cells_mod.cell_database(c), max_age)
                  for c in self.cells(cell_uuid)}
         wanted_uuids = None if provider_uuids is None else set(provider_uuids)
         wanted_hosts = None if hosts is None else set(hosts)
@@ -187,14 +219,16 @@ class HostManager:
         for cell_uuid_, result in found.items():
             if isinstance(result, Exception):
                 continue  # a cell that does not answer has no host to offer
-            for uuid, (template, service) in result.items():
+            nodes, services, failed = result
+            for uuid, template in nodes.items():
                 if wanted_uuids is not None and uuid not in wanted_uuids:
                     continue
                 if wanted_hosts is not None and template.host not in wanted_hosts:
                     continue
-                hs = template.for_request(self._service_state(service, now),
+                hs = template.for_request(self._service_state(services.get(template.host), now),
                                           aggs.get(template.host, []))
                 hs.cell_uuid = cell_uuid_
+                hs.failed_builds = failed.get(template.host, 0)
                 states.append(hs)
         return states
 
