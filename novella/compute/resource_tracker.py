@@ -202,16 +202,16 @@ class ResourceTracker:
         return usage
 
     def _write_usage(self, s, node=None):
-        node = node or s.scalars(sa.select(m.ComputeNode).where(
-            m.ComputeNode.uuid == self.provider_uuid)).first()
-        if node is None:
+        """Write this node's usage columns: on ``node`` (an ORM row) if given,
+        else by one UPDATE (``s`` a session or a connection)."""
+        if node is None and self.provider_uuid is None:
             return None
         res = self.resources()
         usage = self._usage(s)
-        node.vcpus_used = usage["vcpus"]
-        node.memory_mb_used = usage["memory_mb"]
-        node.local_gb_used = usage["local_gb"]
-        node.running_vms = usage["running_vms"]
+        values = {"vcpus_used": usage["vcpus"], "memory_mb_used": usage["memory_mb"],
+                  "local_gb_used": usage["local_gb"], "running_vms": usage["running_vms"],
+                  "pci_stats": json.dumps(claims.pci_pools(
+                      res.get("pci_passthrough_devices") or [], usage["pci"]))}
         topo = res.get("numa_topology")
         if topo:
             cells = []
@@ -219,9 +219,13 @@ class ResourceTracker:
                 u = usage["numa"].get(c["id"], {"vcpus": 0, "memory_mb": 0, "pinned": set()})
                 cells.append(dict(c, cpu_usage=u["vcpus"], memory_usage=u["memory_mb"],
                                   pinned_cpus=sorted(u["pinned"])))
-            node.numa_topology = json.dumps({"cells": cells})
-        node.pci_stats = json.dumps(claims.pci_pools(res.get("pci_passthrough_devices") or [],
-                                                     usage["pci"]))
+            values["numa_topology"] = json.dumps({"cells": cells})
+        if node is not None:
+            for column, value in values.items():
+                setattr(node, column, value)
+        else:
+            s.execute(sa.update(m.ComputeNode)
+                      .where(m.ComputeNode.uuid == self.provider_uuid).values(**values))
         return usage
 
     def usage(self):
@@ -293,14 +297,21 @@ class ResourceTracker:
         Sets the instance's host, node and launched_on; raises
         ComputeResourcesUnavailable when the node cannot fit the flavor.
         """
-        with self.lock, self.cell_db.session(write=True) as s:
-            inst = records.get_instance(s, instance_uuid)
-            numa, pci = self._fit(s, flavor)
-            inst.host, inst.node, inst.launched_on = self.host, self.nodename, self.host
-            extra = self._extra(s, inst)
-            extra.numa_topology, extra.pci_devices = _dumps(numa), _dumps(pci)
-            s.flush()
-            self._write_usage(s)
+        with self.lock, self.cell_db.connection(write=True) as conn:
+            numa, pci = self._fit(conn, flavor)
+            placed = conn.execute(
+                sa.update(m.Instance)
+                .where(m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)
+                .values(host=self.host, node=self.nodename, launched_on=self.host)).rowcount
+            if not placed:
+                raise records.InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+            claimed = {"numa_topology": _dumps(numa), "pci_devices": _dumps(pci)}
+            if not conn.execute(sa.update(m.InstanceExtra)
+                                .where(m.InstanceExtra.instance_uuid == instance_uuid)
+                                .values(**claimed)).rowcount:
+                conn.execute(sa.insert(m.InstanceExtra).values(instance_uuid=instance_uuid,
+                                                               **claimed))
+            self._write_usage(conn)
         return Claim(self, instance_uuid, numa, pci)
 
     def abort_instance_claim(self, ctxt, instance_uuid):

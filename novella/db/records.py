@@ -120,19 +120,17 @@ def _guarded_update(instance_uuid, expected_task_state, expected_vm_state, value
 
 
 def start_action(cell_db, ctxt, instance_uuid, action):
-    """Record that a user asked for ``action`` (e.g. 'create', 'resize')."""
-    with cell_db.session(write=True) as s:
-        row = add_action(s, ctxt, instance_uuid, action)
-    return row.id
+    """Record that a user asked for ``action`` (e.g. 'create', 'resize'); returns its id."""
+    with cell_db.connection(write=True) as conn:
+        return add_action(conn, ctxt, instance_uuid, action)
 
 
-def add_action(s, ctxt, instance_uuid, action):
-    """``start_action`` inside the caller's transaction; returns the row (id after flush)."""
-    row = m.InstanceAction(action=action, instance_uuid=instance_uuid,
-                           request_id=ctxt.request_id, user_id=ctxt.user_id,
-                           project_id=ctxt.project_id, start_time=utcnow())
-    s.add(row)
-    return row
+def add_action(conn, ctxt, instance_uuid, action):
+    """``start_action`` inside the caller's transaction (a connection); returns the id."""
+    return conn.execute(sa.insert(m.InstanceAction).values(
+        action=action, instance_uuid=instance_uuid, request_id=ctxt.request_id,
+        user_id=ctxt.user_id, project_id=ctxt.project_id,
+        start_time=utcnow())).inserted_primary_key[0]
 
 
 _FIND_ACTION = (sa.select(m.InstanceAction)

@@ -230,23 +230,33 @@ def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, a
     row.update(values)
     if row.get("availability_zone") is None and fields.get("availability_zone"):
         row["availability_zone"] = fields["availability_zone"]
-    with cell_db.session(write=True) as s:
-        s.add(cm.Instance(**row))
-        s.add(cm.InstanceExtra(instance_uuid=instance_uuid,
-                               flavor=json.dumps({"cur": flavor, "old": None, "new": None})))
-        s.add(cm.InstanceInfoCache(instance_uuid=instance_uuid, network_info="[]"))
-        for key, value in (fields.get("metadata") or {}).items():
-            s.add(cm.InstanceMetadata(instance_uuid=instance_uuid, key=key, value=value))
-        for tag in sorted(set(build_request.get("tags") or [])):
-            s.add(cm.Tag(resource_id=instance_uuid, tag=tag))
-        for bdm in build_request.get("block_device_mappings") or []:
-            cols = {k: v for k, v in bdm.items() if k in _BDM_COLUMNS}
-            cols.setdefault("uuid", str(uuid_mod.uuid4()))
-            if isinstance(cols.get("connection_info"), dict):
-                cols["connection_info"] = json.dumps(cols["connection_info"])
-            s.add(cm.BlockDeviceMapping(instance_uuid=instance_uuid, **cols))
+    bdms = []
+    for bdm in build_request.get("block_device_mappings") or []:
+        cols = {k: v for k, v in bdm.items() if k in _BDM_COLUMNS}
+        cols.setdefault("uuid", str(uuid_mod.uuid4()))
+        if isinstance(cols.get("connection_info"), dict):
+            cols["connection_info"] = json.dumps(cols["connection_info"])
+        bdms.append(dict(cols, instance_uuid=instance_uuid))
+    metadata = [{"instance_uuid": instance_uuid, "key": k, "value": v}
+                for k, v in (fields.get("metadata") or {}).items()]
+    tags = [{"resource_id": instance_uuid, "tag": t}
+            for t in sorted(set(build_request.get("tags") or []))]
+    # Plain INSERTs: nothing here needs the ORM's unit of work.
+    with cell_db.connection(write=True) as conn:
+        conn.execute(sa.insert(cm.Instance).values(**row))
+        conn.execute(sa.insert(cm.InstanceExtra).values(
+            instance_uuid=instance_uuid,
+            flavor=json.dumps({"cur": flavor, "old": None, "new": None})))
+        conn.execute(sa.insert(cm.InstanceInfoCache).values(instance_uuid=instance_uuid,
+                                                             network_info="[]"))
+        if metadata:
+            conn.execute(sa.insert(cm.InstanceMetadata), metadata)
+        if tags:
+            conn.execute(sa.insert(cm.Tag), tags)
+        for bdm in bdms:  # each its own columns
+            conn.execute(sa.insert(cm.BlockDeviceMapping).values(**bdm))
         if action:
-            records.add_action(s, ctxt, instance_uuid, action)
+            records.add_action(conn, ctxt, instance_uuid, action)
 
 
 def soft_delete_instance(cell_db, instance_uuid):
