@@ -203,6 +203,15 @@ class NetworkAPI:
             held[network_id] = self._network(s, network_id)
         return held[network_id]
 
+    def _subnets_of(self, s, network_id):
+        """The network's subnets in creation order, read once per session as ``_network_of``."""
+        held = s.info.setdefault("subnets", {})
+        if network_id not in held:
+            held[network_id] = s.scalars(
+                sa.select(models.Subnet).where(models.Subnet.network_id == network_id)
+                .order_by(models.Subnet.created_at, models.Subnet.id)).all()
+        return held[network_id]
+
     def get_network(self, ctxt, network_id):
         with self.db.session() as s:
             n = self._network(s, network_id)
@@ -343,8 +352,7 @@ class NetworkAPI:
         # addresses once they commit.
         s.execute(sa.select(models.Subnet.id).where(models.Subnet.network_id == network_id)
                   .order_by(models.Subnet.id).with_for_update())
-        subnets = s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network_id)
-                            .order_by(models.Subnet.created_at, models.Subnet.id)).all()
+        subnets = self._subnets_of(s, network_id)
         if request.get("subnet_id"):
             subnets = [sn for sn in subnets if sn.id == request["subnet_id"]]
             if not subnets:
@@ -398,20 +406,16 @@ class NetworkAPI:
         host = body.get("binding:host_id") or ""
         vif_type, details = self._vif(host, p.vnic_type)
         p.status = ACTIVE if host and p.device_owner.startswith("compute:") else "DOWN"
-        s.add(p)
-        s.flush()
         requests = body.get("fixed_ips")
         if requests is None:
-            has_subnet = s.scalar(sa.select(models.Subnet.id)
-                                  .where(models.Subnet.network_id == network.id).limit(1))
-            requests = [{}] if has_subnet else []
+            requests = [{}] if self._subnets_of(s, network.id) else []
+        s.add(p)  # first: the rows below refer to it, and the session inserts in this order
         ips = []
-        for req in requests:
+        for req in requests:  # each query flushes the addresses taken before it
             subnet, address = self._allocate_ip(s, network.id, req)
             ips.append(models.IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=p.id,
                                            network_id=network.id))
             s.add(ips[-1])
-            s.flush()
         # Bound straight to the host asked for, if any (no unbound binding to replace).
         binding = models.PortBinding(port_id=p.id, host=host, status=ACTIVE, vif_type=vif_type,
                                      vif_details=details, vnic_type=p.vnic_type,
@@ -613,8 +617,7 @@ class NetworkAPI:
         port = self._port_dict(s, p, known)
         network = self._network_of(s, p.network_id)
         subnets = []
-        for sn in s.scalars(sa.select(models.Subnet).where(models.Subnet.network_id == network.id)
-                            .order_by(models.Subnet.created_at, models.Subnet.id)):
+        for sn in self._subnets_of(s, network.id):
             ips = [{"address": ip["ip_address"], "type": "fixed", "version": sn.ip_version}
                    for ip in port["fixed_ips"] if ip["subnet_id"] == sn.id]
             if ips:
