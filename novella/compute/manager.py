@@ -161,7 +161,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
             yield
 
     def _get(self, instance_uuid):
-        with self.cell_db.session() as s:
+        with self.cell_db.read_session() as s:
             return records.get_instance(s, instance_uuid)
 
     def _update(self, instance_uuid, **values):
@@ -205,7 +205,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
             cache.network_info = json.dumps(network_info or [])
 
     def _bdms(self, instance_uuid):
-        with self.cell_db.session() as s:
+        with self.cell_db.read_session() as s:
             return list(s.scalars(sa.select(m.BlockDeviceMapping).where(
                 m.BlockDeviceMapping.instance_uuid == instance_uuid,
                 m.BlockDeviceMapping.deleted == 0).order_by(m.BlockDeviceMapping.id)))

@@ -116,7 +116,7 @@ class ConductorManager(ConductorMoves, ConductorCrossCell):
 
     def _load_build_request(self, instance_uuid, default_bdms, default_tags):
         """{"instance", "block_device_mappings", "tags"} of a build request, or None if gone."""
-        with self.api_db.session() as s:
+        with self.api_db.read_session() as s:
             br = s.scalars(sa.select(am.BuildRequest).where(
                 am.BuildRequest.instance_uuid == instance_uuid)).first()
             if br is None:

@@ -39,7 +39,7 @@ class TokenCache:
         self._lock = threading.Lock()
 
     def get(self, db):
-        with db.connection() as conn:
+        with db.reader() as conn:
             token = tuple(conn.execute(self._token_query).one())
         entry = self._entries.get(db.engine)
         if entry is not None and entry[0] == token:

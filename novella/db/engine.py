@@ -65,12 +65,18 @@ def _create_engine(url):
         def _no_autobegin(dbapi_conn, _rec):
             dbapi_conn.isolation_level = None
 
+        @event.listens_for(engine, "checkout")
+        def _plain_begin(_dbapi_conn, record, _proxy):
+            # info outlives a checkout: whoever asks for no or another BEGIN says so again.
+            record.info["begin"] = "BEGIN"
+
         @event.listens_for(engine, "begin")
         def _begin(conn):
             # Straight to the driver: BEGIN through exec_driver_sql cost as much
             # as a whole statement's round of SQLAlchemy bookkeeping.
-            conn.connection.driver_connection.execute(
-                "BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+            statement = conn.info.get("begin", "BEGIN")
+            if statement:  # None: a reader, outside any transaction
+                conn.connection.driver_connection.execute(statement)
         return engine
     kwargs = {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
     if url.startswith("mysql"):
@@ -130,9 +136,27 @@ class Database:
     @contextlib.contextmanager
     def _connection(self, write):
         with self.engine.connect() as conn:
-            conn.info["write"] = write
+            conn.info["begin"] = "BEGIN IMMEDIATE" if write else "BEGIN"
             with conn.begin():
                 yield conn
+
+    @contextlib.contextmanager
+    def reader(self):
+        """A connection for reads that need no snapshot across statements.
+
+        On SQLite no BEGIN and COMMIT: each statement runs on its own, which
+        saves two driver calls and a round of transaction bookkeeping per
+        read. Elsewhere the driver's implicit transaction ends at release.
+        """
+        with self.engine.connect() as conn:
+            conn.info["begin"] = None
+            yield conn
+
+    @contextlib.contextmanager
+    def read_session(self):
+        """An ORM session over ``reader()``: for loading rows, never for writing."""
+        with self.reader() as conn, orm.Session(bind=conn, expire_on_commit=False) as s:
+            yield s
 
     @contextlib.contextmanager
     def session(self, write=False):

@@ -107,7 +107,7 @@ class ImageAPI:
 
     def get(self, ctxt, image_id, include_deleted=False):
         """An image the context may see (another project's private image is not found)."""
-        with self.db.session() as s:
+        with self.db.read_session() as s:
             row = self._row(s, image_id, include_deleted)
             if not _visible(ctxt, row):
                 raise ImageNotFound(f"image {image_id} could not be found")

@@ -213,7 +213,7 @@ class NetworkAPI:
         return held[network_id]
 
     def get_network(self, ctxt, network_id):
-        with self.db.session() as s:
+        with self.db.read_session() as s:
             n = self._network(s, network_id)
             if not (_is_admin(ctxt) or n.shared or n.project_id == ctxt.project_id):
                 raise NetworkNotFound(f"network {network_id} could not be found")

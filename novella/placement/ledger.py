@@ -173,7 +173,7 @@ class Ledger:
         """Yield the read model, brought up to date with the database."""
         with self.lock:
             with self.engine.connect() as conn:
-                conn.info["write"] = False
+                conn.info["begin"] = "BEGIN"
                 with conn.begin():
                     version = conn.execute(_SELECT_VERSION).scalar()
                     if version != self.state.version:
@@ -185,7 +185,7 @@ class Ledger:
         """Yield a Txn holding the ledger's write lock with a fresh model."""
         with self.lock:
             with self.engine.connect() as conn:
-                conn.info["write"] = True
+                conn.info["begin"] = "BEGIN IMMEDIATE"
                 txn = None
                 try:
                     with conn.begin():

@@ -174,7 +174,7 @@ class _CellHosts:
 
     def get(self, db, nodes_max_age):
         now = time.monotonic()
-        with db.connection() as conn:
+        with db.reader() as conn:  # the parts are read apart anyway
             token = tuple(conn.execute(_TOKEN).one())
             old = self._parts.get(db.engine)
             fresh_nodes = old is not None and now - old[4] < nodes_max_age

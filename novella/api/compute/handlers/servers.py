@@ -194,7 +194,7 @@ def _flavor(req, flavor_ref):
     flavorid = _last_segment(flavor_ref)
     ctxt = req.context
     flavors, specs, access = am.Flavor.__table__, am.FlavorExtraSpec.__table__, am.FlavorProject.__table__
-    with req.api.api_db.connection() as conn:  # Core: this runs for every server created
+    with req.api.api_db.reader() as conn:  # Core, no transaction: this runs for every server created
         fl = conn.execute(sa.select(flavors).where(flavors.c.flavorid == flavorid)).first()
         allowed = fl is not None and (fl.is_public or req.is_admin() or conn.execute(
             sa.select(access.c.id).where(access.c.flavor_id == fl.id,
