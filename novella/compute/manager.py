@@ -285,9 +285,9 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                 row.attachment_id = attachment_id
                 row.connection_info = json.dumps(info)
 
-    def _detach_volumes(self, ctxt, inst, delete_volumes=False):
-        for bdm in self._bdms(inst.uuid):
-            if bdm.destination_type != "volume" or not bdm.volume_id:
+    def _detach_volumes(self, ctxt, inst, delete_volumes=False, bdms=None):
+        for bdm in self._bdms(inst.uuid) if bdms is None else bdms:
+            if not self._is_volume(bdm):
                 continue
             if self.volume_api is not None:
                 if bdm.attachment_id:
@@ -473,38 +473,47 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
 
     def terminate_instance(self, ctxt, instance_uuid, bdms=None, **kwargs):
         """Destroy the guest, free network, volumes and placement, soft-delete the row."""
+        started = False
         try:
-            self._get(instance_uuid)
+            with self._operation(ctxt, instance_uuid, "compute_terminate_instance",
+                                 "instance.delete", error_vm_state=vm_states.ERROR) as box:
+                started = True
+                inst = box[0]
+                bdms = self._bdms(instance_uuid)
+                self._notify(ctxt, inst, "instance.shutdown.start")
+                self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                    self.block_device_info(instance_uuid, bdms),
+                                    destroy_disks=True)
+                self._deallocate_network(ctxt, inst)
+                self._notify(ctxt, inst, "instance.shutdown.end")
+                self._detach_volumes(ctxt, inst, delete_volumes=True, bdms=bdms)
+                self.placement.delete_allocations(instance_uuid)
+                box[0] = self._soft_delete(inst)
+                self.rt.refresh_usage()
         except records.InstanceNotFound:
+            if started:
+                raise
             return  # already gone: deleting twice is not an error
-        with self._operation(ctxt, instance_uuid, "compute_terminate_instance",
-                             "instance.delete", error_vm_state=vm_states.ERROR) as box:
-            inst = box[0]
-            self._notify(ctxt, inst, "instance.shutdown.start")
-            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
-                                self.block_device_info(instance_uuid), destroy_disks=True)
-            self._deallocate_network(ctxt, inst)
-            self._notify(ctxt, inst, "instance.shutdown.end")
-            self._detach_volumes(ctxt, inst, delete_volumes=True)
-            self.placement.delete_allocations(instance_uuid)
-            box[0] = self._soft_delete(instance_uuid)
-            self.rt.refresh_usage()
         with self._locks_lock:
             self._instance_locks.pop(instance_uuid, None)
 
-    def _soft_delete(self, instance_uuid):
+    def _soft_delete(self, inst):
+        """Mark the instance and its BDMs deleted; return ``inst`` showing it."""
         now = records.utcnow()
-        with self.cell_db.session(write=True) as s:
-            inst = records.get_instance(s, instance_uuid)
-            inst.vm_state, inst.task_state = vm_states.DELETED, None
-            inst.power_state = power_state.NOSTATE
-            inst.terminated_at = inst.deleted_at = now
-            inst.deleted = inst.id
-            for bdm in s.scalars(sa.select(m.BlockDeviceMapping).where(
-                    m.BlockDeviceMapping.instance_uuid == instance_uuid,
-                    m.BlockDeviceMapping.deleted == 0)):
-                bdm.deleted, bdm.deleted_at = bdm.id, now
-            return inst
+        deleted = {"vm_state": vm_states.DELETED, "task_state": None,
+                   "power_state": power_state.NOSTATE, "terminated_at": now,
+                   "deleted_at": now, "deleted": inst.id}
+        with self.cell_db.connection(write=True) as conn:
+            if not conn.execute(sa.update(m.Instance).where(
+                    m.Instance.uuid == inst.uuid, m.Instance.deleted == 0)
+                    .values(**deleted)).rowcount:
+                raise records.InstanceNotFound(f"Instance {inst.uuid} could not be found.")
+            bdm = m.BlockDeviceMapping
+            conn.execute(sa.update(bdm).where(bdm.instance_uuid == inst.uuid, bdm.deleted == 0)
+                         .values(deleted=bdm.id, deleted_at=now))
+        for column, value in deleted.items():  # for the notification, as the row now is
+            setattr(inst, column, value)
+        return inst
 
 
 class _Gone:

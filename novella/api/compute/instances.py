@@ -53,12 +53,12 @@ def _json(text, default):
 VIEW_LOADS = (orm.selectinload(cm.Instance.metadata_items), orm.selectinload(cm.Instance.tags))
 
 
-def record(row, cell):
+def record(row, cell, view=True):
     rec = {k: getattr(row, k) for k in _COLUMNS}
-    rec["metadata"] = {m.key: m.value for m in row.metadata_items}
+    rec["metadata"] = {m.key: m.value for m in row.metadata_items} if view else {}
     flavors = _json(row.extra.flavor if row.extra else None, {})
     rec["flavor"] = flavors.get("cur") or {}
-    rec["tags"] = sorted(t.tag for t in row.tags)
+    rec["tags"] = sorted(t.tag for t in row.tags) if view else []
     rec["network_info"] = _json(row.info_cache.network_info if row.info_cache else None, [])
     rec["cell"] = cell
     rec["fault"] = None
@@ -113,17 +113,21 @@ def _add_faults_and_volumes(s, recs):
 # --- one server -----------------------------------------------------------------------
 def mapping(api_db, uuid):
     """(InstanceMapping, CellMapping or None) or (None, None)."""
-    with api_db.session() as s:
+    with api_db.read_session() as s:
         im = s.scalars(sa.select(am.InstanceMapping)
                        .where(am.InstanceMapping.instance_uuid == uuid)).first()
-        if im is None:
-            return None, None
-        cell = s.get(am.CellMapping, im.cell_id) if im.cell_id is not None else None
-        return im, cell
+    if im is None:
+        return None, None
+    cell = next((c for c in cells_mod.list_cells(api_db) if c.id == im.cell_id), None)
+    return im, cell
 
 
-def load(api_db, uuid, read_deleted=False):
-    """The record of a server, or None: build request first, then its cell."""
+def load(api_db, uuid, read_deleted=False, view=True):
+    """The record of a server, or None: build request first, then its cell.
+
+    ``view=False``: without metadata, tags, fault and volumes, for handlers
+    that act on a server rather than show it (they are left empty).
+    """
     im, cell = mapping(api_db, uuid)
     if im is None:
         return None
@@ -137,21 +141,24 @@ def load(api_db, uuid, read_deleted=False):
         im, cell = mapping(api_db, uuid)
         if cell is None:
             return None
-    with cells_mod.cell_database(cell).session() as s:
-        q = sa.select(cm.Instance).where(cm.Instance.uuid == uuid).options(*VIEW_LOADS)
+    with cells_mod.cell_database(cell).read_session() as s:
+        q = sa.select(cm.Instance).where(cm.Instance.uuid == uuid)
+        if view:
+            q = q.options(*VIEW_LOADS)
         if not read_deleted:
             q = q.where(cm.Instance.deleted == 0)
         row = s.scalars(q).first()
         if row is None:
             return None
-        rec = record(row, cell)
-        _add_faults_and_volumes(s, [rec])
+        rec = record(row, cell, view)
+        if view:
+            _add_faults_and_volumes(s, [rec])
         return rec
 
 
-def get(req, uuid, rule=None, read_deleted=False):
-    """A server the caller may see, else 404 (another project's too)."""
-    rec = load(req.api.api_db, uuid, read_deleted=read_deleted)
+def get(req, uuid, rule=None, read_deleted=False, view=True):
+    """A server the caller may see, else 404 (another project's too); ``view`` as ``load``."""
+    rec = load(req.api.api_db, uuid, read_deleted=read_deleted, view=view)
     ctxt = req.context
     if rec is None or (rec["project_id"] != ctxt.project_id and not req.is_admin()):
         raise errors.instance_not_found(uuid)

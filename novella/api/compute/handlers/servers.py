@@ -580,7 +580,7 @@ def update(req, server_id):
 
 # --- delete -------------------------------------------------------------------------
 def delete(req, server_id):
-    rec = instances.get(req, server_id)
+    rec = instances.get(req, server_id, view=False)
     req.authorize(P + "delete", _target(rec))
     if rec["locked"] and not req.is_admin():
         raise errors.Conflict(f"Instance {server_id} is locked")
@@ -588,7 +588,7 @@ def delete(req, server_id):
     if rec["cell"] is None and _delete_build_request(api_db, server_id):
         return 204, None
     if rec["cell"] is None:  # the conductor placed it meanwhile
-        rec = instances.get(req, server_id)
+        rec = instances.get(req, server_id, view=False)
     delete_instance(req.api, req.context, rec)
     return 204, None
 
