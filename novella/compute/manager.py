@@ -336,11 +336,14 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                block_device_mappings, allocations, done):
         uuid = inst.uuid
         done["claim"] = self.rt.instance_claim(ctxt, uuid, flavor)
-        # Read back once, with the host and node the claim set; the task-state
-        # steps below change nothing the driver is told.
-        inst = self._update(uuid, expected_task_state=(task_states.SCHEDULING, None),
-                            expected_vm_state=vm_states.BUILDING,
-                            task_state=task_states.NETWORKING)
+        records.update_instance(self.cell_db, uuid,
+                                expected_task_state=(task_states.SCHEDULING, None),
+                                expected_vm_state=vm_states.BUILDING,
+                                task_state=task_states.NETWORKING, reload=False)
+        # What the claim and that update wrote, on the copy the driver is told
+        # about (the task-state steps below change nothing it reads).
+        inst.host, inst.node, inst.launched_on = self.host, self.rt.nodename, self.host
+        inst.task_state = task_states.NETWORKING
         network_info = self._allocate_network(ctxt, inst, requested_networks, allocations)
         done["network"] = True
         bdms = self._store_bdms(uuid, block_device_mappings)

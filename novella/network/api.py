@@ -123,6 +123,13 @@ def _ip_text(version, value):
     return str(ipaddress.IPv6Address(value))
 
 
+def _ip_int(version, text):
+    """``_ip_text`` reversed."""
+    if version == 4:
+        return int.from_bytes(socket.inet_aton(text), "big")
+    return int(ipaddress.IPv6Address(text))
+
+
 def _is_admin(ctxt):
     return ctxt is None or ctxt.is_admin
 
@@ -370,14 +377,14 @@ class NetworkAPI:
                         f"IP address {wanted} already allocated in subnet {sn.id}")
                 return sn, wanted
             # The lowest free address of the first pool that has one.
-            taken = used | {sn.gateway_ip}
+            taken = {_ip_int(sn.ip_version, a) for a in used | {sn.gateway_ip} if a}
             for pool in sn.allocation_pools:
-                start = int(ipaddress.ip_address(pool["start"]))
+                value = int(ipaddress.ip_address(pool["start"]))
                 end = int(ipaddress.ip_address(pool["end"]))
-                for value in range(start, end + 1):
-                    text = _ip_text(sn.ip_version, value)
-                    if text not in taken:
-                        return sn, text
+                while value <= end and value in taken:
+                    value += 1
+                if value <= end:
+                    return sn, _ip_text(sn.ip_version, value)
             if request.get("subnet_id"):
                 break
         if wanted:

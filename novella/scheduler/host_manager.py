@@ -63,7 +63,8 @@ class HostState:
 
     def for_request(self, service, aggregates):
         """A copy this request may change (consume, allocation requests) freely."""
-        hs = copy.copy(self)
+        hs = HostState.__new__(HostState)  # a shallow copy, without copy.copy's protocol
+        hs.__dict__.update(self.__dict__)
         hs.service = service
         hs.aggregates = aggregates
         hs.traits = set()
