@@ -133,16 +133,16 @@ def add_action(conn, ctxt, instance_uuid, action):
         start_time=utcnow())).inserted_primary_key[0]
 
 
-_FIND_ACTION = (sa.select(m.InstanceAction)
-                .where(m.InstanceAction.instance_uuid == sa.bindparam("uuid"),
-                       m.InstanceAction.request_id == sa.bindparam("request_id"))
-                .order_by(m.InstanceAction.id.desc())
-                # Recording a step needs the action row, not its earlier events.
-                .options(orm.lazyload(m.InstanceAction.events)))
+_FIND_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))
+                   .where(m.InstanceAction.instance_uuid == sa.bindparam("b_uuid"),
+                          m.InstanceAction.request_id == sa.bindparam("b_request_id")))
 
 
-def _find_action(s, instance_uuid, request_id):
-    return s.scalars(_FIND_ACTION, {"uuid": instance_uuid, "request_id": request_id}).first()
+class _Event:
+    """The event row an ``action_event`` started: its id and its action's."""
+
+    def __init__(self, event_id, action_id):
+        self.id, self.action_id = event_id, action_id
 
 
 @contextlib.contextmanager
@@ -153,17 +153,17 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=F
     action gets the message 'Error', and the exception propagates.
     ``finish_action``: the step is the action's last; its end ends the action.
     """
-    with cell_db.session(write=True) as s:
-        action = _find_action(s, instance_uuid, ctxt.request_id)
-        if action is None:  # a step outside any user request (e.g. periodic)
-            action = m.InstanceAction(action=event, instance_uuid=instance_uuid,
-                                      request_id=ctxt.request_id, user_id=ctxt.user_id,
-                                      project_id=ctxt.project_id, start_time=utcnow())
-            s.add(action)
-            s.flush()
-        ev = m.InstanceActionEvent(action_id=action.id, event=event,
-                                   start_time=utcnow(), host=host)
-        s.add(ev)
+    with cell_db.connection(write=True) as conn:
+        action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
+                                                   "b_request_id": ctxt.request_id}).scalar()
+        if action_id is None:  # a step outside any user request (e.g. periodic)
+            action_id = conn.execute(sa.insert(m.InstanceAction).values(
+                action=event, instance_uuid=instance_uuid, request_id=ctxt.request_id,
+                user_id=ctxt.user_id, project_id=ctxt.project_id,
+                start_time=utcnow())).inserted_primary_key[0]
+        ev = _Event(conn.execute(sa.insert(m.InstanceActionEvent).values(
+            action_id=action_id, event=event, start_time=utcnow(),
+            host=host)).inserted_primary_key[0], action_id)
     try:
         yield
     except BaseException as exc:

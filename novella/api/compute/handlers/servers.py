@@ -514,16 +514,21 @@ def create(req):
         }
         build_requests.append(inst)
         specs.append(spec)
-    with req.api.api_db.session(write=True) as s:
-        for inst, spec in zip(build_requests, specs):
-            s.add(am.BuildRequest(instance_uuid=inst["uuid"], project_id=ctxt.project_id,
-                                  instance=json.dumps(inst), tags=json.dumps(tags),
-                                  block_device_mappings=json.dumps(bdms), created_at=now))
-            s.add(am.RequestSpec(instance_uuid=inst["uuid"], spec=json.dumps(spec)))
-            s.add(am.InstanceMapping(instance_uuid=inst["uuid"], cell_id=None,
-                                     project_id=ctxt.project_id, user_id=ctxt.user_id))
-            if group is not None:
-                s.add(am.InstanceGroupMember(group_id=group["id"], instance_uuid=inst["uuid"]))
+    uuids = [inst["uuid"] for inst in build_requests]
+    with req.api.api_db.connection(write=True) as conn:  # plain INSERTs, one per table
+        conn.execute(sa.insert(am.BuildRequest), [
+            {"instance_uuid": inst["uuid"], "project_id": ctxt.project_id,
+             "instance": json.dumps(inst), "tags": json.dumps(tags),
+             "block_device_mappings": json.dumps(bdms), "created_at": now}
+            for inst in build_requests])
+        conn.execute(sa.insert(am.RequestSpec), [
+            {"instance_uuid": u, "spec": json.dumps(spec)} for u, spec in zip(uuids, specs)])
+        conn.execute(sa.insert(am.InstanceMapping), [
+            {"instance_uuid": u, "cell_id": None, "project_id": ctxt.project_id,
+             "user_id": ctxt.user_id} for u in uuids])
+        if group is not None:
+            conn.execute(sa.insert(am.InstanceGroupMember), [
+                {"group_id": group["id"], "instance_uuid": u} for u in uuids])
     try:
         rpcclients.schedule_and_build_instances(
             req.api.transport, ctxt,
