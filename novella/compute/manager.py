@@ -229,7 +229,12 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
         return bdm.destination_type == "volume" and bool(bdm.volume_id)
 
     def _store_bdms(self, instance_uuid, block_device_mappings):
-        """The instance's BDM rows, first adding those the caller passed if the cell has none."""
+        """The instance's BDM rows, first adding those the caller passed if the cell has none.
+
+        An empty list passed (not None) says the build has none: nothing to read.
+        """
+        if block_device_mappings == []:
+            return []
         bdms = self._bdms(instance_uuid)
         if not block_device_mappings or bdms:
             return bdms

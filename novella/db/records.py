@@ -146,16 +146,19 @@ class _Event:
 
 
 @contextlib.contextmanager
-def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=False):
+def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=False,
+                 action_id=None):
     """Record one step of the current action: start, finish and result.
 
     On an exception the event gets result 'Error' and the traceback, the
     action gets the message 'Error', and the exception propagates.
     ``finish_action``: the step is the action's last; its end ends the action.
+    ``action_id``: the action, when the caller recorded it (else found by request id).
     """
     with cell_db.connection(write=True) as conn:
-        action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
-                                                   "b_request_id": ctxt.request_id}).scalar()
+        if action_id is None:
+            action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
+                                                       "b_request_id": ctxt.request_id}).scalar()
         if action_id is None:  # a step outside any user request (e.g. periodic)
             action_id = conn.execute(sa.insert(m.InstanceAction).values(
                 action=event, instance_uuid=instance_uuid, request_id=ctxt.request_id,

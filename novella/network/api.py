@@ -354,11 +354,12 @@ class NetworkAPI:
                 "created_at": _iso(p.created_at), "updated_at": _iso(p.updated_at)}
 
     def _allocate_ip(self, s, network_id, request):
-        # Locking the network's subnets makes concurrent allocations queue up
-        # (SQLite's write transaction already does); each then sees the others'
-        # addresses once they commit.
-        s.execute(sa.select(models.Subnet.id).where(models.Subnet.network_id == network_id)
-                  .order_by(models.Subnet.id).with_for_update())
+        # Locking the network's subnets makes concurrent allocations queue up;
+        # each then sees the others' addresses once they commit. SQLite's write
+        # transaction already holds the whole database.
+        if s.bind.dialect.name != "sqlite":
+            s.execute(sa.select(models.Subnet.id).where(models.Subnet.network_id == network_id)
+                      .order_by(models.Subnet.id).with_for_update())
         subnets = self._subnets_of(s, network_id)
         if request.get("subnet_id"):
             subnets = [sn for sn in subnets if sn.id == request["subnet_id"]]

@@ -67,8 +67,11 @@ class SchedulerManager:
                     spec["instance_group"].setdefault("hosts", []).append(chosen.host)
                 version = self.placement.microversion
                 alternates = [h for h in weighed if h is not chosen and h.cell_uuid == chosen.cell_uuid]
-                result.append([selection(chosen, request, version)] +
-                              [selection(h, h.allocation_requests[0], version)
+                zone = self.host_manager.host_availability_zone
+                result.append([selection(chosen, request, version,
+                                         availability_zone=zone(chosen))] +
+                              [selection(h, h.allocation_requests[0], version,
+                                         availability_zone=zone(h))
                                for h in alternates[:max_alternates]])
         except Exception:
             for consumer in claimed:  # all instances of a request or none

@@ -146,9 +146,14 @@ class ResourceRequest:
         return params
 
 
-def selection(host_state, allocation_request, version, limits=None):
-    """The selection document handed to the conductor for one host."""
+def selection(host_state, allocation_request, version, limits=None, availability_zone=None):
+    """The selection document handed to the conductor for one host.
+
+    ``availability_zone``: the host's zone, as the scheduler found it in its
+    aggregates, so the conductor need not look it up again.
+    """
     return {"service_host": host_state.host, "nodename": host_state.nodename,
             "compute_node_uuid": host_state.uuid, "cell_uuid": host_state.cell_uuid,
+            "availability_zone": availability_zone,
             "allocation_request": allocation_request,
             "allocation_request_version": version, "limits": limits or {}}

@@ -18,6 +18,7 @@ A host connects only volumes exported to it: a ``block_device_info`` entry
 whose ``connection_info`` names another ``target_host`` is refused, as a real
 hypervisor cannot reach a target that was not exported to it.
 """
+import collections
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ from novella.virt import driver as driver_mod
 
 HEADER_MAGIC = "NOVELLA-DISK"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap"}
+IMAGE_CACHE_SIZE = 8  # images kept per host
 DEFAULT_TRAITS = (
     "COMPUTE_NODE", "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG",
     "COMPUTE_VOLUME_ATTACH_WITH_TAG", "COMPUTE_VOLUME_EXTEND", "COMPUTE_VOLUME_MULTI_ATTACH",
@@ -168,6 +170,9 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self.path = os.path.join(self.root, host)
         self.image_api = image_api
         self._lock = threading.RLock()
+        # The host's image cache, as a hypervisor keeps base images: an
+        # image's data never changes once uploaded. {image id: bytes}, newest last.
+        self._images = collections.OrderedDict()
         _drivers[host] = self
 
     # -- plumbing -----------------------------------------------------------
@@ -217,11 +222,18 @@ class SimulatedDriver(driver_mod.ComputeDriver):
     def _image_bytes(self, ctxt, image_id):
         if not image_id:
             return None
+        if image_id in self._images:
+            self._images.move_to_end(image_id)
+            return self._images[image_id]
         if self.image_api is not None and hasattr(self.image_api, "download"):
             try:
-                return self.image_api.download(ctxt, image_id)
+                data = self.image_api.download(ctxt, image_id)
             except Exception:  # noqa: BLE001 - an image without data boots from random bytes
                 return None
+            self._images[image_id] = data
+            if len(self._images) > IMAGE_CACHE_SIZE:
+                self._images.popitem(last=False)
+            return data
         path = os.path.join(self.root, "_images", image_id)
         if os.path.exists(path):
             with open(path, "rb") as f:

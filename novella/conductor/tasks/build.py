@@ -73,6 +73,7 @@ class Build:
         self.cell = cells_mod.cell_by_uuid(api_db, self.selection["cell_uuid"])
         self.cell_db = cells_mod.cell_database(self.cell)
         self.failed_hosts = []
+        self.action_id = None  # the 'create' action, once recorded in the cell
 
     @property
     def project_id(self):
@@ -112,13 +113,14 @@ class ClaimedAllocation(BuildTask):
 class CreateInstanceInCell(BuildTask):
     def execute(self):
         b = self.b
-        create_instance(b.cell_db, b.ctxt, b.instance_uuid, b.build_request, b.request_spec,
-                        vm_state=states.BUILDING, task_state=states.task_states.SCHEDULING,
-                        launch_index=b.launch_index,
-                        availability_zone=aggregates.host_availability_zone(
-                            b.api_db, b.selection["service_host"],
-                            b.conf.default_availability_zone),
-                        action="create")
+        # The scheduler's answer carries the host's zone; a selection without
+        # one (from an older scheduler) is looked up here.
+        zone = b.selection.get("availability_zone") or aggregates.host_availability_zone(
+            b.api_db, b.selection["service_host"], b.conf.default_availability_zone)
+        b.action_id = create_instance(
+            b.cell_db, b.ctxt, b.instance_uuid, b.build_request, b.request_spec,
+            vm_state=states.BUILDING, task_state=states.task_states.SCHEDULING,
+            launch_index=b.launch_index, availability_zone=zone, action="create")
 
     def rollback(self, exc):
         soft_delete_instance(self.b.cell_db, self.b.instance_uuid)
@@ -155,7 +157,7 @@ class BuildOnHost(BuildTask):
         b = self.b
         try:
             with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT,
-                                      finish_action=True):
+                                      finish_action=True, action_id=b.action_id):
                 self._build_with_alternates()
         except (compute_exc.BuildAbortException, records.InstanceNotFound):
             # Deleted by its user during the build: the delete owns the server now.
@@ -212,7 +214,8 @@ def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, a
                     **values):
     """The server's rows in a cell: instance, extra (flavor), metadata, tags, BDMs, info cache.
 
-    ``action``: the instance action the request starts (e.g. 'create'), recorded with them.
+    ``action``: the instance action the request starts (e.g. 'create'), recorded with
+    them; its id is returned.
     """
     fields = dict(build_request.get("instance") or {})
     flavor = fields.get("flavor") or request_spec.get("flavor") or {}
@@ -256,7 +259,8 @@ def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, a
         for bdm in bdms:  # each its own columns
             conn.execute(sa.insert(cm.BlockDeviceMapping).values(**bdm))
         if action:
-            records.add_action(conn, ctxt, instance_uuid, action)
+            return records.add_action(conn, ctxt, instance_uuid, action)
+    return None
 
 
 def soft_delete_instance(cell_db, instance_uuid):

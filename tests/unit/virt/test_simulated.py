@@ -213,3 +213,31 @@ def test_snapshot_then_spawn_from_it(drv):
     drv.spawn(None, other, {"id": "img-1"})
     _, content = simulated.read_disk(os.path.join(drv.instance_dir(other["uuid"]), "disk"))
     assert content == root
+
+
+class _Images:
+    """An image service holding two images, counting downloads."""
+
+    def __init__(self):
+        self.data = {"img-a": b"A" * 64, "img-b": b"B" * 64}
+        self.downloads = []
+
+    def download(self, ctxt, image_id):
+        self.downloads.append(image_id)
+        return self.data[image_id]
+
+
+def test_host_image_cache_downloads_each_image_once(tmp_path, monkeypatch):
+    images = _Images()
+    d = simulated.SimulatedDriver("sim-cache", conf=CONF, instances_path=str(tmp_path),
+                                  image_api=images)
+    monkeypatch.setattr(simulated, "IMAGE_CACHE_SIZE", 1)
+    roots = []
+    for image_id in ("img-a", "img-a", "img-b", "img-a"):
+        inst = _instance()
+        d.spawn(None, inst, {"id": image_id})
+        roots.append(simulated.read_disk(os.path.join(d.instance_dir(inst["uuid"]), "disk"))[1])
+    assert roots == [b"A" * 64, b"A" * 64, b"B" * 64, b"A" * 64]
+    # The second boot of img-a came from the cache; with room for one image,
+    # img-b pushed it out, so the last boot downloaded it again.
+    assert images.downloads == ["img-a", "img-b", "img-a"]
