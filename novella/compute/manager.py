@@ -340,13 +340,11 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
     def _build(self, ctxt, inst, flavor, image_meta, requested_networks,
                block_device_mappings, allocations, done):
         uuid = inst.uuid
-        done["claim"] = self.rt.instance_claim(ctxt, uuid, flavor)
-        records.update_instance(self.cell_db, uuid,
-                                expected_task_state=(task_states.SCHEDULING, None),
-                                expected_vm_state=vm_states.BUILDING,
-                                task_state=task_states.NETWORKING, reload=False)
-        # What the claim and that update wrote, on the copy the driver is told
-        # about (the task-state steps below change nothing it reads).
+        done["claim"] = self.rt.instance_claim(
+            ctxt, uuid, flavor, expected_task_state=(task_states.SCHEDULING, None),
+            expected_vm_state=vm_states.BUILDING, task_state=task_states.NETWORKING)
+        # What the claim wrote, on the copy the driver is told about (the
+        # task-state steps below change nothing it reads).
         inst.host, inst.node, inst.launched_on = self.host, self.rt.nodename, self.host
         inst.task_state = task_states.NETWORKING
         network_info = self._allocate_network(ctxt, inst, requested_networks, allocations)

@@ -291,20 +291,18 @@ class ResourceTracker:
 
     # -- claims for a build ------------------------------------------------------
 
-    def instance_claim(self, ctxt, instance_uuid, flavor):
+    def instance_claim(self, ctxt, instance_uuid, flavor, **guarded):
         """Claim NUMA cells and PCI devices and place the instance on this node.
 
-        Sets the instance's host, node and launched_on; raises
+        Sets the instance's host, node and launched_on, with ``guarded``
+        (``records.guarded_update``'s expected states and further values, e.g.
+        the build's next task state) in the same statement; raises
         ComputeResourcesUnavailable when the node cannot fit the flavor.
         """
         with self.lock, self.cell_db.connection(write=True) as conn:
             numa, pci = self._fit(conn, flavor)
-            placed = conn.execute(
-                sa.update(m.Instance)
-                .where(m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)
-                .values(host=self.host, node=self.nodename, launched_on=self.host)).rowcount
-            if not placed:
-                raise records.InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+            records.guarded_update(conn, instance_uuid, host=self.host, node=self.nodename,
+                                   launched_on=self.host, **guarded)
             claimed = {"numa_topology": _dumps(numa), "pci_devices": _dumps(pci)}
             if not conn.execute(sa.update(m.InstanceExtra)
                                 .where(m.InstanceExtra.instance_uuid == instance_uuid)

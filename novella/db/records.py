@@ -53,19 +53,9 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
     ``network_info`` (a list) replaces the info cache in the same transaction.
     Returns the updated instance, or None with ``reload=False``.
     """
-    values.setdefault("updated_at", utcnow())
-    q, params = _guarded_update(instance_uuid, expected_task_state, expected_vm_state, values)
     # Core statements on the connection; an ORM session only to read back.
     with cell_db.connection(write=True) as conn:
-        if conn.execute(q, params).rowcount != 1:
-            row = conn.execute(sa.select(m.Instance.task_state, m.Instance.vm_state).where(
-                m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
-            if row is None:
-                raise InstanceNotFound(f"Instance {instance_uuid} could not be found.")
-            raise UnexpectedTaskStateError(
-                f"Conflict updating instance {instance_uuid}. Expected: "
-                f"task_state={expected_task_state if expected_task_state is not _UNSET else 'any'}. "
-                f"Actual: task_state={row.task_state}, vm_state={row.vm_state}")
+        guarded_update(conn, instance_uuid, expected_task_state, expected_vm_state, **values)
         if network_info is not _UNSET:
             text = json.dumps(network_info or [])
             if not conn.execute(sa.update(m.InstanceInfoCache)
@@ -77,6 +67,23 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
             return None
         with orm.Session(bind=conn, expire_on_commit=False) as s:
             return get_instance(s, instance_uuid)
+
+
+def guarded_update(conn, instance_uuid, expected_task_state=_UNSET, expected_vm_state=_UNSET,
+                   **values):
+    """``update_instance``'s guarded UPDATE inside the caller's transaction (a connection)."""
+    values.setdefault("updated_at", utcnow())
+    q, params = _guarded_update(instance_uuid, expected_task_state, expected_vm_state, values)
+    if conn.execute(q, params).rowcount == 1:
+        return
+    row = conn.execute(sa.select(m.Instance.task_state, m.Instance.vm_state).where(
+        m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
+    if row is None:
+        raise InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+    raise UnexpectedTaskStateError(
+        f"Conflict updating instance {instance_uuid}. Expected: "
+        f"task_state={expected_task_state if expected_task_state is not _UNSET else 'any'}. "
+        f"Actual: task_state={row.task_state}, vm_state={row.vm_state}")
 
 
 _GUARDED_UPDATES = {}  # statement shape -> the statement, built once

@@ -195,14 +195,18 @@ def _flavor(req, flavor_ref):
     ctxt = req.context
     flavors, specs, access = am.Flavor.__table__, am.FlavorExtraSpec.__table__, am.FlavorProject.__table__
     with req.api.api_db.reader() as conn:  # Core, no transaction: this runs for every server created
-        fl = conn.execute(sa.select(flavors).where(flavors.c.flavorid == flavorid)).first()
+        # The flavor and its extra specs in one query: a row per spec (or one, with none).
+        rows = conn.execute(
+            sa.select(flavors, specs.c.key.label("spec_key"), specs.c.value.label("spec_value"))
+            .outerjoin(specs, specs.c.flavor_id == flavors.c.id)
+            .where(flavors.c.flavorid == flavorid)).all()
+        fl = rows[0] if rows else None
         allowed = fl is not None and (fl.is_public or req.is_admin() or conn.execute(
             sa.select(access.c.id).where(access.c.flavor_id == fl.id,
                                          access.c.project_id == ctxt.project_id)).first())
         if not allowed:
             raise errors.BadRequest(f"Flavor {flavorid} could not be found.")
-        extra = dict(conn.execute(sa.select(specs.c.key, specs.c.value)
-                                  .where(specs.c.flavor_id == fl.id)).all())
+        extra = {r.spec_key: r.spec_value for r in rows if r.spec_key is not None}
     if fl.disabled:
         raise errors.BadRequest("Flavor is disabled.")
     return flavor_dict(fl, extra)
