@@ -139,6 +139,11 @@ def _failed_builds(conn):
     return failed
 
 
+# A node without a service record cannot build.
+_NO_SERVICE_STATE = {"disabled": True, "disabled_reason": "no service record",
+                     "forced_down": False, "up": False}
+_NO_SERVICE = (datetime.datetime.min, _NO_SERVICE_STATE, _NO_SERVICE_STATE)
+
 _ev = cm.InstanceActionEvent
 _TOKEN = sa.select(*(q.scalar_subquery() for q in (
     # nodes: one comes or goes
@@ -198,6 +203,9 @@ class HostManager:
     def __init__(self, conf, api_db):
         self.conf = conf
         self.api_db = api_db
+        # cell uuid -> (the services part and down time they were made from,
+        #               {host: service states})
+        self._service_states = {}
 
     def cells(self, cell_uuid=None):
         """Enabled cells that hold compute hosts (never cell0)."""
@@ -221,12 +229,14 @@ class HostManager:
             if isinstance(result, Exception):
                 continue  # a cell that does not answer has no host to offer
             nodes, services, failed = result
+            service_states = self._service_states_of(cell_uuid_, services)
             for uuid, template in nodes.items():
                 if wanted_uuids is not None and uuid not in wanted_uuids:
                     continue
                 if wanted_hosts is not None and template.host not in wanted_hosts:
                     continue
-                hs = template.for_request(self._service_state(services.get(template.host), now),
+                until, up, down = service_states.get(template.host, _NO_SERVICE)
+                hs = template.for_request(up if now <= until else down,
                                           aggs.get(template.host, []))
                 hs.cell_uuid = cell_uuid_
                 hs.failed_builds = failed.get(template.host, 0)
@@ -240,15 +250,25 @@ class HostManager:
         except Exception as exc:  # noqa: BLE001 - reported as the cell's result, as scatter does
             return exc
 
-    def _service_state(self, service, now):
-        if service is None:  # a node without a service record cannot build
-            return {"disabled": True, "disabled_reason": "no service record",
-                    "forced_down": False, "up": False}
-        seen = service.last_seen_up or service.updated_at or service.created_at
+    def _service_states_of(self, cell_uuid, services):
+        """{host: (up until, state while up, state after)} for a cell's service rows.
+
+        Made once per services part (they change with each heartbeat, not each
+        request); the filters only read the state dicts.
+        """
         down_time = datetime.timedelta(seconds=self.conf.service_down_time)
-        up = seen is not None and now - seen <= down_time
-        return {"disabled": service.disabled, "disabled_reason": service.disabled_reason,
-                "forced_down": service.forced_down, "up": up and not service.forced_down}
+        made = self._service_states.get(cell_uuid)
+        if made is not None and made[0] is services and made[1] == down_time:
+            return made[2]
+        states = {}
+        for host, service in services.items():
+            seen = service.last_seen_up or service.updated_at or service.created_at
+            base = {"disabled": service.disabled, "disabled_reason": service.disabled_reason,
+                    "forced_down": service.forced_down}
+            states[host] = (seen + down_time if seen is not None else datetime.datetime.min,
+                            dict(base, up=not service.forced_down), dict(base, up=False))
+        self._service_states[cell_uuid] = (services, down_time, states)
+        return states
 
     def host_aggregates(self, hosts=None):
         """{host: [{"uuid", "name", "metadata"}]} from the API database."""
