@@ -219,3 +219,25 @@ def machine_line():
     return (f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
             f"load average {load}")
+
+
+def resize_all_then_confirm(aio, client, flavors, other_flavor):
+    """Resize every server of ``flavors`` ({id: flavor id}) to ``other_flavor(...)``
+    at once, wait, confirm those in VERIFY_RESIZE at once, wait.
+
+    ``flavors`` is updated to each server's flavor after the run (a move that
+    rolled back keeps the old one). Returns the ids that were resized.
+    """
+    ids = sorted(flavors)
+    for sid in ids:
+        flavors[sid] = other_flavor(flavors[sid])
+        client.expect("POST", f"/servers/{sid}/action", {"resize": {"flavorRef": flavors[sid]}})
+    aio.wait_idle(1800)
+    resized = {s["id"] for s in client.list_servers() if s["status"] == "VERIFY_RESIZE"}
+    for sid in ids:
+        if sid in resized:
+            client.expect("POST", f"/servers/{sid}/action", {"confirmResize": None})
+        else:
+            flavors[sid] = other_flavor(flavors[sid])  # rolled back to its old flavor
+    aio.wait_idle(1800)
+    return resized

@@ -271,18 +271,7 @@ def main():
         cells = {sid: "cell1" for sid in ids}
         # Throughput: all resized together into cell2, then all confirmed together.
         with common.Timer() as t_all:
-            for sid in ids:
-                flavors[sid] = other_flavor(flavors[sid])
-                client.expect("POST", f"/servers/{sid}/action",
-                              {"resize": {"flavorRef": flavors[sid]}})
-            aio.wait_idle(1800)
-            resized = {s["id"] for s in client.list_servers() if s["status"] == "VERIFY_RESIZE"}
-            for sid in ids:
-                if sid in resized:
-                    client.expect("POST", f"/servers/{sid}/action", {"confirmResize": None})
-                else:
-                    flavors[sid] = other_flavor(flavors[sid])  # rolled back
-            aio.wait_idle(1800)
+            resized = common.resize_all_then_confirm(aio, client, flavors, other_flavor)
         for sid in resized:
             cells[sid] = "cell2"
         failed = collections.Counter(failures(aio, set(ids) - resized))

@@ -108,18 +108,7 @@ def main():
         ids = sorted(flavors)
         # Throughput: all resized together, then all confirmed together.
         with common.Timer() as t_all:
-            for sid in ids:
-                flavors[sid] = other(flavors[sid])
-                client.expect("POST", f"/servers/{sid}/action",
-                              {"resize": {"flavorRef": flavors[sid]}})
-            aio.wait_idle(1800)
-            resized = {s["id"] for s in client.list_servers() if s["status"] == "VERIFY_RESIZE"}
-            for sid in ids:
-                if sid in resized:
-                    client.expect("POST", f"/servers/{sid}/action", {"confirmResize": None})
-                else:
-                    flavors[sid] = other(flavors[sid])  # rolled back to its old flavor
-            aio.wait_idle(1800)
+            resized = common.resize_all_then_confirm(aio, client, flavors, other)
         failed = collections.Counter(failures(aio, set(ids) - resized))
         verify = sum(1 for s in client.list_servers() if s["status"] != "ACTIVE")
         # One cycle at a time.
