@@ -365,10 +365,19 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
         self.driver.spawn(ctxt, self.instance_dict(inst, flavor), image_meta,
                           network_info=network_info,
                           block_device_info=self.block_device_info(uuid, bdms))
-        return self._update(uuid, expected_task_state=task_states.SPAWNING,
-                            vm_state=vm_states.ACTIVE, task_state=None,
-                            power_state=self.driver.get_info({"uuid": uuid})["state"],
-                            launched_at=records.utcnow())
+        now = records.utcnow()
+        active = {"vm_state": vm_states.ACTIVE, "task_state": None, "launched_at": now,
+                  "power_state": self.driver.get_info({"uuid": uuid})["state"],
+                  "updated_at": now}
+        records.update_instance(self.cell_db, uuid, expected_task_state=task_states.SPAWNING,
+                                reload=False, **active)
+        if inst.info_cache is None:  # no cache row read with it: read the instance back
+            return self._get(uuid)
+        # The copy in hand, as the row now is (for the create.end notification).
+        for column, value in active.items():
+            setattr(inst, column, value)
+        inst.info_cache.network_info = json.dumps(network_info or [])
+        return inst
 
     def _build_failed(self, ctxt, instance_uuid, flavor, exc, done, requested_networks):
         """Undo what this host made for the build; return the exception to raise."""

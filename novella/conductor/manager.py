@@ -116,9 +116,10 @@ class ConductorManager(ConductorMoves, ConductorCrossCell):
 
     def _load_build_request(self, instance_uuid, default_bdms, default_tags):
         """{"instance", "block_device_mappings", "tags"} of a build request, or None if gone."""
-        with self.api_db.read_session() as s:
-            br = s.scalars(sa.select(am.BuildRequest).where(
-                am.BuildRequest.instance_uuid == instance_uuid)).first()
+        br_ = am.BuildRequest
+        with self.api_db.reader() as conn:
+            br = conn.execute(sa.select(br_.instance, br_.block_device_mappings, br_.tags)
+                              .where(br_.instance_uuid == instance_uuid)).first()
             if br is None:
                 return None
             bdms = json.loads(br.block_device_mappings) if br.block_device_mappings else None

@@ -129,10 +129,10 @@ class CreateInstanceInCell(BuildTask):
 class MapInstanceToCell(BuildTask):
     def execute(self):
         b = self.b
-        with b.api_db.session(write=True) as s:
-            if not _delete_build_request(s, b.instance_uuid):
+        with b.api_db.connection(write=True) as conn:
+            if not _delete_build_request(conn, b.instance_uuid):
                 raise BuildRequestNotFound(f"Build request for {b.instance_uuid} is gone")
-            self.previous = _map_instance(s, b.instance_uuid, b.cell.id)
+            self.previous = _map_instance(conn, b.instance_uuid, b.cell.id)
 
     def rollback(self, exc):
         map_instance(self.b.api_db, self.b.instance_uuid, self.previous)
@@ -281,8 +281,8 @@ def soft_delete_instance(cell_db, instance_uuid):
 
 def map_instance(api_db, instance_uuid, cell_id):
     """Point the instance mapping at a cell; return the cell id it had."""
-    with api_db.session(write=True) as s:
-        return _map_instance(s, instance_uuid, cell_id)
+    with api_db.connection(write=True) as conn:
+        return _map_instance(conn, instance_uuid, cell_id)
 
 
 def _map_instance(s, instance_uuid, cell_id):
@@ -296,8 +296,8 @@ def _map_instance(s, instance_uuid, cell_id):
 
 def delete_build_request(api_db, instance_uuid):
     """Delete the build request; False if it was already gone."""
-    with api_db.session(write=True) as s:
-        return _delete_build_request(s, instance_uuid)
+    with api_db.connection(write=True) as conn:
+        return _delete_build_request(conn, instance_uuid)
 
 
 def _delete_build_request(s, instance_uuid):
