@@ -7,7 +7,6 @@ summary (capacity and usage per resource class, traits) and the allocation
 requests that would fit on it. The rows of each cell are cached until they
 change (``_CellHosts``); each request gets its own copies.
 """
-import copy
 import datetime
 import json
 import threading
