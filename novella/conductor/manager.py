@@ -110,9 +110,7 @@ class ConductorManager(ConductorMoves, ConductorCrossCell):
 
     # -- lookups -------------------------------------------------------------------------
     def _cell0(self):
-        with self.api_db.session() as s:
-            return s.scalars(sa.select(am.CellMapping).where(
-                am.CellMapping.uuid == cells_mod.CELL0_UUID)).one()
+        return cells_mod.cell_by_uuid(self.api_db, cells_mod.CELL0_UUID)
 
     def _load_build_request(self, instance_uuid, default_bdms, default_tags):
         """{"instance", "block_device_mappings", "tags"} of a build request, or None if gone."""

@@ -48,7 +48,3 @@ class TokenCache:
         with self._lock:
             self._entries[db.engine] = (token, value)
         return value
-
-    def clear(self):
-        with self._lock:
-            self._entries.clear()

@@ -167,10 +167,7 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=F
             action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
                                                        "b_request_id": ctxt.request_id}).scalar()
         if action_id is None:  # a step outside any user request (e.g. periodic)
-            action_id = conn.execute(sa.insert(m.InstanceAction).values(
-                action=event, instance_uuid=instance_uuid, request_id=ctxt.request_id,
-                user_id=ctxt.user_id, project_id=ctxt.project_id,
-                start_time=utcnow())).inserted_primary_key[0]
+            action_id = add_action(conn, ctxt, instance_uuid, event)
         ev = _Event(conn.execute(sa.insert(m.InstanceActionEvent).values(
             action_id=action_id, event=event, start_time=utcnow(),
             host=host)).inserted_primary_key[0], action_id)
@@ -196,11 +193,8 @@ def _finish_event(cell_db, ev, result, traceback, finish_action):
                          .where(m.InstanceAction.id == ev.action_id).values(**action_values))
 
 
-_LATEST_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))
-                     .where(m.InstanceAction.instance_uuid == sa.bindparam("b_uuid"),
-                            m.InstanceAction.request_id == sa.bindparam("b_request_id"))
-                     .scalar_subquery())
-_FINISH_ACTION = sa.update(m.InstanceAction).where(m.InstanceAction.id == _LATEST_ACTION_ID)
+_FINISH_ACTION = sa.update(m.InstanceAction).where(
+    m.InstanceAction.id == _FIND_ACTION_ID.scalar_subquery())
 
 
 def finish_action(cell_db, ctxt, instance_uuid):

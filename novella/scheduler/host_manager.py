@@ -269,10 +269,6 @@ class HostManager:
         self._service_states[cell_uuid] = (services, down_time, states)
         return states
 
-    def host_aggregates(self, hosts=None):
-        """{host: [{"uuid", "name", "metadata"}]} from the API database."""
-        return aggregates.by_host(self.api_db, hosts)
-
     def aggregates_with_metadata(self, key=None, value=None, key_prefix=None):
         """[(aggregate uuid, metadata)] whose metadata matches."""
         out = []
