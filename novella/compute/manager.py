@@ -341,7 +341,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                block_device_mappings, allocations, done):
         uuid = inst.uuid
         done["claim"] = self.rt.instance_claim(
-            ctxt, uuid, flavor, expected_task_state=(task_states.SCHEDULING, None),
+            ctxt, inst, flavor, expected_task_state=(task_states.SCHEDULING, None),
             expected_vm_state=vm_states.BUILDING, task_state=task_states.NETWORKING)
         # What the claim wrote, on the copy the driver is told about (the
         # task-state steps below change nothing it reads).

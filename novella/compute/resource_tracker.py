@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from novella.compute import claims
 from novella.db import cell_models as m
 from novella.db import records
+from novella.db.engine import insert_row
 
 LOG = logging.getLogger(__name__)
 
@@ -56,6 +57,22 @@ def _row_flavor_size(row, which):
         flavor = {"vcpus": row.vcpus, "memory_mb": row.memory_mb,
                   "root_gb": row.root_gb, "ephemeral_gb": row.ephemeral_gb}
     return flavor or {}
+
+
+_SET_CLAIM = sa.update(m.InstanceExtra).where(
+    m.InstanceExtra.instance_uuid == sa.bindparam("b_uuid")).values(
+    numa_topology=sa.bindparam("b_numa"), pci_devices=sa.bindparam("b_pci"))
+
+
+def _plus(column, param):
+    return sa.func.coalesce(column, 0) + sa.bindparam(param)
+
+
+_ADD_USAGE = sa.update(m.ComputeNode).where(m.ComputeNode.uuid == sa.bindparam("b_uuid")).values(
+    vcpus_used=_plus(m.ComputeNode.vcpus_used, "b_vcpus"),
+    memory_mb_used=_plus(m.ComputeNode.memory_mb_used, "b_memory_mb"),
+    local_gb_used=_plus(m.ComputeNode.local_gb_used, "b_local_gb"),
+    running_vms=sa.func.coalesce(m.ComputeNode.running_vms, 0) + 1)
 
 
 class Claim:
@@ -291,26 +308,45 @@ class ResourceTracker:
 
     # -- claims for a build ------------------------------------------------------
 
-    def instance_claim(self, ctxt, instance_uuid, flavor, **guarded):
+    def instance_claim(self, ctxt, instance, flavor, **guarded):
         """Claim NUMA cells and PCI devices and place the instance on this node.
 
+        ``instance``: the row as the caller read it (its recorded claim, if any).
         Sets the instance's host, node and launched_on, with ``guarded``
         (``records.guarded_update``'s expected states and further values, e.g.
         the build's next task state) in the same statement; raises
         ComputeResourcesUnavailable when the node cannot fit the flavor.
         """
+        uuid = instance.uuid
         with self.lock, self.cell_db.connection(write=True) as conn:
             numa, pci = self._fit(conn, flavor)
-            records.guarded_update(conn, instance_uuid, host=self.host, node=self.nodename,
+            records.guarded_update(conn, uuid, host=self.host, node=self.nodename,
                                    launched_on=self.host, **guarded)
-            claimed = {"numa_topology": _dumps(numa), "pci_devices": _dumps(pci)}
-            if not conn.execute(sa.update(m.InstanceExtra)
-                                .where(m.InstanceExtra.instance_uuid == instance_uuid)
-                                .values(**claimed)).rowcount:
-                conn.execute(sa.insert(m.InstanceExtra).values(instance_uuid=instance_uuid,
-                                                               **claimed))
-            self._write_usage(conn)
-        return Claim(self, instance_uuid, numa, pci)
+            extra = instance.extra
+            if extra is None or numa or pci or extra.numa_topology or extra.pci_devices:
+                claimed = {"numa_topology": _dumps(numa), "pci_devices": _dumps(pci)}
+                if not conn.execute(_SET_CLAIM, {"b_uuid": uuid, "b_numa": claimed["numa_topology"],
+                                                 "b_pci": claimed["pci_devices"]}).rowcount:
+                    insert_row(conn, m.InstanceExtra, dict(claimed, instance_uuid=uuid))
+            if numa is None and pci is None:
+                self._add_usage(conn, flavor)
+            else:
+                self._write_usage(conn)
+        return Claim(self, uuid, numa, pci)
+
+    def _add_usage(self, conn, flavor):
+        """Count one more instance of ``flavor`` in the node row's usage columns.
+
+        For a claim of neither NUMA cells nor PCI devices, which changes only
+        the sums: adding to them saves ``_write_usage``'s reads of every
+        instance on the host. Every other change, and the periodic audit,
+        still writes them from the instances themselves.
+        """
+        if self.provider_uuid is not None:
+            conn.execute(_ADD_USAGE, {
+                "b_uuid": self.provider_uuid, "b_vcpus": flavor.get("vcpus", 0),
+                "b_memory_mb": flavor.get("memory_mb", 0),
+                "b_local_gb": flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0)})
 
     def abort_instance_claim(self, ctxt, instance_uuid):
         """Give back a build's claim and take the instance off this node."""

@@ -29,6 +29,11 @@ def _uuid_of(build_request):
     return build_request if isinstance(build_request, str) else build_request["instance_uuid"]
 
 
+_BUILD_REQUEST = sa.select(
+    am.BuildRequest.instance, am.BuildRequest.block_device_mappings, am.BuildRequest.tags
+).where(am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
+
+
 class ConductorManager(ConductorMoves, ConductorCrossCell):
     def __init__(self, conf, api_db, placement, network_api=None, volume_api=None,
                  image_api=None, notifier=None):
@@ -114,10 +119,8 @@ class ConductorManager(ConductorMoves, ConductorCrossCell):
 
     def _load_build_request(self, instance_uuid, default_bdms, default_tags):
         """{"instance", "block_device_mappings", "tags"} of a build request, or None if gone."""
-        br_ = am.BuildRequest
         with self.api_db.reader() as conn:
-            br = conn.execute(sa.select(br_.instance, br_.block_device_mappings, br_.tags)
-                              .where(br_.instance_uuid == instance_uuid)).first()
+            br = conn.execute(_BUILD_REQUEST, {"b_uuid": instance_uuid}).first()
             if br is None:
                 return None
             bdms = json.loads(br.block_device_mappings) if br.block_device_mappings else None

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from novella.db import cell_models as m
+from novella.db.engine import insert_row
 
 
 class InstanceNotFound(Exception):
@@ -58,15 +59,19 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
         guarded_update(conn, instance_uuid, expected_task_state, expected_vm_state, **values)
         if network_info is not _UNSET:
             text = json.dumps(network_info or [])
-            if not conn.execute(sa.update(m.InstanceInfoCache)
-                                .where(m.InstanceInfoCache.instance_uuid == instance_uuid)
-                                .values(network_info=text)).rowcount:
-                conn.execute(sa.insert(m.InstanceInfoCache).values(
-                    instance_uuid=instance_uuid, network_info=text))
+            if not conn.execute(_SET_NETWORK_INFO, {"b_uuid": instance_uuid,
+                                                    "b_network_info": text}).rowcount:
+                insert_row(conn, m.InstanceInfoCache, {"instance_uuid": instance_uuid,
+                                                       "network_info": text})
         if not reload:
             return None
         with orm.Session(bind=conn, expire_on_commit=False) as s:
             return get_instance(s, instance_uuid)
+
+
+_SET_NETWORK_INFO = sa.update(m.InstanceInfoCache).where(
+    m.InstanceInfoCache.instance_uuid == sa.bindparam("b_uuid")).values(
+    network_info=sa.bindparam("b_network_info"))
 
 
 def guarded_update(conn, instance_uuid, expected_task_state=_UNSET, expected_vm_state=_UNSET,
@@ -134,10 +139,9 @@ def start_action(cell_db, ctxt, instance_uuid, action):
 
 def add_action(conn, ctxt, instance_uuid, action):
     """``start_action`` inside the caller's transaction (a connection); returns the id."""
-    return conn.execute(sa.insert(m.InstanceAction).values(
-        action=action, instance_uuid=instance_uuid, request_id=ctxt.request_id,
-        user_id=ctxt.user_id, project_id=ctxt.project_id,
-        start_time=utcnow())).inserted_primary_key[0]
+    return insert_row(conn, m.InstanceAction, {
+        "action": action, "instance_uuid": instance_uuid, "request_id": ctxt.request_id,
+        "user_id": ctxt.user_id, "project_id": ctxt.project_id, "start_time": utcnow()})
 
 
 _FIND_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))
@@ -168,9 +172,9 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=F
                                                        "b_request_id": ctxt.request_id}).scalar()
         if action_id is None:  # a step outside any user request (e.g. periodic)
             action_id = add_action(conn, ctxt, instance_uuid, event)
-        ev = _Event(conn.execute(sa.insert(m.InstanceActionEvent).values(
-            action_id=action_id, event=event, start_time=utcnow(),
-            host=host)).inserted_primary_key[0], action_id)
+        ev = _Event(insert_row(conn, m.InstanceActionEvent, {
+            "action_id": action_id, "event": event, "start_time": utcnow(), "host": host}),
+            action_id)
     try:
         yield
     except BaseException as exc:
@@ -179,18 +183,26 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=F
     _finish_event(cell_db, ev, "Success", None, finish_action)
 
 
+_FINISH_EVENT = sa.update(m.InstanceActionEvent).where(
+    m.InstanceActionEvent.id == sa.bindparam("b_id")).values(
+    finish_time=sa.bindparam("b_now"), result=sa.bindparam("b_result"),
+    traceback=sa.bindparam("b_traceback"))
+_END_ACTION = sa.update(m.InstanceAction).where(
+    m.InstanceAction.id == sa.bindparam("b_id")).values(finish_time=sa.bindparam("b_now"))
+_ACTION_FAILED = sa.update(m.InstanceAction).where(
+    m.InstanceAction.id == sa.bindparam("b_id")).values(message="Error")
+
+
 def _finish_event(cell_db, ev, result, traceback, finish_action):
     now = utcnow()
-    action_values = {"finish_time": now} if finish_action else {}
-    if result == "Error":
-        action_values["message"] = "Error"
     # Plain UPDATEs by id: the rows may be gone (a hard-deleted cross-cell copy).
     with cell_db.connection(write=True) as conn:
-        conn.execute(sa.update(m.InstanceActionEvent).where(m.InstanceActionEvent.id == ev.id)
-                     .values(finish_time=now, result=result, traceback=traceback))
-        if action_values:
-            conn.execute(sa.update(m.InstanceAction)
-                         .where(m.InstanceAction.id == ev.action_id).values(**action_values))
+        conn.execute(_FINISH_EVENT, {"b_id": ev.id, "b_now": now, "b_result": result,
+                                     "b_traceback": traceback})
+        if finish_action:
+            conn.execute(_END_ACTION, {"b_id": ev.action_id, "b_now": now})
+        if result == "Error":
+            conn.execute(_ACTION_FAILED, {"b_id": ev.action_id})
 
 
 _FINISH_ACTION = sa.update(m.InstanceAction).where(

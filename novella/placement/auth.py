@@ -7,6 +7,7 @@ from oslo_middleware import request_id
 from oslo_policy import policy
 
 from novella.placement import base
+from novella import policies
 from novella.policies import placement as rules
 
 
@@ -55,7 +56,6 @@ class Context:
     def __init__(self, app, enforcer):
         self.app = app
         self.enforcer = enforcer
-        self._decisions = {}
 
     @webob.dec.wsgify
     def __call__(self, req):
@@ -73,29 +73,16 @@ class Context:
     def authorize(self, ctx, action, target=None):
         if target is None:
             target = {"project_id": ctx.project_id, "user_id": ctx.user_id}
-        # Decisions depend only on the credentials and the target: remember them.
-        key = (action, tuple(sorted(ctx.roles)), ctx.project_id, ctx.user_id,
-               ctx.system_scope, ctx.domain_id, ctx.is_admin_project,
-               tuple(sorted(target.items())))
-        allowed = self._decisions.get(key)
-        if allowed is None:
-            try:
-                self.enforcer.authorize(action, target, ctx, do_raise=True)
-                allowed = True
-            except (policy.PolicyNotAuthorized, policy.InvalidScope):
-                allowed = False
-            if len(self._decisions) > 10000:
-                self._decisions.clear()
-            self._decisions[key] = allowed
-        if not allowed:
+        try:
+            self.enforcer.authorize(action, target, ctx, do_raise=True)
+        except (policy.PolicyNotAuthorized, policy.InvalidScope):
             raise base.forbidden("Policy does not allow %s to be performed." % action)
 
 
 def make_enforcer(conf):
-    enforcer = policy.Enforcer(conf)
+    enforcer = policies.make_enforcer(conf, rules.list_rules())
     enforcer.suppress_default_change_warnings = True
     enforcer.suppress_deprecation_warnings = True
-    enforcer.register_defaults(rules.list_rules())
     enforcer.load_rules()
     return enforcer
 

@@ -31,6 +31,7 @@ from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
+from novella.db.engine import insert_row, insert_rows
 from novella.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
@@ -246,18 +247,16 @@ def create_instance(cell_db, ctxt, instance_uuid, build_request, request_spec, a
             for t in sorted(set(build_request.get("tags") or []))]
     # Plain INSERTs: nothing here needs the ORM's unit of work.
     with cell_db.connection(write=True) as conn:
-        conn.execute(sa.insert(cm.Instance).values(**row))
-        conn.execute(sa.insert(cm.InstanceExtra).values(
-            instance_uuid=instance_uuid,
-            flavor=json.dumps({"cur": flavor, "old": None, "new": None})))
-        conn.execute(sa.insert(cm.InstanceInfoCache).values(instance_uuid=instance_uuid,
-                                                             network_info="[]"))
-        if metadata:
-            conn.execute(sa.insert(cm.InstanceMetadata), metadata)
-        if tags:
-            conn.execute(sa.insert(cm.Tag), tags)
+        insert_row(conn, cm.Instance, row)
+        insert_row(conn, cm.InstanceExtra, {
+            "instance_uuid": instance_uuid,
+            "flavor": json.dumps({"cur": flavor, "old": None, "new": None})})
+        insert_row(conn, cm.InstanceInfoCache, {"instance_uuid": instance_uuid,
+                                                "network_info": "[]"})
+        insert_rows(conn, cm.InstanceMetadata, metadata)
+        insert_rows(conn, cm.Tag, tags)
         for bdm in bdms:  # each its own columns
-            conn.execute(sa.insert(cm.BlockDeviceMapping).values(**bdm))
+            insert_row(conn, cm.BlockDeviceMapping, bdm)
         if action:
             return records.add_action(conn, ctxt, instance_uuid, action)
     return None
@@ -285,12 +284,19 @@ def map_instance(api_db, instance_uuid, cell_id):
         return _map_instance(conn, instance_uuid, cell_id)
 
 
+_MAPPED_CELL = sa.select(am.InstanceMapping.cell_id).where(
+    am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid"))
+_MAP_TO_CELL = sa.update(am.InstanceMapping).where(
+    am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid")).values(
+    cell_id=sa.bindparam("b_cell_id"))
+
+
 def _map_instance(s, instance_uuid, cell_id):
-    im = am.InstanceMapping
-    previous = s.execute(sa.select(im.cell_id).where(im.instance_uuid == instance_uuid)).first()
+    params = {"b_uuid": instance_uuid, "b_cell_id": cell_id}
+    previous = s.execute(_MAPPED_CELL, params).first()
     if previous is None:
         return None
-    s.execute(sa.update(im).where(im.instance_uuid == instance_uuid).values(cell_id=cell_id))
+    s.execute(_MAP_TO_CELL, params)
     return previous.cell_id
 
 
@@ -300,9 +306,12 @@ def delete_build_request(api_db, instance_uuid):
         return _delete_build_request(conn, instance_uuid)
 
 
+_DELETE_BUILD_REQUEST = sa.delete(am.BuildRequest).where(
+    am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
+
+
 def _delete_build_request(s, instance_uuid):
-    return s.execute(sa.delete(am.BuildRequest).where(
-        am.BuildRequest.instance_uuid == instance_uuid)).rowcount > 0
+    return s.execute(_DELETE_BUILD_REQUEST, {"b_uuid": instance_uuid}).rowcount > 0
 
 
 def add_group_member(api_db, group_uuid, instance_uuid):

@@ -1,4 +1,4 @@
-"""The Compute API's enforcer looks for policy file changes at most once a second."""
+"""The enforcer looks for policy file changes at most once a second and remembers decisions."""
 from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 from oslo_policy import policy as oslo_policy
@@ -41,3 +41,56 @@ def test_files_are_not_searched_on_every_check(tmp_path, monkeypatch):
     clock[0] += 1.0
     enforcer.enforce("demo:thing", {}, {"roles": ["admin"], "project_id": "p"})
     assert len(looked) == 2
+
+
+def _counting_checks(monkeypatch):
+    from oslo_policy import _checks
+    calls = []
+    real = _checks._check
+    monkeypatch.setattr(_checks, "_check", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
+    return calls
+
+
+def test_decisions_are_remembered_per_credentials_and_target(tmp_path, monkeypatch):
+    enforcer, _policy_file, _clock = _enforcer(tmp_path, monkeypatch)
+    enforcer.register_default(oslo_policy.RuleDefault("demo:own", "project_id:%(project_id)s"))
+    calls = _counting_checks(monkeypatch)
+    admin = {"roles": ["admin"], "project_id": "p"}
+    member = {"roles": ["member"], "project_id": "p"}
+    for _ in range(3):
+        assert enforcer.enforce("demo:thing", {}, admin) is True
+        assert enforcer.enforce("demo:thing", {}, member) is False
+        assert enforcer.enforce("demo:own", {"project_id": "p"}, member) is True
+        assert enforcer.enforce("demo:own", {"project_id": "q"}, member) is False
+    assert len(calls) == 4  # each distinct question evaluated once
+    # A remembered denial still raises when asked to.
+    try:
+        enforcer.enforce("demo:thing", {}, member, do_raise=True)
+    except oslo_policy.PolicyNotAuthorized:
+        pass
+    else:
+        raise AssertionError("a denied check did not raise")
+
+
+def test_changed_rules_forget_the_decisions(tmp_path, monkeypatch):
+    # (A changed policy file is the first test: its decision was remembered too.)
+    enforcer, _policy_file, _clock = _enforcer(tmp_path, monkeypatch)
+    member = {"roles": ["member"], "project_id": "p"}
+    assert enforcer.enforce("demo:thing", {}, member) is False
+    enforcer.set_rules(oslo_policy.Rules.from_dict({"demo:thing": "role:member"}), overwrite=False)
+    assert enforcer.enforce("demo:thing", {}, member) is True
+    enforcer.set_rules(oslo_policy.Rules.from_dict({"demo:thing": "!"}), overwrite=False)
+    assert enforcer.enforce("demo:thing", {}, member) is False
+
+
+def test_rules_that_call_out_are_asked_every_time(tmp_path, monkeypatch):
+    enforcer, _policy_file, _clock = _enforcer(tmp_path, monkeypatch)
+    enforcer.set_rules(oslo_policy.Rules.from_dict(
+        {"demo:thing": "role:admin or http://127.0.0.1:9/decide"}), overwrite=False)
+    calls = _counting_checks(monkeypatch)
+    admin = {"roles": ["admin"], "project_id": "p"}
+    assert enforcer.enforce("demo:thing", {}, admin) is True
+    once = len(calls)
+    for _ in range(2):
+        assert enforcer.enforce("demo:thing", {}, admin) is True
+    assert once > 0 and len(calls) == 3 * once

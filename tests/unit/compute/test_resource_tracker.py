@@ -2,11 +2,12 @@ import json
 import uuid
 
 import pytest
+import sqlalchemy as sa
 
 from novella.compute import resource_tracker
 from novella.compute.exceptions import ComputeResourcesUnavailable
 from novella.conf import CONF
-from novella.db import cell_models as m
+from novella.db import cell_models as m, records
 from novella.db import cells
 from novella.db.engine import Database
 from novella.virt import simulated
@@ -70,6 +71,11 @@ def _instance(rt, flavor=FLAVOR, host=None):
     return inst_uuid
 
 
+def _claim(rt, inst_uuid, flavor=FLAVOR):
+    with rt.cell_db.read_session() as s:
+        return rt.instance_claim(None, records.get_instance(s, inst_uuid), flavor)
+
+
 def test_inventory_uses_ratios_and_reserved(rt):
     inv = rt.placement.inventories[rt.provider_uuid]
     assert inv["VCPU"] == {"total": 8, "reserved": 1, "min_unit": 1, "max_unit": 8,
@@ -95,7 +101,7 @@ def test_traits_follow_the_driver_and_the_disabled_flag_keeping_custom_ones(rt):
 
 def test_instance_claim_and_abort(rt):
     inst = _instance(rt)
-    claim = rt.instance_claim(None, inst, FLAVOR)
+    claim = _claim(rt, inst)
     assert claim.numa_topology["cells"][0]["host_cell"] in (0, 1)
     [dev] = claim.pci_devices
     assert dev["numa_node"] == claim.numa_topology["cells"][0]["host_cell"]
@@ -114,22 +120,22 @@ def test_instance_claim_and_abort(rt):
 def test_claim_as_context_manager_aborts_on_error(rt):
     inst = _instance(rt)
     with pytest.raises(RuntimeError):
-        with rt.instance_claim(None, inst, FLAVOR):
+        with _claim(rt, inst):
             raise RuntimeError("spawn failed")
     assert rt.usage()["pci"] == []
 
 
 def test_claims_run_out_of_devices(rt):
     for _ in range(2):
-        rt.instance_claim(None, _instance(rt), FLAVOR)
+        _claim(rt, _instance(rt))
     with pytest.raises(ComputeResourcesUnavailable):
-        rt.instance_claim(None, _instance(rt), FLAVOR)
+        _claim(rt, _instance(rt))
     assert len(rt.usage()["pci"]) == 2
 
 
 def test_usage_is_rebuilt_from_the_database(rt, conf):
     inst = _instance(rt)
-    rt.instance_claim(None, inst, FLAVOR)
+    _claim(rt, inst)
     fresh = resource_tracker.ResourceTracker(rt.host, rt.driver, rt.cell_db, rt.placement, conf)
     fresh.update_available_resource()
     assert fresh.provider_uuid == rt.provider_uuid
@@ -138,7 +144,7 @@ def test_usage_is_rebuilt_from_the_database(rt, conf):
 
 def test_resize_claim_lifecycle_on_the_same_host(rt):
     inst = _instance(rt)
-    rt.instance_claim(None, inst, FLAVOR)
+    _claim(rt, inst)
     bigger = dict(FLAVOR, vcpus=4)
     with rt.cell_db.session(write=True) as s:
         extra = s.query(m.InstanceExtra).filter_by(instance_uuid=inst).one()
@@ -160,9 +166,9 @@ def test_resize_claim_lifecycle_on_the_same_host(rt):
 
 def test_resize_claim_failure_and_revert_give_back(rt):
     inst = _instance(rt)
-    original = rt.instance_claim(None, inst, FLAVOR).pci_devices[0]["address"]
+    original = _claim(rt, inst).pci_devices[0]["address"]
     other = _instance(rt)
-    rt.instance_claim(None, other, FLAVOR)
+    _claim(rt, other)
     with pytest.raises(ComputeResourcesUnavailable):
         rt.resize_claim(None, inst, FLAVOR, {"uuid": "m1"})
     rt.drop_move_claim(None, other)  # nothing to drop: harmless
@@ -173,3 +179,28 @@ def test_resize_claim_failure_and_revert_give_back(rt):
     rt.apply_migration_context(None, inst)
     rt.revert_migration_context(None, inst)
     assert rt.usage()["pci"] == [original]
+
+
+def _node_usage(rt):
+    with rt.cell_db.session() as s:
+        node = s.get(m.ComputeNode, rt.compute_node["id"])
+        return {c: getattr(node, c) for c in ("vcpus_used", "memory_mb_used", "local_gb_used",
+                                              "running_vms", "pci_stats", "numa_topology")}
+
+
+def test_a_plain_claim_adds_to_the_node_row_as_a_full_recount_would(rt):
+    plain = {"vcpus": 3, "memory_mb": 512, "root_gb": 4, "ephemeral_gb": 2, "swap": 0,
+             "extra_specs": {}}
+    _claim(rt, _instance(rt))                 # NUMA and PCI: the node row is recounted
+    for _ in range(2):
+        _claim(rt, _instance(rt, plain), plain)   # neither: added to the sums
+    added = _node_usage(rt)
+    assert (added["vcpus_used"], added["memory_mb_used"], added["local_gb_used"],
+            added["running_vms"]) == (2 + 3 * 2, 1024 + 512 * 2, 10 + 6 * 2, 3)
+    rt.refresh_usage()                        # the full recount from the instances
+    assert _node_usage(rt) == added
+    with rt.cell_db.session() as s:           # nothing recorded as claimed for the plain ones
+        plain_extras = [x for x in s.scalars(sa.select(m.InstanceExtra))
+                        if json.loads(x.flavor)["cur"] == plain]
+        assert len(plain_extras) == 2
+        assert all(x.numa_topology is None and x.pci_devices is None for x in plain_extras)

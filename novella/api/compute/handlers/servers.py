@@ -13,6 +13,7 @@ from novella.api.compute.handlers import availability_zones
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
 from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
+from novella.db.engine import insert_rows
 
 P = "os_compute_api:servers:"
 
@@ -520,18 +521,18 @@ def create(req):
         specs.append(spec)
     uuids = [inst["uuid"] for inst in build_requests]
     with req.api.api_db.connection(write=True) as conn:  # plain INSERTs, one per table
-        conn.execute(sa.insert(am.BuildRequest), [
+        insert_rows(conn, am.BuildRequest, [
             {"instance_uuid": inst["uuid"], "project_id": ctxt.project_id,
              "instance": json.dumps(inst), "tags": json.dumps(tags),
              "block_device_mappings": json.dumps(bdms), "created_at": now}
             for inst in build_requests])
-        conn.execute(sa.insert(am.RequestSpec), [
+        insert_rows(conn, am.RequestSpec, [
             {"instance_uuid": u, "spec": json.dumps(spec)} for u, spec in zip(uuids, specs)])
-        conn.execute(sa.insert(am.InstanceMapping), [
+        insert_rows(conn, am.InstanceMapping, [
             {"instance_uuid": u, "cell_id": None, "project_id": ctxt.project_id,
              "user_id": ctxt.user_id} for u in uuids])
         if group is not None:
-            conn.execute(sa.insert(am.InstanceGroupMember), [
+            insert_rows(conn, am.InstanceGroupMember, [
                 {"group_id": group["id"], "instance_uuid": u} for u in uuids])
     try:
         rpcclients.schedule_and_build_instances(
