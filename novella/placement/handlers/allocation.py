@@ -59,11 +59,26 @@ def list_for_provider(req):
 _NAME = re.compile(schemas.NAME_RE)
 _UUID = re.compile(schemas.UUID_RE)
 _KEYS = {"allocations", "project_id", "user_id", "consumer_generation", "consumer_type"}
+_GROUP = re.compile(f"(?:{schemas.GROUP_RE_1_33})?")
 
 
-def _quick_consumer(data, with_type):
+def _quick_mappings(mappings):
+    """True when 1.34+ ``mappings`` are plainly valid: {suffix: [provider uuid, ...]}."""
+    return type(mappings) is dict and bool(mappings) and all(
+        type(k) is str and _GROUP.fullmatch(k) and type(v) is list and v
+        and all(type(u) is str and _UUID.match(u) for u in v) for k, v in mappings.items())
+
+
+def _quick_consumer(data, with_type, with_mappings=False):
     """True when a 1.28+ consumer body is plainly valid (common case fast path)."""
-    if type(data) is not dict or not data.keys() <= _KEYS:
+    if type(data) is not dict:
+        return False
+    if "mappings" in data:
+        if not (with_mappings and _quick_mappings(data["mappings"])):
+            return False
+        if not data.keys() - {"mappings"} <= _KEYS:
+            return False
+    elif not data.keys() <= _KEYS:
         return False
     if with_type != ("consumer_type" in data) or "consumer_generation" not in data:
         return False
@@ -98,17 +113,18 @@ def _quick_put(req):
     v = req.version
     if not v.matches((1, 28)):
         return None
-    with_type = v.matches((1, 38))
-    return lambda data: bool(data.get("allocations")) and _quick_consumer(data, with_type)
+    with_type, with_mappings = v.matches((1, 38)), v.matches((1, 34))
+    return lambda data: bool(data.get("allocations")) and _quick_consumer(
+        data, with_type, with_mappings)
 
 
 def _quick_post(req):
     v = req.version
     if not v.matches((1, 28)):
         return None
-    with_type = v.matches((1, 38))
+    with_type, with_mappings = v.matches((1, 38)), v.matches((1, 34))
     return lambda data: (type(data) is dict and bool(data) and all(
-        _UUID.match(k) and _quick_consumer(b, with_type) for k, b in data.items()))
+        _UUID.match(k) and _quick_consumer(b, with_type, with_mappings) for k, b in data.items()))
 
 
 class _Refused(Exception):

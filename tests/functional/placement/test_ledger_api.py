@@ -120,3 +120,25 @@ def test_race_postgresql(postgresql_url):
 @pytest.mark.mysql
 def test_race_mysql(mysql_url):
     race(mysql_url)
+
+
+def test_allocation_mappings_are_checked_on_put_and_post(tmp_path):
+    """Bodies with 1.34 ``mappings`` go through the same checks as the schema's."""
+    api = Client("sqlite:///%s" % (tmp_path / "p.db"))
+    rp = _provider(api, "host")
+    inst, other = str(uuid.uuid4()), str(uuid.uuid4())
+    good = dict(_alloc(rp, 2), mappings={"": [rp], "_NET": [rp]})
+    api("PUT", "/allocations/%s" % inst, good, status=204)
+    api("POST", "/allocations", {other: dict(_alloc(rp, 1), mappings={"": [rp]})}, status=204)
+    # (As in the reference, the pattern of suffixes does not match "", so only
+    # named groups' lists are checked.)
+    for bad in ({}, {"_NET": []}, {"_NET": ["not-a-uuid"]}, {"_NET": rp}, [rp]):
+        body = dict(_alloc(rp, 1, gen=1), mappings=bad)
+        err = api("PUT", "/allocations/%s" % inst, body, status=400)
+        assert "JSON does not validate" in err["errors"][0]["detail"]
+        api("POST", "/allocations", {inst: body}, status=400)
+    # Before 1.34 there are no mappings to send.
+    api("PUT", "/allocations/%s" % inst, dict(good, consumer_generation=1),
+        version="placement 1.33", status=400)
+    assert api("GET", "/allocations/%s" % inst)["allocations"][rp]["resources"] == {"VCPU": 2}
+    assert api("GET", "/resource_providers/%s/usages" % rp)["usages"]["VCPU"] == 3
