@@ -33,6 +33,15 @@ from novella.rpc import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
+_SOFT_DELETE = sa.update(m.Instance).where(
+    m.Instance.uuid == sa.bindparam("b_uuid"), m.Instance.deleted == 0).values(
+    {c: sa.bindparam(f"b_{c}") for c in ("vm_state", "task_state", "power_state",
+                                          "terminated_at", "deleted_at", "deleted")})
+_SOFT_DELETE_BDMS = sa.update(m.BlockDeviceMapping).where(
+    m.BlockDeviceMapping.instance_uuid == sa.bindparam("b_uuid"),
+    m.BlockDeviceMapping.deleted == 0).values(
+    deleted=m.BlockDeviceMapping.id, deleted_at=sa.bindparam("b_deleted_at"))
+
 BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
@@ -504,7 +513,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                 self._detach_volumes(ctxt, inst, delete_volumes=True, bdms=bdms)
                 self.placement.delete_allocations(instance_uuid)
                 box[0] = self._soft_delete(inst)
-                self.rt.refresh_usage()
+                self.rt.instance_removed(inst)
         except records.InstanceNotFound:
             if started:
                 raise
@@ -519,13 +528,10 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                    "power_state": power_state.NOSTATE, "terminated_at": now,
                    "deleted_at": now, "deleted": inst.id}
         with self.cell_db.connection(write=True) as conn:
-            if not conn.execute(sa.update(m.Instance).where(
-                    m.Instance.uuid == inst.uuid, m.Instance.deleted == 0)
-                    .values(**deleted)).rowcount:
+            if not conn.execute(_SOFT_DELETE, {"b_uuid": inst.uuid, **{
+                    f"b_{k}": v for k, v in deleted.items()}}).rowcount:
                 raise records.InstanceNotFound(f"Instance {inst.uuid} could not be found.")
-            bdm = m.BlockDeviceMapping
-            conn.execute(sa.update(bdm).where(bdm.instance_uuid == inst.uuid, bdm.deleted == 0)
-                         .values(deleted=bdm.id, deleted_at=now))
+            conn.execute(_SOFT_DELETE_BDMS, {"b_uuid": inst.uuid, "b_deleted_at": now})
         for column, value in deleted.items():  # for the notification, as the row now is
             setattr(inst, column, value)
         return inst

@@ -72,7 +72,7 @@ _ADD_USAGE = sa.update(m.ComputeNode).where(m.ComputeNode.uuid == sa.bindparam("
     vcpus_used=_plus(m.ComputeNode.vcpus_used, "b_vcpus"),
     memory_mb_used=_plus(m.ComputeNode.memory_mb_used, "b_memory_mb"),
     local_gb_used=_plus(m.ComputeNode.local_gb_used, "b_local_gb"),
-    running_vms=sa.func.coalesce(m.ComputeNode.running_vms, 0) + 1)
+    running_vms=_plus(m.ComputeNode.running_vms, "b_count"))
 
 
 class Claim:
@@ -334,19 +334,21 @@ class ResourceTracker:
                 self._write_usage(conn)
         return Claim(self, uuid, numa, pci)
 
-    def _add_usage(self, conn, flavor):
-        """Count one more instance of ``flavor`` in the node row's usage columns.
+    def _add_usage(self, conn, flavor, count=1):
+        """Count ``count`` more (or, negative, fewer) instances of ``flavor`` in
+        the node row's usage columns.
 
-        For a claim of neither NUMA cells nor PCI devices, which changes only
-        the sums: adding to them saves ``_write_usage``'s reads of every
-        instance on the host. Every other change, and the periodic audit,
-        still writes them from the instances themselves.
+        For an instance that holds neither NUMA cells, PCI devices nor a move,
+        coming or going changes only the sums: adding to them saves
+        ``_write_usage``'s reads of every instance on the host. Every other
+        change, and the periodic audit, still writes them from the instances.
         """
         if self.provider_uuid is not None:
             conn.execute(_ADD_USAGE, {
-                "b_uuid": self.provider_uuid, "b_vcpus": flavor.get("vcpus", 0),
-                "b_memory_mb": flavor.get("memory_mb", 0),
-                "b_local_gb": flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0)})
+                "b_uuid": self.provider_uuid, "b_count": count,
+                "b_vcpus": count * flavor.get("vcpus", 0),
+                "b_memory_mb": count * flavor.get("memory_mb", 0),
+                "b_local_gb": count * (flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0))})
 
     def abort_instance_claim(self, ctxt, instance_uuid):
         """Give back a build's claim and take the instance off this node."""
@@ -364,6 +366,21 @@ class ResourceTracker:
         """Rewrite the node row's usage (after an instance left this node)."""
         with self.lock, self.cell_db.session(write=True) as s:
             self._write_usage(s)
+
+    def instance_removed(self, instance):
+        """Rewrite the node row's usage after ``instance`` (the row as it was
+        before it was deleted) left this node: by ``_add_usage`` when it held
+        only its flavor's sums here, else by ``refresh_usage``."""
+        extra = instance.extra
+        if not (instance.host == self.host and instance.node == self.nodename
+                and extra is not None and extra.flavor
+                and not (extra.numa_topology or extra.pci_devices or extra.migration_context)):
+            return self.refresh_usage()
+        flavor = json.loads(extra.flavor).get("cur") or {
+            "vcpus": instance.vcpus, "memory_mb": instance.memory_mb,
+            "root_gb": instance.root_gb, "ephemeral_gb": instance.ephemeral_gb}
+        with self.lock, self.cell_db.connection(write=True) as conn:
+            self._add_usage(conn, flavor, count=-1)
 
     def _fit(self, s, flavor):
         numa_request = claims.numa_request(flavor)

@@ -111,15 +111,29 @@ def _add_faults_and_volumes(s, recs):
 
 
 # --- one server -----------------------------------------------------------------------
+_MAPPING = sa.select(am.InstanceMapping).where(
+    am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid"))
+
+
 def mapping(api_db, uuid):
     """(InstanceMapping, CellMapping or None) or (None, None)."""
     with api_db.read_session() as s:
-        im = s.scalars(sa.select(am.InstanceMapping)
-                       .where(am.InstanceMapping.instance_uuid == uuid)).first()
+        im = s.scalars(_MAPPING, {"b_uuid": uuid}).first()
     if im is None:
         return None, None
     cell = next((c for c in cells_mod.list_cells(api_db) if c.id == im.cell_id), None)
     return im, cell
+
+
+@functools.cache
+def _instance_query(view, read_deleted):
+    """``load``'s select, built once per kind."""
+    q = sa.select(cm.Instance).where(cm.Instance.uuid == sa.bindparam("b_uuid"))
+    if view:
+        q = q.options(*VIEW_LOADS)
+    if not read_deleted:
+        q = q.where(cm.Instance.deleted == 0)
+    return q
 
 
 def load(api_db, uuid, read_deleted=False, view=True):
@@ -142,12 +156,7 @@ def load(api_db, uuid, read_deleted=False, view=True):
         if cell is None:
             return None
     with cells_mod.cell_database(cell).read_session() as s:
-        q = sa.select(cm.Instance).where(cm.Instance.uuid == uuid)
-        if view:
-            q = q.options(*VIEW_LOADS)
-        if not read_deleted:
-            q = q.where(cm.Instance.deleted == 0)
-        row = s.scalars(q).first()
+        row = s.scalars(_instance_query(view, read_deleted), {"b_uuid": uuid}).first()
         if row is None:
             return None
         rec = record(row, cell, view)

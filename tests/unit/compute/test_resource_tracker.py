@@ -204,3 +204,22 @@ def test_a_plain_claim_adds_to_the_node_row_as_a_full_recount_would(rt):
                         if json.loads(x.flavor)["cur"] == plain]
         assert len(plain_extras) == 2
         assert all(x.numa_topology is None and x.pci_devices is None for x in plain_extras)
+
+
+def test_a_removed_instance_leaves_the_node_row_as_a_full_recount_would(rt):
+    plain = {"vcpus": 3, "memory_mb": 512, "root_gb": 4, "ephemeral_gb": 2, "swap": 0,
+             "extra_specs": {}}
+    pinned, simple = _instance(rt), _instance(rt, plain)
+    _claim(rt, pinned)
+    _claim(rt, simple, plain)
+    for gone in (simple, pinned):   # the plain one by subtraction, the other by a recount
+        with rt.cell_db.session(write=True) as s:
+            inst = records.get_instance(s, gone)
+            inst.deleted = inst.id
+        with rt.cell_db.read_session() as s:
+            before = records.get_instance(s, gone, read_deleted=True)
+        rt.instance_removed(before)
+        removed = _node_usage(rt)
+        rt.refresh_usage()
+        assert _node_usage(rt) == removed
+    assert (removed["vcpus_used"], removed["memory_mb_used"], removed["running_vms"]) == (0, 0, 0)

@@ -636,10 +636,13 @@ def delete_instance(api, ctxt, rec):
     rpcclients.cast_to_compute(ctxt, cell, rec["host"], "terminate_instance", instance_uuid=uuid)
 
 
+_QUEUE_FOR_DELETE = sa.update(am.InstanceMapping).where(
+    am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid")).values(queued_for_delete=True)
+
+
 def _queue_for_delete(api_db, uuid):
-    with api_db.session(write=True) as s:
-        s.execute(sa.update(am.InstanceMapping).where(am.InstanceMapping.instance_uuid == uuid)
-                  .values(queued_for_delete=True))
+    with api_db.connection(write=True) as conn:
+        conn.execute(_QUEUE_FOR_DELETE, {"b_uuid": uuid})
 
 
 def _local_delete(cell_db, uuid):
