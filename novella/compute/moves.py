@@ -33,6 +33,11 @@ from novella.db import records
 LOG = logging.getLogger(__name__)
 
 
+def _zone(availability_zone):
+    """The instance values that set its zone, when the caller named one."""
+    return {"availability_zone": availability_zone} if availability_zone else {}
+
+
 class ComputeMoves:
     """The move steps of one host; needs the attributes of ComputeManager."""
 
@@ -165,12 +170,16 @@ class ComputeMoves:
 
     # -- destination: spawn with the new flavor -------------------------------------------
 
-    def finish_resize(self, ctxt, instance_uuid, migration_uuid, disk_info=None, power_on=True):
-        """Take the server here with its new flavor: VERIFY_RESIZE (vm_state resized)."""
+    def finish_resize(self, ctxt, instance_uuid, migration_uuid, disk_info=None, power_on=True,
+                      availability_zone=None):
+        """Take the server here with its new flavor: VERIFY_RESIZE (vm_state resized).
+
+        ``availability_zone``: this host's zone, which the server shows from now on.
+        """
         flavors = dbmoves.flavors(self.cell_db, instance_uuid)
         new = flavors["new"] or flavors["cur"]
         with self._move_step(ctxt, instance_uuid, "compute_finish_resize",
-                             "instance.resize_finish", flavor=new) as box:
+                             "instance.resize_finish", flavor=new):
             mig = self._migration(migration_uuid)
             inst = self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
                                 task_state=task_states.RESIZE_FINISH)
@@ -186,7 +195,8 @@ class ComputeMoves:
             dbmoves.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
                                 host=self.host, node=self.rt.nodename,
                                 vm_state=vm_states.RESIZED, task_state=None,
-                                power_state=self._power(instance_uuid))
+                                power_state=self._power(instance_uuid),
+                                **_zone(availability_zone))
             self._migration(migration_uuid, status=ms.FINISHED)
             self.rt.refresh_usage()
             # (no reload here: _move_step reads the instance for the .end notification)
@@ -244,11 +254,12 @@ class ComputeMoves:
             self.rt.refresh_usage()
 
     def finish_revert_resize(self, ctxt, instance_uuid, migration_uuid, power_on=True,
-                             rollback=False):
+                             rollback=False, availability_zone=None):
         """Source side of a revert: the old guest and flavor back on this host.
 
         Unless ``rollback``, the migration's allocation goes back to the
         instance in one POST /allocations and the migration is 'reverted'.
+        ``availability_zone``: this host's zone, which the server shows again.
         """
         flavors = dbmoves.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
@@ -270,7 +281,8 @@ class ComputeMoves:
             dbmoves.set_flavors(self.cell_db, instance_uuid, old, host=self.host,
                                 node=self.rt.nodename,
                                 vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
-                                task_state=None, power_state=self._power(instance_uuid))
+                                task_state=None, power_state=self._power(instance_uuid),
+                                **_zone(availability_zone))
             if not rollback:
                 self._migration(migration_uuid, status=ms.REVERTED)
             self.rt.refresh_usage()

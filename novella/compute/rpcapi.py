@@ -79,11 +79,12 @@ class ComputeAPI:
                           clean_shutdown=clean_shutdown)
 
     def finish_resize(self, ctxt, host, instance_uuid, migration_uuid, disk_info=None,
-                      power_on=True):
-        """Destination: spawn with the new flavor (VERIFY_RESIZE)."""
+                      power_on=True, availability_zone=None):
+        """Destination: spawn with the new flavor (VERIFY_RESIZE), in ``host``'s zone."""
         return self._call(ctxt, host, "finish_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          disk_info=disk_info, power_on=power_on)
+                          disk_info=disk_info, power_on=power_on,
+                          availability_zone=availability_zone)
 
     def confirm_resize(self, ctxt, host, instance_uuid, migration_uuid):
         """Source: drop the kept copy and the migration's allocation."""
@@ -97,11 +98,13 @@ class ComputeAPI:
                           rollback=rollback)
 
     def finish_revert_resize(self, ctxt, host, instance_uuid, migration_uuid, power_on=True,
-                             rollback=False):
-        """Source: the old guest back (and the source allocation unless rollback)."""
+                             rollback=False, availability_zone=None):
+        """Source: the old guest back (and the source allocation unless rollback),
+        in ``host``'s zone."""
         return self._call(ctxt, host, "finish_revert_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          power_on=power_on, rollback=rollback)
+                          power_on=power_on, rollback=rollback,
+                          availability_zone=availability_zone)
 
     # -- volumes -----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from novella.compute.states import migration_status as ms, power_state
 from novella.conductor import utils
 from novella.conductor.tasks import migrate as migrate_tasks
 from novella.conductor.tasks.base import TaskList
+from novella.db import aggregates
 from novella.db import api_models as am
 from novella.db import cells as cells_mod
 from novella.db import moves as dbmoves
@@ -36,7 +37,8 @@ class ConductorMoves:
             inst = types.SimpleNamespace(
                 flavor=records.flavor_of(row),
                 **{k: getattr(row, k) for k in ("uuid", "project_id", "user_id", "host", "node",
-                                                "vm_state", "task_state", "power_state")})
+                                                "availability_zone", "vm_state", "task_state",
+                                                "power_state")})
         return cell, cell_db, inst
 
     def _set_spec_flavor(self, instance_uuid, flavor):
@@ -104,9 +106,11 @@ class ConductorMoves:
         compute = utils.compute_api(self.conf, cell)
         try:
             compute.revert_resize(ctxt, migration["dest_compute"], instance_uuid, migration_uuid)
-            compute.finish_revert_resize(ctxt, migration["source_compute"], instance_uuid,
-                                         migration_uuid,
-                                         power_on=inst.power_state == power_state.RUNNING)
+            compute.finish_revert_resize(
+                ctxt, migration["source_compute"], instance_uuid, migration_uuid,
+                power_on=inst.power_state == power_state.RUNNING,
+                availability_zone=aggregates.host_availability_zone(
+                    self.api_db, migration["source_compute"], self.conf.default_availability_zone))
             self._set_spec_flavor(instance_uuid, dbmoves.flavors(cell_db, instance_uuid)["cur"])
         except Exception as exc:
             dbmoves.update_migration(cell_db, migration_uuid, status=ms.ERROR)

@@ -60,6 +60,7 @@ class Move:
         self.instance_uuid = instance.uuid
         self.project_id, self.user_id = instance.project_id, instance.user_id
         self.source_host, self.source_node = instance.host, instance.node
+        self.source_zone = instance.availability_zone
         self.vm_state = instance.vm_state
         self.was_running = instance.power_state == power_state.RUNNING
         self.migration = migration
@@ -112,6 +113,7 @@ class MigrationRecord(MoveTask):
         try:
             dbmoves.set_flavors(mv.cell_db, mv.instance_uuid, mv.old_flavor,
                                 host=mv.source_host, node=mv.source_node,
+                                availability_zone=mv.source_zone,
                                 vm_state=mv.vm_state, task_state=None)
         except records.InstanceNotFound:
             return
@@ -211,11 +213,14 @@ class ResizeInstance(MoveTask):
         mv.dest_reverted = True
         mv.compute.finish_revert_resize(mv.ctxt, mv.source_host, mv.instance_uuid,
                                         mv.migration_uuid, power_on=mv.was_running,
-                                        rollback=True)
+                                        rollback=True, availability_zone=mv.source_zone)
 
 
 class FinishResize(MoveTask):
     def execute(self):
         mv = self.mv
+        # The server shows its new host's zone (the scheduler kept a server
+        # that asked for a zone in it).
         mv.compute.finish_resize(mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
-                                 disk_info=mv.disk_info, power_on=mv.was_running)
+                                 disk_info=mv.disk_info, power_on=mv.was_running,
+                                 availability_zone=mv.selection.get("availability_zone"))
