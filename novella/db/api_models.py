@@ -4,23 +4,17 @@ Cell mappings, host and instance mappings, flavors, request specs, build
 requests, server groups, aggregates and key pairs. JSON documents (request
 specs, build requests) are stored as text so every backend treats them alike.
 """
-import datetime
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from novella.db.timestamps import Timestamps
 
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
 class Base(orm.DeclarativeBase):
     pass
 
-
-class Timestamps:
-    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
-    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
 
 
 class CellMapping(Timestamps, Base):

@@ -4,7 +4,6 @@ Instance updates guarded by the expected task state (so two racing requests
 cannot both win), instance actions and their events, and instance faults.
 """
 import contextlib
-import datetime
 import json
 import traceback as tb_mod
 
@@ -13,6 +12,7 @@ from sqlalchemy import orm
 
 from novella.db import cell_models as m
 from novella.db.engine import insert_row
+from novella.db.timestamps import utcnow  # noqa: F401 - records.utcnow for its callers
 
 
 class InstanceNotFound(Exception):
@@ -21,10 +21,6 @@ class InstanceNotFound(Exception):
 
 class UnexpectedTaskStateError(Exception):
     code = 409
-
-
-def utcnow():
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
 _UNSET = object()

@@ -4,16 +4,15 @@ import datetime
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from novella.db.timestamps import Timestamps
 
-def _now():
-    return datetime.datetime.utcnow()
 
 
 class Base(orm.DeclarativeBase):
     pass
 
 
-class Image(Base):
+class Image(Timestamps, Base):
     __tablename__ = "images"
 
     id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
@@ -32,7 +31,5 @@ class Image(Base):
     protected: orm.Mapped[bool] = orm.mapped_column(default=False)
     # Free-form image properties (hw_*, os_*, image_type, instance_uuid, ...).
     properties: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict)
-    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
-    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
     deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)

@@ -1,21 +1,15 @@
 """The embedded network service's own database (Neutron's core and binding tables)."""
-import datetime
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from novella.db.timestamps import Timestamps
 
-def _now():
-    return datetime.datetime.utcnow()
 
 
 class Base(orm.DeclarativeBase):
     pass
 
-
-class Timestamps:
-    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
-    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
 
 
 class QosPolicy(Timestamps, Base):

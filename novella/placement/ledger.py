@@ -19,6 +19,7 @@ import os_traits
 import sqlalchemy as sa
 
 from novella.db import placement_models as m
+from novella.db.timestamps import utcnow
 
 STANDARD_CLASSES = tuple(os_resource_classes.STANDARDS)
 STANDARD_CLASS_SET = frozenset(STANDARD_CLASSES)
@@ -52,10 +53,6 @@ _UPDATE_CONSUMERS = m.consumers.update().where(m.consumers.c.uuid == sa.bindpara
     consumer_type=sa.bindparam("ct"), generation=sa.bindparam("g"),
     updated_at=sa.bindparam("now"))
 _INSERT_ALLOCATIONS = m.allocations.insert()
-
-
-def utcnow():
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
 class Inventory(tuple):

@@ -14,12 +14,12 @@ one is deleted when the move is confirmed, the new one when it is reverted.
 The volume's ``status`` and ``attach_status`` always follow from its live
 attachments.
 """
-import datetime
 import uuid
 
 import sqlalchemy as sa
 
 from novella.db.engine import Database
+from novella.db.timestamps import utcnow
 from novella.volume import models
 
 ATTACHABLE = ("available", "reserved", "attaching", "in-use")
@@ -44,10 +44,6 @@ class VolumeConflict(VolumeError):
 
 def _iso(value):
     return value.isoformat(timespec="seconds") + "Z" if value else None
-
-
-def _now():
-    return datetime.datetime.utcnow()
 
 
 def _attachment_dict(a):
@@ -132,7 +128,7 @@ class VolumeAPI:
             if v.status not in ("available", "error") or self._live_attachments(s, v.id):
                 raise VolumeConflict(f"volume {volume_id} is {v.status}; only an available "
                                      "volume without attachments can be deleted")
-            v.status, v.deleted, v.deleted_at = "deleted", True, _now()
+            v.status, v.deleted, v.deleted_at = "deleted", True, utcnow()
 
     def begin_detaching(self, ctxt, volume_id):
         self._transition(volume_id, ("in-use",), "detaching")
@@ -227,7 +223,7 @@ class VolumeAPI:
             if a.attach_status != "attaching":
                 raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}; "
                                      "update it with a connector first")
-            a.attach_status, a.attach_time = "attached", _now()
+            a.attach_status, a.attach_time = "attached", utcnow()
             s.flush()
             self._refresh(s, self._volume(s, a.volume_id, lock=True))
             return _attachment_dict(a)
@@ -235,7 +231,7 @@ class VolumeAPI:
     def attachment_delete(self, ctxt, attachment_id):
         with self.db.session(write=True) as s:
             a = self._attachment(s, attachment_id)
-            a.deleted, a.attach_status, a.detach_time = True, "detached", _now()
+            a.deleted, a.attach_status, a.detach_time = True, "detached", utcnow()
             s.flush()
             v = s.get(models.Volume, a.volume_id, with_for_update=True)
             if v.status == "detaching":

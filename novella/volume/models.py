@@ -4,16 +4,15 @@ import datetime
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from novella.db.timestamps import Timestamps
 
-def _now():
-    return datetime.datetime.utcnow()
 
 
 class Base(orm.DeclarativeBase):
     pass
 
 
-class Volume(Base):
+class Volume(Timestamps, Base):
     __tablename__ = "volumes"
 
     id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
@@ -30,13 +29,11 @@ class Volume(Base):
     multiattach: orm.Mapped[bool] = orm.mapped_column(default=False)
     # The image a bootable volume was created from (its id and properties).
     volume_image_metadata: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
-    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
-    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
     deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)
 
 
-class VolumeAttachment(Base):
+class VolumeAttachment(Timestamps, Base):
     __tablename__ = "volume_attachment"
 
     id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
@@ -51,6 +48,4 @@ class VolumeAttachment(Base):
     connection_info: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
     attach_time: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     detach_time: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
-    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=_now)
-    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime, onupdate=_now)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)

@@ -1,8 +1,6 @@
 """Resize and cold migrate inside one cell: placement books at every step."""
 import os
 
-from novella.virt import simulated
-
 TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from novella.api.compute import common, errors, hosts, validation as v
 from novella.db import api_models as am, cell_models as cm
+from novella.db.timestamps import utcnow
 
 P = "os_compute_api:os-aggregates:"
 _az = {"type": ["string", "null"], "minLength": 1, "maxLength": 255,
@@ -133,14 +134,9 @@ def update(req, aggregate_id):
                 raise errors.BadRequest(f"Cannot update aggregate {agg.id}. Reason: One or more "
                                         f"hosts already in availability zone(s) {sorted(conflicts)}.")
             _set_metadata(s, agg, {"availability_zone": zone})
-        agg.updated_at = _now()
+        agg.updated_at = utcnow()
         s.flush()
         return 200, {"aggregate": view(req, agg)}
-
-
-def _now():
-    from novella.db import records
-    return records.utcnow()
 
 
 def delete(req, aggregate_id):
@@ -192,7 +188,7 @@ def action(req, aggregate_id):
                                             f"One or more hosts already in availability zone(s) "
                                             f"{sorted(conflicts)}.")
             _set_metadata(s, agg, metadata)
-        agg.updated_at = _now()
+        agg.updated_at = utcnow()
         s.flush()
         out = view(req, agg)
         agg_uuid = agg.uuid
