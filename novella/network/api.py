@@ -130,6 +130,19 @@ def _ip_int(version, text):
     return int(ipaddress.IPv6Address(text))
 
 
+# Addresses looked up per query when searching a pool for a free one.
+FREE_IP_WINDOW = 64
+
+_TAKEN = sa.select(models.IPAllocation.ip_address).where(
+    models.IPAllocation.subnet_id == sa.bindparam("b_subnet"),
+    models.IPAllocation.ip_address.in_(sa.bindparam("b_addresses", expanding=True)))
+
+
+def _taken(s, subnet_id, addresses):
+    """Which of ``addresses`` (text) the subnet has given out."""
+    return set(s.scalars(_TAKEN, {"b_subnet": subnet_id, "b_addresses": list(addresses)}))
+
+
 def _is_admin(ctxt):
     return ctxt is None or ctxt.is_admin
 
@@ -140,6 +153,8 @@ class NetworkAPI:
         self.db.require_schema("network")  # tables made by `novella manage api_db sync`
         # Fault injection: binding a port to one of these hosts fails.
         self.unbindable_hosts = set()
+        # {subnet id: {pool start: the lowest address free when last looked}}
+        self._free_from = {}
 
     # --- QoS policies --------------------------------------------------------------
     def create_qos_policy(self, ctxt, name, rules, id=None):  # noqa: A002
@@ -366,31 +381,53 @@ class NetworkAPI:
             if not subnets:
                 raise SubnetNotFound(f"subnet {request['subnet_id']} is not on network {network_id}")
         wanted = request.get("ip_address")
+        if wanted:  # as the service writes it, so that one address has one spelling
+            wanted = str(ipaddress.ip_address(wanted))
         for sn in subnets:
-            net = ipaddress.ip_network(sn.cidr)
-            used = set(s.scalars(sa.select(models.IPAllocation.ip_address)
-                                 .where(models.IPAllocation.subnet_id == sn.id)))
             if wanted:
-                if ipaddress.ip_address(wanted) not in net:
+                if ipaddress.ip_address(wanted) not in ipaddress.ip_network(sn.cidr):
                     continue
-                if wanted in used:
+                if _taken(s, sn.id, [wanted]):
                     raise IpAddressAlreadyAllocated(
                         f"IP address {wanted} already allocated in subnet {sn.id}")
                 return sn, wanted
-            # The lowest free address of the first pool that has one.
-            taken = {_ip_int(sn.ip_version, a) for a in used | {sn.gateway_ip} if a}
             for pool in sn.allocation_pools:
-                value = int(ipaddress.ip_address(pool["start"]))
-                end = int(ipaddress.ip_address(pool["end"]))
-                while value <= end and value in taken:
-                    value += 1
-                if value <= end:
+                value = self._lowest_free(s, sn, int(ipaddress.ip_address(pool["start"])),
+                                          int(ipaddress.ip_address(pool["end"])))
+                if value is not None:
                     return sn, _ip_text(sn.ip_version, value)
             if request.get("subnet_id"):
                 break
         if wanted:
             raise NetworkError(f"IP address {wanted} is not in a subnet of network {network_id}")
         raise IpAddressGenerationFailure(f"no more IP addresses on network {network_id}")
+
+    def _lowest_free(self, s, sn, start, end):
+        """The lowest free address of the pool ``start``..``end`` (as integers), or None.
+
+        Addresses are looked up a window at a time, starting from where this
+        service last found the lowest free one (every address below it was
+        taken then): a subnet's allocations are not all read for each port.
+        Deleting a port here starts the search from the pool's start again; an
+        address freed by another process is found then, or when nothing above
+        the hint is free.
+        """
+        hints = self._free_from.setdefault(sn.id, {})
+        hint = max(start, hints.pop(start, start))
+        # From the hint to the end, then (for what another process freed) the rest.
+        for first, last in ((hint, end), (start, hint - 1)):
+            value = first
+            while value <= last:
+                window = [_ip_text(sn.ip_version, v)
+                          for v in range(value, min(value + FREE_IP_WINDOW, last + 1))]
+                taken = _taken(s, sn.id, window) | {sn.gateway_ip}
+                for text in window:
+                    if text not in taken:
+                        free = _ip_int(sn.ip_version, text)
+                        hints[start] = free  # still free if this transaction rolls back
+                        return free
+                value += len(window)
+        return None
 
     def _create_port(self, s, body, project_id=None):
         return self._new_port(s, body, project_id)[0]
@@ -493,8 +530,9 @@ class NetworkAPI:
         with self.db.session(write=True) as s:
             self._delete_port(s, self._port(s, port_id, lock=True))
 
-    @staticmethod
-    def _delete_port(s, p):
+    def _delete_port(self, s, p):
+        for sn in self._subnets_of(s, p.network_id):  # its addresses are free again
+            self._free_from.pop(sn.id, None)
         s.execute(sa.delete(models.IPAllocation).where(models.IPAllocation.port_id == p.id))
         s.execute(sa.delete(models.PortBinding).where(models.PortBinding.port_id == p.id))
         s.delete(p)

@@ -283,3 +283,67 @@ def test_other_projects_private_resources_are_not_found(net, ctxt, admin, privat
         net.get_port(ctxt, port["id"])
     assert net.get_network(ctxt, private["id"])["shared"]
     assert net.get_port(admin, port["id"])["project_id"] == "p2"
+
+
+def _ips(ports):
+    return [p["fixed_ips"][0]["ip_address"] for p in ports]
+
+
+def test_free_addresses_past_the_first_lookup_window_lowest_first(net, ctxt):
+    wide = net.create_network(ctxt, "wide", cidr="10.9.0.0/24")
+    count = api.FREE_IP_WINDOW + 10
+    ports = [net.create_port(ctxt, {"network_id": wide["id"]}) for _ in range(count)]
+    assert _ips(ports) == [f"10.9.0.{i}" for i in range(2, 2 + count)]
+    # An address asked for ahead of the search is stepped over.
+    ahead = f"10.9.0.{2 + count}"
+    net.create_port(ctxt, {"network_id": wide["id"], "fixed_ips": [{"ip_address": ahead}]})
+    assert _ips([net.create_port(ctxt, {"network_id": wide["id"]})]) == [f"10.9.0.{3 + count}"]
+    # Freed addresses go out again, lowest first.
+    for p in (ports[70], ports[3]):
+        net.delete_port(ctxt, p["id"])
+    again = [net.create_port(ctxt, {"network_id": wide["id"]}) for _ in range(3)]
+    assert _ips(again) == ["10.9.0.5", "10.9.0.72", f"10.9.0.{4 + count}"]
+    with net.db.session() as s:
+        rows = s.scalars(sa.select(models.IPAllocation.ip_address)).all()
+    assert len(rows) == len(set(rows)) == count + 3
+
+
+def test_two_services_on_one_database_never_hand_out_an_address_twice(db_url, ctxt):
+    a, b = api.NetworkAPI(db_url), api.NetworkAPI(db_url)
+    shared = a.create_network(ctxt, "shared", cidr="10.8.0.0/24")
+
+    def port(svc):
+        return svc.create_port(ctxt, {"network_id": shared["id"]})
+
+    first = [port(a) for _ in range(3)] + [port(b) for _ in range(3)] + [port(a)]
+    assert _ips(first) == [f"10.8.0.{i}" for i in range(2, 9)]
+    b.delete_port(ctxt, first[1]["id"])     # 10.8.0.3, freed by the other service
+    mine = port(a)
+    a.delete_port(ctxt, mine["id"])         # a deletion here: the search starts over
+    assert _ips([port(a)]) == ["10.8.0.3"]
+    with a.db.session() as s:
+        rows = s.scalars(sa.select(models.IPAllocation.ip_address)).all()
+    assert len(rows) == len(set(rows)) == 7
+
+
+def test_an_address_asked_for_is_kept_in_one_spelling(net, ctxt):
+    v6 = net.create_network(ctxt, "v6", cidr="2001:db8::/64")
+    p = net.create_port(ctxt, {"network_id": v6["id"],
+                               "fixed_ips": [{"ip_address": "2001:DB8:0::0002"}]})
+    assert _ips([p]) == ["2001:db8::2"]
+    with pytest.raises(api.IpAddressAlreadyAllocated):
+        net.create_port(ctxt, {"network_id": v6["id"], "fixed_ips": [{"ip_address": "2001:db8::2"}]})
+    # (::1 is the gateway; the pool starts at ::2.)
+    auto = [net.create_port(ctxt, {"network_id": v6["id"]}) for _ in range(2)]
+    assert _ips(auto) == ["2001:db8::3", "2001:db8::4"]
+
+
+def test_a_full_pool_above_the_search_start_still_finds_what_another_service_freed(db_url, ctxt):
+    a, b = api.NetworkAPI(db_url), api.NetworkAPI(db_url)
+    tiny = a.create_network(ctxt, "tiny", cidr="192.168.5.0/29")   # .2 - .6
+    ports = [a.create_port(ctxt, {"network_id": tiny["id"]}) for _ in range(5)]
+    assert _ips(ports) == [f"192.168.5.{i}" for i in range(2, 7)]
+    b.delete_port(ctxt, ports[1]["id"])
+    assert _ips([a.create_port(ctxt, {"network_id": tiny["id"]})]) == ["192.168.5.3"]
+    with pytest.raises(api.IpAddressGenerationFailure):
+        a.create_port(ctxt, {"network_id": tiny["id"]})
