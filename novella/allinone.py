@@ -232,12 +232,10 @@ class AllInOne:
 
     def _make_service_apps(self):
         """The image, network and volume HTTP APIs over the embedded services."""
-        from novella.api.image.app import make_app as image_app
-        from novella.api.network.app import make_app as network_app
-        from novella.api.volume.app import make_app as volume_app
-        self.image_api_app = image_app(CONF, self.image_api)
-        self.network_api_app = network_app(CONF, self.network_api)
-        self.volume_api_app = volume_app(CONF, self.volume_api)
+        from novella.embedded import service_app
+        self.image_api_app = service_app(CONF, "image", self.image_api)
+        self.network_api_app = service_app(CONF, "network", self.network_api)
+        self.volume_api_app = service_app(CONF, "volume", self.volume_api)
 
     # -- identity ------------------------------------------------------------------
     def _write_auth_config(self):

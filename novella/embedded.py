@@ -9,6 +9,9 @@ The services never create their tables: `novella manage api_db sync` does,
 once, before the services start (``service_connections`` says where), and a
 service built over a database without them raises
 ``novella.db.migrate.SchemaNotSynced``.
+
+Their HTTP APIs (``service_app``) are served by `novella up` and by `novella
+serve image|network|volume`.
 """
 
 
@@ -30,3 +33,10 @@ def services_from_conf(conf):
     network_api = NetworkAPI(url["network"])
     volume_api = VolumeAPI(url["volume"], image_api=image_api)
     return image_api, network_api, volume_api
+
+
+def service_app(conf, name, service):
+    """The HTTP API of embedded service ``name`` ("image", "network" or "volume") over its
+    client object: a WSGI app behind the authentication ``[api] auth_strategy`` chooses."""
+    from importlib import import_module
+    return import_module(f"novella.api.{name}.app").make_app(conf, service)

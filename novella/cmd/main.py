@@ -1,7 +1,7 @@
 """The `novella` command.
 
     novella up [--data-dir DIR]                 the whole system in one process
-    novella serve api|placement|conductor|scheduler|compute [--config-file F]
+    novella serve api|placement|conductor|scheduler|compute|image|network|volume [--config-file F]
     novella manage [--config-file F] api_db sync | db sync
     novella manage [--config-file F] cell_v2 map_cell0|create_cell|list_cells|discover_hosts
 """
@@ -72,7 +72,8 @@ def build_parser():
     up.set_defaults(fn=_up)
 
     serve = sub.add_parser("serve", help="run one service")
-    serve.add_argument("service", choices=["api", "placement", "conductor", "scheduler", "compute"])
+    serve.add_argument("service", choices=["api", "placement", "conductor", "scheduler", "compute",
+                                           "image", "network", "volume"])
     serve.add_argument("--config-file", action="append", default=[])
     serve.add_argument("--bind", help="HOST:PORT for HTTP services")
     serve.add_argument("--host", help="compute host name (compute only)")

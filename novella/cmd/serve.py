@@ -3,7 +3,10 @@
 Each process reads the usual nova.conf options: `[DEFAULT] transport_url`
 (the top-level transport for api/conductor/scheduler, the cell's for a
 compute), `[api_database] connection`, `[database] connection` (a compute's
-cell), `[placement] endpoint_override`.
+cell), `[placement] endpoint_override`. The image, network and volume HTTP
+APIs (`serve image|network|volume`) need only the embedded services' options
+(`novella.embedded`: the API database unless a service has a connection of
+its own) and `[api] auth_strategy`.
 """
 import logging
 import signal
@@ -11,8 +14,10 @@ import sys
 import threading
 
 from novella import rpc
+from novella.allinone import PORTS
 from novella.conf import CONF, parse_args
 from novella.db import cells as cells_mod
+from novella.db.migrate import EMBEDDED
 
 LOG = logging.getLogger(__name__)
 
@@ -50,18 +55,31 @@ def _wait_forever(stoppers):
     rpc.cleanup()
 
 
+def _serve_http(app, args, name):
+    """Serve ``app`` on ``--bind`` (default: the usual port of API ``name``) until stopped."""
+    from novella.service import HTTPServer
+    default_port = next(port for key, _offset, port in PORTS if key == name)
+    host, port = _split(args.bind, default_port)
+    srv = HTTPServer(app, host, port, name).start()
+    print(f"{name.capitalize()} API listening on {srv.url}", flush=True)
+    _wait_forever([srv.stop])
+
+
 def serve_api(args):
     from novella.api.compute.wsgi import make_app
-    from novella.service import HTTPServer
     api_db = cells_mod.database(CONF.api_database.connection)
     transport = rpc.get_transport(CONF.transport_url)
     image_api, network_api, volume_api = _embedded_services()
     app = make_app(CONF, api_db, transport, network_api=network_api,
                    image_api=image_api, volume_api=volume_api, placement=_placement_client())
-    host, port = _split(args.bind, 8774)
-    srv = HTTPServer(app, host, port, "compute").start()
-    print(f"Compute API listening on {srv.url}", flush=True)
-    _wait_forever([srv.stop])
+    _serve_http(app, args, "compute")
+
+
+def serve_embedded(args):
+    """`novella serve image|network|volume`: one embedded service's HTTP API."""
+    from novella.embedded import service_app
+    service = dict(zip(EMBEDDED, _embedded_services()))[args.service]
+    _serve_http(service_app(CONF, args.service, service), args, args.service)
 
 
 def serve_conductor(args):
@@ -131,4 +149,5 @@ def main(args):
         return placement_cmd.main(argv)
     parse_args([], default_config_files=args.config_file)
     {"api": serve_api, "conductor": serve_conductor, "scheduler": serve_scheduler,
-     "compute": serve_compute}[args.service](args)
+     "compute": serve_compute, "image": serve_embedded, "network": serve_embedded,
+     "volume": serve_embedded}[args.service](args)

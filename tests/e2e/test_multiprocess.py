@@ -1,10 +1,12 @@
 """Separate processes over RabbitMQ and PostgreSQL, two cells.
 
 Every service runs as its own `novella serve ...` process: placement, the
-Compute API, the conductor, the scheduler and one compute host per cell. Each
-cell has its own PostgreSQL database and its own RabbitMQ virtual host, as
-its cell mapping says. Servers are booted into both cells, listed, stopped,
-started and deleted; placement usages must come back to zero.
+Compute API, the image, network and volume APIs, the conductor, the scheduler
+and one compute host per cell. Each cell has its own PostgreSQL database and
+its own RabbitMQ virtual host, as its cell mapping says. Servers are booted
+into both cells, listed, stopped, started and deleted; placement usages must
+come back to zero. A server booted on a port made through the network API
+and given a volume made through the volume API shows in those APIs.
 """
 import os
 import socket
@@ -27,6 +29,8 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.rabbitmq]
 
 ADMIN = {"X-Auth-Token": "admin:admin", "OpenStack-API-Version": "compute 2.79",
          "Content-Type": "application/json"}
+TOKEN = {"X-Auth-Token": "admin:admin"}
+EMBEDDED = ("image", "network", "volume")
 DEADLINE = 60  # seconds any one wait may take
 
 
@@ -67,6 +71,8 @@ def deployment(tmp_path):
         rabbit.ensure_vhost(t)
 
     placement_port, api_port = _free_port(), _free_port()
+    embedded_ports = {name: _free_port() for name in EMBEDDED}
+    embedded_urls = {name: f"http://127.0.0.1:{port}" for name, port in embedded_ports.items()}
     placement_url = f"http://127.0.0.1:{placement_port}"
     # Cross-cell moves allowed for admins and preferred (a negative weight
     # drains the source cell), so a resize leaves its cell.
@@ -108,6 +114,8 @@ def deployment(tmp_path):
           "--bind", f"127.0.0.1:{placement_port}")
     _wait("placement", lambda: _up(placement_url))
     start("api", "api", "--config-file", nova_conf, "--bind", f"127.0.0.1:{api_port}")
+    for name, port in embedded_ports.items():
+        start(name, name, "--config-file", nova_conf, "--bind", f"127.0.0.1:{port}")
     start("conductor", "conductor", "--config-file", nova_conf)
     start("scheduler", "scheduler", "--config-file", nova_conf)
     for cell in ("cell1", "cell2"):
@@ -116,7 +124,8 @@ def deployment(tmp_path):
     api_url = f"http://127.0.0.1:{api_port}/v2.1"
     ok = False
     try:
-        _wait("compute API", lambda: _up(api_url))
+        for name, service_url in [("compute", api_url), *embedded_urls.items()]:
+            _wait(f"{name} API", lambda service_url=service_url: _up(service_url))
 
         def registered():
             counts = []
@@ -127,7 +136,7 @@ def deployment(tmp_path):
         _wait("compute hosts to register", registered, timeout=120)
         assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == ["cell1-host", "cell2-host"]
         yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf,
-               "transports": transports}
+               "transports": transports, **embedded_urls}
         ok = True
     finally:
         for p in procs:
@@ -290,3 +299,61 @@ def test_cross_cell_resize_and_revert_across_processes(deployment):
     _wait("gone", lambda: _status(api, sid) == 404)
     _wait("usages back to zero", lambda: all(
         v == 0 for u in _usages(placement).values() for v in u.values()))
+
+
+def test_image_network_and_volume_apis_in_processes_of_their_own(deployment):
+    """`novella serve image|network|volume`: each API shows what the test, the other
+    API processes and the compute services wrote to the shared tables."""
+    api, images, networks, volumes = (deployment[k] for k in ("api", *EMBEDDED))
+    image, _image_api = _seed(deployment)
+
+    listed = requests.get(f"{images}/v2/images", headers=TOKEN).json()["images"]
+    assert [(i["id"], i["name"], i["status"], i["size"]) for i in listed] == [
+        (image["id"], "cirros", "active", len(b"image bytes\n" * 32))]
+    (net,) = requests.get(f"{networks}/v2.0/networks", headers=TOKEN).json()["networks"]
+    assert (net["name"], net["shared"], len(net["subnets"])) == ("private", True, 1)
+
+    r = requests.post(f"{networks}/v2.0/ports", headers=TOKEN,
+                      json={"port": {"network_id": net["id"], "name": "p1"}})
+    assert r.status_code == 201, r.text
+    port = r.json()["port"]
+    assert (port["device_id"], port["fixed_ips"][0]["subnet_id"]) == ("", net["subnets"][0])
+    r = requests.post(f"{volumes}/v3/admin/volumes", headers=TOKEN, json={"volume": {
+        "size": 1, "name": "data", "imageRef": image["id"]}})
+    assert r.status_code == 202, r.text
+    vid = r.json()["volume"]["id"]
+
+    def port_state():
+        p = requests.get(f"{networks}/v2.0/ports/{port['id']}", headers=TOKEN).json()["port"]
+        return p["device_id"], p["binding:host_id"], p["fixed_ips"]
+
+    def volume():
+        return requests.get(f"{volumes}/v3/admin/volumes/{vid}", headers=TOKEN).json()["volume"]
+
+    def volume_state():
+        v = volume()
+        return v["status"], [a["server_id"] for a in v["attachments"]]
+
+    made = volume()
+    assert (made["status"], made["bootable"], made["volume_image_metadata"]["image_id"]) \
+        == ("available", "true", image["id"])
+
+    r = requests.post(f"{api}/servers", headers=ADMIN, json={"server": {
+        "name": "vm", "flavorRef": "small", "imageRef": image["id"],
+        "networks": [{"port": port["id"]}]}})
+    assert r.status_code == 202, r.text
+    sid = r.json()["server"]["id"]
+    _wait("ACTIVE", lambda: _status(api, sid) == "ACTIVE")
+    host = requests.get(f"{api}/servers/{sid}", headers=ADMIN).json()["server"][
+        "OS-EXT-SRV-ATTR:host"]
+    assert port_state() == (sid, host, port["fixed_ips"])
+    r = requests.post(f"{api}/servers/{sid}/os-volume_attachments", headers=ADMIN,
+                      json={"volumeAttachment": {"volumeId": vid}})
+    assert r.status_code == 200, r.text
+    _wait("volume in-use", lambda: volume_state() == ("in-use", [sid]))
+
+    # Deleting the server releases the port it was given and detaches the volume.
+    assert requests.delete(f"{api}/servers/{sid}", headers=ADMIN).status_code == 204
+    _wait("gone", lambda: _status(api, sid) == 404)
+    _wait("port released", lambda: port_state() == ("", "", port["fixed_ips"]))
+    _wait("volume available", lambda: volume_state() == ("available", []))

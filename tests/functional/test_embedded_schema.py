@@ -78,15 +78,19 @@ def test_services_on_an_unsynced_database_refuse_and_create_nothing(tmp_path, sy
     assert not before & SERVICE_TABLES
 
 
-def test_serve_on_an_unsynced_database_exits_with_the_remedy(tmp_path):
+@pytest.mark.parametrize("service", ["conductor", "image", "network", "volume"])
+def test_serve_on_an_unsynced_database_exits_with_the_remedy(tmp_path, service):
     url = f"sqlite:///{tmp_path}/api.db"
     migrate.sync("api", url)
     conf = tmp_path / "nova.conf"
     conf.write_text(f"[DEFAULT]\ntransport_url = inproc://super\n"
                     f"[api_database]\nconnection = {url}\n"
                     f"[placement]\nendpoint_override = http://127.0.0.1:9\n")
-    ran = subprocess.run([sys.executable, "-m", "novella.cmd.main", "serve", "conductor",
-                          "--config-file", str(conf)], capture_output=True, text=True, timeout=60)
+    # A separate process: `serve` reads the process-wide options, which an
+    # all-in-one run earlier in this one may have overridden.
+    ran = subprocess.run([sys.executable, "-m", "novella.cmd.main", "serve", service,
+                          "--config-file", str(conf), "--bind", "127.0.0.1:0"],
+                         capture_output=True, text=True, timeout=60)
     assert ran.returncode == 1
     assert "error: the image schema" in ran.stderr
     assert "run `novella manage api_db sync`" in ran.stderr
