@@ -74,9 +74,11 @@ class ComputeCrossCell:
     # -- destination ------------------------------------------------------------------
 
     def prep_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
-                                           new_flavor):
+                                           new_flavor, port_profiles=None):
         """Claim for ``new_flavor`` (the driver's ``prep_resize`` may refuse the host),
-        check the volumes can connect, bind ports INACTIVE here.
+        check the volumes can connect, bind ports INACTIVE here (with
+        ``port_profiles``: this host's providers of their resource requests; the
+        source's bindings keep theirs for a revert).
 
         Works on the hidden copy in this cell. On failure everything made
         here is given back and the error raised (the conductor tries an
@@ -102,7 +104,8 @@ class ComputeCrossCell:
                             self._set_bdm(bdm.id, connection_info=json.dumps(dict(
                                 att.get("connection_info") or {}, volume_id=bdm.volume_id)))
                 if self.network_api is not None:
-                    self.network_api.bind_ports_to_host(ctxt, instance_uuid, self.host)
+                    self.network_api.bind_ports_to_host(ctxt, instance_uuid, self.host,
+                                                        port_profiles=port_profiles)
             except Exception:
                 if self.network_api is not None:
                     with _quietly("delete port bindings"):

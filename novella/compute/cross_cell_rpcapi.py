@@ -8,10 +8,10 @@ class CrossCellComputeAPI(ComputeAPI):
         return self._call(ctxt, host, method, timeout=self.long_timeout, **kwargs)
 
     def prep_snapshot_based_resize_at_dest(self, ctxt, host, instance_uuid, migration_uuid,
-                                           new_flavor):
+                                           new_flavor, port_profiles=None):
         return self._long(ctxt, host, "prep_snapshot_based_resize_at_dest",
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          new_flavor=new_flavor)
+                          new_flavor=new_flavor, port_profiles=port_profiles)
 
     def prep_snapshot_based_resize_at_source(self, ctxt, host, instance_uuid, migration_uuid,
                                              snapshot_id=None, clean_shutdown=True):

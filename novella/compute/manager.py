@@ -262,13 +262,15 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
 
     # -- network and volume services (optional) ----------------------------------------
 
-    def _allocate_network(self, ctxt, inst, requested_networks, allocations):
-        """Ports for the server, bound to this host; returns its network_info."""
+    def _allocate_network(self, ctxt, inst, requested_networks, port_profiles=None):
+        """Ports for the server, bound to this host (with ``port_profiles``
+        in their bindings); returns its network_info."""
         if self.network_api is None:
             return []
         return self.network_api.allocate_for_instance(
             ctxt, inst.uuid, inst.project_id, requested_networks=requested_networks,
-            host=self.host, availability_zone=inst.availability_zone or "nova") or []
+            host=self.host, availability_zone=inst.availability_zone or "nova",
+            port_profiles=port_profiles) or []
 
     def _deallocate_network(self, ctxt, inst):
         if self.network_api is not None:
@@ -315,7 +317,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
 
     def build_and_run_instance(self, ctxt, instance_uuid, request_spec=None, node=None,
                                allocations=None, requested_networks=None,
-                               block_device_mappings=None, **kwargs):
+                               block_device_mappings=None, port_profiles=None, **kwargs):
         """Claim, network, volumes, spawn; on failure clean up and ask for a reschedule.
 
         Raises RescheduledException (this host could not build it) or
@@ -337,7 +339,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                     self._notify(ctxt, inst, "instance.create.start", flavor=flavor,
                                  name="InstanceCreatePayload")
                     inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,
-                                       block_device_mappings, allocations, done)
+                                       block_device_mappings, port_profiles, done)
             except Exception as exc:  # noqa: BLE001 - every failure is cleaned up here
                 raise self._build_failed(ctxt, instance_uuid, flavor, exc, done,
                                          requested_networks) from exc
@@ -347,7 +349,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                     "vm_state": inst.vm_state}
 
     def _build(self, ctxt, inst, flavor, image_meta, requested_networks,
-               block_device_mappings, allocations, done):
+               block_device_mappings, port_profiles, done):
         uuid = inst.uuid
         done["claim"] = self.rt.instance_claim(
             ctxt, inst, flavor, expected_task_state=(task_states.SCHEDULING, None),
@@ -356,7 +358,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
         # task-state steps below change nothing it reads).
         inst.host, inst.node, inst.launched_on = self.host, self.rt.nodename, self.host
         inst.task_state = task_states.NETWORKING
-        network_info = self._allocate_network(ctxt, inst, requested_networks, allocations)
+        network_info = self._allocate_network(ctxt, inst, requested_networks, port_profiles)
         done["network"] = True
         bdms = self._store_bdms(uuid, block_device_mappings)
         # block_device_mapping only while there are volumes to attach.

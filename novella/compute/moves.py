@@ -92,11 +92,14 @@ class ComputeMoves:
                 row.attachment_id = att["id"]
                 row.connection_info = json.dumps(info)
 
-    def _bind_network_here(self, ctxt, inst):
-        """The server's ports are active on this host; returns its network_info."""
+    def _bind_network_here(self, ctxt, inst, port_profiles=None):
+        """The server's ports are active on this host, with ``port_profiles``
+        (what this host's providers give them) in their bindings; returns its
+        network_info."""
         if self.network_api is None:
             return self.network_info(inst)
-        network_info = self.network_api.migrate_instance_finish(ctxt, inst.uuid, self.host)
+        network_info = self.network_api.migrate_instance_finish(ctxt, inst.uuid, self.host,
+                                                                port_profiles=port_profiles)
         self._save_network_info(inst.uuid, network_info)
         return network_info
 
@@ -171,10 +174,11 @@ class ComputeMoves:
     # -- destination: spawn with the new flavor -------------------------------------------
 
     def finish_resize(self, ctxt, instance_uuid, migration_uuid, disk_info=None, power_on=True,
-                      availability_zone=None):
+                      availability_zone=None, port_profiles=None):
         """Take the server here with its new flavor: VERIFY_RESIZE (vm_state resized).
 
         ``availability_zone``: this host's zone, which the server shows from now on.
+        ``port_profiles``: ``{port id: binding profile}`` for this host (its providers).
         """
         flavors = dbmoves.flavors(self.cell_db, instance_uuid)
         new = flavors["new"] or flavors["cur"]
@@ -184,7 +188,7 @@ class ComputeMoves:
             inst = self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
                                 task_state=task_states.RESIZE_FINISH)
             self.rt.apply_migration_context(ctxt, instance_uuid)
-            network_info = self._bind_network_here(ctxt, inst)
+            network_info = self._bind_network_here(ctxt, inst, port_profiles)
             self._reattach_volumes(ctxt, inst)
             old = flavors["old"] or flavors["cur"]
             resized = any(old.get(k) != new.get(k) for k in ("root_gb", "ephemeral_gb", "swap"))
@@ -254,12 +258,13 @@ class ComputeMoves:
             self.rt.refresh_usage()
 
     def finish_revert_resize(self, ctxt, instance_uuid, migration_uuid, power_on=True,
-                             rollback=False, availability_zone=None):
+                             rollback=False, availability_zone=None, port_profiles=None):
         """Source side of a revert: the old guest and flavor back on this host.
 
         Unless ``rollback``, the migration's allocation goes back to the
         instance in one POST /allocations and the migration is 'reverted'.
-        ``availability_zone``: this host's zone, which the server shows again.
+        ``availability_zone``: this host's zone, which the server shows again;
+        ``port_profiles`` as for ``finish_resize``.
         """
         flavors = dbmoves.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
@@ -269,7 +274,7 @@ class ComputeMoves:
             # Ports and volumes first: until then the bindings and the volumes'
             # connections are the destination's, and the driver must be given
             # this host's to bring the old guest back.
-            network_info = self._bind_network_here(ctxt, inst)
+            network_info = self._bind_network_here(ctxt, inst, port_profiles)
             self._reattach_volumes(ctxt, inst)
             self.driver.finish_revert_migration(
                 ctxt, self.instance_dict(inst, old), network_info, migration=mig,

@@ -287,6 +287,28 @@ class ResourceTracker:
         if disabled is None:
             disabled = self._reported.get("disabled", False)
         self.set_traits(disabled)
+        self._report_network_providers(rp)
+
+    def _report_network_providers(self, node_rp):
+        """The driver's network providers as children of the node's provider.
+
+        Each child's uuid derives from the node's and its name, so a restart
+        finds it again. (Providers the driver stops reporting are kept: they
+        may hold allocations.)
+        """
+        wanted = self.driver.get_network_providers(self.nodename)
+        if self._reported.get("network") == wanted:
+            return
+        for child in wanted:
+            rp = str(uuid_mod.uuid5(uuid_mod.UUID(node_rp), child["name"]))
+            self.placement.ensure_resource_provider(rp, name=child["name"],
+                                                    parent_provider_uuid=node_rp)
+            self.placement.set_inventory(rp, {
+                rc: {"total": total, "reserved": 0, "min_unit": 1, "max_unit": total,
+                     "step_size": 1, "allocation_ratio": 1.0}
+                for rc, total in child["inventories"].items()}, retries=5)
+            self.placement.set_traits(rp, child["traits"], retries=5)
+        self._reported["network"] = wanted
 
     def set_traits(self, disabled):
         """Report the driver's traits, plus COMPUTE_STATUS_DISABLED when disabled.

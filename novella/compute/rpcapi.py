@@ -39,16 +39,19 @@ class ComputeAPI:
 
     def build_and_run_instance(self, ctxt, host, instance_uuid, request_spec, node=None,
                                allocations=None, requested_networks=None,
-                               block_device_mappings=None):
+                               block_device_mappings=None, port_profiles=None):
         """Build on ``host``; returns when the server is ACTIVE.
 
+        ``port_profiles``: ``{port id: binding profile}`` merged into the
+        ports' bindings (the providers of their resource requests).
         Raises RescheduledException (the host cleaned up; try an alternate)
         or BuildAbortException (the server is gone; do not reschedule).
         """
         return self._call(ctxt, host, "build_and_run_instance", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, request_spec=request_spec, node=node,
                           allocations=allocations, requested_networks=requested_networks,
-                          block_device_mappings=block_device_mappings)
+                          block_device_mappings=block_device_mappings,
+                          port_profiles=port_profiles)
 
     def stop_instance(self, ctxt, host, instance_uuid, clean_shutdown=True):
         self._cast(ctxt, host, "stop_instance", instance_uuid=instance_uuid,
@@ -79,12 +82,13 @@ class ComputeAPI:
                           clean_shutdown=clean_shutdown)
 
     def finish_resize(self, ctxt, host, instance_uuid, migration_uuid, disk_info=None,
-                      power_on=True, availability_zone=None):
-        """Destination: spawn with the new flavor (VERIFY_RESIZE), in ``host``'s zone."""
+                      power_on=True, availability_zone=None, port_profiles=None):
+        """Destination: spawn with the new flavor (VERIFY_RESIZE), in ``host``'s zone,
+        its ports' bindings with ``port_profiles``."""
         return self._call(ctxt, host, "finish_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
                           disk_info=disk_info, power_on=power_on,
-                          availability_zone=availability_zone)
+                          availability_zone=availability_zone, port_profiles=port_profiles)
 
     def confirm_resize(self, ctxt, host, instance_uuid, migration_uuid):
         """Source: drop the kept copy and the migration's allocation."""
@@ -98,13 +102,13 @@ class ComputeAPI:
                           rollback=rollback)
 
     def finish_revert_resize(self, ctxt, host, instance_uuid, migration_uuid, power_on=True,
-                             rollback=False, availability_zone=None):
+                             rollback=False, availability_zone=None, port_profiles=None):
         """Source: the old guest back (and the source allocation unless rollback),
-        in ``host``'s zone."""
+        in ``host``'s zone, its ports' bindings with ``port_profiles``."""
         return self._call(ctxt, host, "finish_revert_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
                           power_on=power_on, rollback=rollback,
-                          availability_zone=availability_zone)
+                          availability_zone=availability_zone, port_profiles=port_profiles)
 
     # -- volumes -----------------------------------------------------------------------
 

@@ -110,7 +110,9 @@ class ConductorMoves:
                 ctxt, migration["source_compute"], instance_uuid, migration_uuid,
                 power_on=inst.power_state == power_state.RUNNING,
                 availability_zone=aggregates.host_availability_zone(
-                    self.api_db, migration["source_compute"], self.conf.default_availability_zone))
+                    self.api_db, migration["source_compute"], self.conf.default_availability_zone),
+                port_profiles=utils.held_port_profiles(
+                    self.placement, self._load_request_spec(instance_uuid), migration_uuid))
             self._set_spec_flavor(instance_uuid, dbmoves.flavors(cell_db, instance_uuid)["cur"])
         except Exception as exc:
             dbmoves.update_migration(cell_db, migration_uuid, status=ms.ERROR)

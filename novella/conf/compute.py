@@ -44,6 +44,12 @@ simulated_opts = [
     cfg.IntOpt("disk_content_kb", default=4,
                help="Real bytes written per simulated disk, after its size header."),
     cfg.StrOpt("hypervisor_type", default="fake"),
+    cfg.ListOpt("resource_provider_bandwidths", default=[],
+                help="physnet:egress_kbps:ingress_kbps triples: the minimum-bandwidth "
+                     "capacity the host's simulated network agent reports per physical "
+                     "network (as Neutron's [ovs] resource_provider_bandwidths), for ports "
+                     "with a minimum-bandwidth QoS rule. A physnet named 'tunnel' stands "
+                     "for networks without one."),
 ]
 pci_opts = [
     cfg.MultiStrOpt("alias", default=[],

@@ -783,7 +783,7 @@ class NetworkAPI:
         """The server now runs on ``host``: its ports' active bindings point there.
 
         An INACTIVE binding on ``host`` is activated; otherwise the active binding
-        is moved to ``host``. ``port_profiles`` replaces the profile (e.g. the
+        is moved to ``host``. ``port_profiles`` is merged into the profile (e.g. the
         destination's resource allocation). Returns the network_info.
         """
         with self.db.session(write=True) as s:
@@ -792,7 +792,7 @@ class NetworkAPI:
                 if existing is not None and existing.status == INACTIVE:
                     self._activate(s, p, host)
                 active = self._active(s, p.id)
-                profile = dict((port_profiles or {}).get(p.id, active.profile or {}))
+                profile = dict(active.profile or {}, **(port_profiles or {}).get(p.id, {}))
                 profile.pop("migrating_to", None)  # the move is over
                 self._rebind_active(s, p, host, profile)
             return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]

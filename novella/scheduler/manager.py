@@ -42,7 +42,8 @@ class SchedulerManager:
         rr = self.resource_request(spec)
         try:
             candidates = self.placement.get_allocation_candidates(
-                rr.query_groups(), limit=rr.limit, group_policy=rr.group_policy)
+                rr.query_groups(), limit=rr.limit, group_policy=rr.group_policy,
+                same_subtree=rr.same_subtree)
         except placement_client.PlacementError as exc:
             raise NoValidHost(f"Placement rejected the request: {exc.detail}") from exc
         if not len(candidates):

@@ -41,6 +41,7 @@ class ResourceRequest:
         self.groups = {"": RequestGroup(suffix="")}
         self.group_policy = None
         self.limit = limit
+        self.same_subtree = []  # lists of suffixes (a port's bandwidth and packet rate)
 
     def group(self, suffix):
         g = self.groups.get(suffix)
@@ -81,6 +82,9 @@ class ResourceRequest:
             g.member_of.extend(list(aggs) for aggs in req.get("member_of") or [])
             if req.get("in_tree"):
                 g.in_tree = req["in_tree"]
+            subtree = sorted(req.get("same_subtree") or [])
+            if len(subtree) > 1 and subtree not in rr.same_subtree:
+                rr.same_subtree.append(subtree)
         root.member_of.extend(list(aggs) for aggs in member_of)
         if in_tree:
             for g in rr.groups.values():
@@ -143,6 +147,7 @@ class ResourceRequest:
             params.append(("limit", str(self.limit)))
         if self.group_policy:
             params.append(("group_policy", self.group_policy))
+        params.extend(("same_subtree", ",".join(suffixes)) for suffixes in self.same_subtree)
         return params
 
 
@@ -157,3 +162,36 @@ def selection(host_state, allocation_request, version, limits=None, availability
             "availability_zone": availability_zone,
             "allocation_request": allocation_request,
             "allocation_request_version": version, "limits": limits or {}}
+
+
+def port_profiles(requested_resources, mappings=None, allocations=None, traits_of=None):
+    """``{port id: {"allocation": {request group id: provider uuid}}}`` for the
+    request groups of a server's ports (``requested_resources`` entries with a
+    ``requester_id``): what each port's binding profile says it was given.
+
+    A group's provider is placement's answer in ``mappings`` (an allocation
+    request's, 1.34) when there is one; else, from a consumer's
+    ``allocations`` ``{provider: {"resources": ...}}``, the provider that
+    holds every resource class of the group and has its required traits
+    (``traits_of(provider)`` -> set). Raises ValueError when none does.
+    """
+    out = {}
+    for group in requested_resources or []:
+        port, suffix = group.get("requester_id"), group.get("suffix")
+        if not port or not suffix:
+            continue
+        provider = ((mappings or {}).get(suffix) or [None])[0]
+        if provider is None:
+            provider = _provider_of(group, allocations or {}, traits_of)
+        out.setdefault(port, {"allocation": {}})["allocation"][suffix] = provider
+    return out
+
+
+def _provider_of(group, allocations, traits_of):
+    wanted = set(group.get("resources") or {})
+    required = set(group.get("required_traits") or [])
+    for provider in sorted(allocations):
+        held = set((allocations[provider].get("resources") or {}))
+        if wanted <= held and (not required or required <= set(traits_of(provider))):
+            return provider
+    raise ValueError(f"no provider in the allocation satisfies request group {group.get('suffix')}")

@@ -59,6 +59,16 @@ class ComputeDriver:
         """os-traits names (or CUSTOM_*) describing what the node can do."""
         return []
 
+    def get_network_providers(self, nodename):
+        """The host's network bandwidth, as its network agent reports it.
+
+        ``[{"name", "inventories": {resource class: total}, "traits": [...]}]``,
+        each reported as a child provider of the node (Neutron's
+        ``<host>:<agent>:<device>`` providers); ports that ask for minimum
+        bandwidth are given some of it.
+        """
+        return []
+
     def list_instances(self):
         """uuids of the guests the hypervisor knows."""
         raise NotImplementedError

@@ -25,6 +25,8 @@ import os
 import shutil
 import threading
 
+import os_traits
+
 from novella.compute.states import power_state
 from novella.virt import driver as driver_mod
 
@@ -164,6 +166,8 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self.numa_cells = max(1, opt("numa_cells", sim.numa_cells))
         self.pci_spec = list(opt("pci_devices", sim.pci_devices))
         self.extra_traits = list(opt("traits", sim.traits))
+        self.bandwidths = list(opt("resource_provider_bandwidths",
+                                   sim.resource_provider_bandwidths))
         self.content_bytes = max(0, sim.disk_content_kb) * 1024
         self.hypervisor_type = sim.hypervisor_type
         self.root = os.path.abspath(opt("instances_path", conf.instances_path))
@@ -322,6 +326,20 @@ class SimulatedDriver(driver_mod.ComputeDriver):
 
     def get_traits(self, nodename=None):
         return sorted(set(DEFAULT_TRAITS) | set(self.extra_traits))
+
+    def get_network_providers(self, nodename=None):
+        providers = []
+        for spec in self.bandwidths:
+            physnet, egress, ingress = spec.split(":")
+            inventories = {rc: int(kbps) for rc, kbps in (("NET_BW_EGR_KILOBIT_PER_SEC", egress),
+                                                          ("NET_BW_IGR_KILOBIT_PER_SEC", ingress))
+                           if int(kbps) > 0}
+            traits = ["CUSTOM_VNIC_TYPE_NORMAL"]
+            if physnet != "tunnel":
+                traits.append(os_traits.normalize_name("PHYSNET_" + physnet))
+            providers.append({"name": f"{nodename or self.nodename}:Open vSwitch agent:{physnet}",
+                              "inventories": inventories, "traits": sorted(traits)})
+        return providers
 
     def list_instances(self):
         if not os.path.isdir(self.path):

@@ -33,6 +33,7 @@ from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db.engine import insert_row, insert_rows
 from novella.placement import client as placement_client
+from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
 
@@ -186,7 +187,10 @@ class BuildOnHost(BuildTask):
                     request_spec=b.request_spec, node=sel["nodename"],
                     allocations=sel["allocation_request"]["allocations"],
                     requested_networks=b.requested_networks,
-                    block_device_mappings=b.build_request.get("block_device_mappings") or [])
+                    block_device_mappings=b.build_request.get("block_device_mappings") or [],
+                    port_profiles=scheduler_utils.port_profiles(
+                        b.request_spec.get("requested_resources"),
+                        mappings=sel["allocation_request"].get("mappings")))
                 return
             except compute_exc.RescheduledException as exc:
                 LOG.info("build of %s on %s rescheduled: %s", b.instance_uuid,

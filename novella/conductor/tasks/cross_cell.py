@@ -52,6 +52,7 @@ from novella.db import cross_cell as dbx
 from novella.db import moves as dbmoves
 from novella.db import records
 from novella.placement import client as placement_client
+from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
 
@@ -165,7 +166,9 @@ class PrepResizeAtDestTask(CrossCellTask):
             try:
                 dest = x.dest_compute.prep_snapshot_based_resize_at_dest(
                     mv.ctxt, sel["service_host"], mv.instance_uuid, mv.migration_uuid,
-                    mv.new_flavor)
+                    mv.new_flavor, port_profiles=scheduler_utils.port_profiles(
+                        mv.request_spec.get("requested_resources"),
+                        mappings=sel["allocation_request"].get("mappings")))
             except Exception as exc:  # noqa: BLE001 - this host said no: try the next one
                 LOG.info("prep_snapshot_based_resize_at_dest of %s on %s failed: %s",
                          mv.instance_uuid, sel["service_host"], exc)

@@ -29,6 +29,7 @@ from novella.db import cells as cells_mod
 from novella.db import moves as dbmoves
 from novella.db import records
 from novella.placement import client as placement_client
+from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
 
@@ -211,9 +212,11 @@ class ResizeInstance(MoveTask):
         mv.compute.revert_resize(mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
                                  rollback=True)
         mv.dest_reverted = True
-        mv.compute.finish_revert_resize(mv.ctxt, mv.source_host, mv.instance_uuid,
-                                        mv.migration_uuid, power_on=mv.was_running,
-                                        rollback=True, availability_zone=mv.source_zone)
+        mv.compute.finish_revert_resize(
+            mv.ctxt, mv.source_host, mv.instance_uuid, mv.migration_uuid,
+            power_on=mv.was_running, rollback=True, availability_zone=mv.source_zone,
+            port_profiles=utils.held_port_profiles(mv.placement, mv.request_spec,
+                                                   mv.migration_uuid))
 
 
 class FinishResize(MoveTask):
@@ -221,6 +224,11 @@ class FinishResize(MoveTask):
         mv = self.mv
         # The server shows its new host's zone (the scheduler kept a server
         # that asked for a zone in it).
-        mv.compute.finish_resize(mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
-                                 disk_info=mv.disk_info, power_on=mv.was_running,
-                                 availability_zone=mv.selection.get("availability_zone"))
+        # The ports' bindings name the destination's providers.
+        mv.compute.finish_resize(
+            mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
+            disk_info=mv.disk_info, power_on=mv.was_running,
+            availability_zone=mv.selection.get("availability_zone"),
+            port_profiles=scheduler_utils.port_profiles(
+                mv.request_spec.get("requested_resources"),
+                mappings=mv.selection["allocation_request"].get("mappings")))

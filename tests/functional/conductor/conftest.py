@@ -47,10 +47,12 @@ class FakeCompute:
         self.abort = False
 
     def build_and_run_instance(self, ctxt, instance_uuid, request_spec, node, allocations,
-                               requested_networks=None, block_device_mappings=None):
+                               requested_networks=None, block_device_mappings=None,
+                               port_profiles=None):
         self.calls.append({"instance_uuid": instance_uuid, "node": node,
                            "allocations": allocations, "requested_networks": requested_networks,
-                           "block_device_mappings": block_device_mappings})
+                           "block_device_mappings": block_device_mappings,
+                           "port_profiles": port_profiles})
         with records.action_event(self.cell_db, ctxt, instance_uuid,
                                   "compute_build_and_run_instance", host=self.host):
             if self.abort:

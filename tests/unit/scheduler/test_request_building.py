@@ -74,3 +74,17 @@ def test_total_resources_sums_groups():
     spec = {"flavor": _flavor(**{"resources1:VCPU": "1"})}
     assert ResourceRequest.from_request_spec(spec).total_resources() == {
         "VCPU": 3, "MEMORY_MB": 2048, "DISK_GB": 27}
+
+
+def test_a_ports_groups_share_a_subtree():
+    both = ["g-bw", "g-pps"]
+    spec = {"flavor": _flavor(), "requested_resources": [
+        {"suffix": "g-bw", "requester_id": "p1", "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 10},
+         "same_subtree": both},
+        {"suffix": "g-pps", "requester_id": "p1",
+         "resources": {"NET_PACKET_RATE_KILOPACKET_PER_SEC": 5}, "same_subtree": both},
+        {"suffix": "g2", "requester_id": "p2", "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1},
+         "same_subtree": ["g2"]}]}
+    params = _params(spec)
+    assert params.count(("same_subtree", "g-bw,g-pps")) == 1
+    assert [p for p in params if p[0] == "same_subtree"] == [("same_subtree", "g-bw,g-pps")]
