@@ -153,7 +153,7 @@ class NetworkAPI:
         self.db.require_schema("network")  # tables made by `novella manage api_db sync`
         # Fault injection: binding a port to one of these hosts fails.
         self.unbindable_hosts = set()
-        # {subnet id: {pool start: the lowest address free when last looked}}
+        # {network id: {(subnet id, pool start): the lowest address free when last looked}}
         self._free_from = {}
 
     # --- QoS policies --------------------------------------------------------------
@@ -412,8 +412,9 @@ class NetworkAPI:
         address freed by another process is found then, or when nothing above
         the hint is free.
         """
-        hints = self._free_from.setdefault(sn.id, {})
-        hint = max(start, hints.pop(start, start))
+        hints = self._free_from.setdefault(sn.network_id, {})
+        key = (sn.id, start)
+        hint = max(start, hints.pop(key, start))
         # From the hint to the end, then (for what another process freed) the rest.
         for first, last in ((hint, end), (start, hint - 1)):
             value = first
@@ -424,7 +425,7 @@ class NetworkAPI:
                 for text in window:
                     if text not in taken:
                         free = _ip_int(sn.ip_version, text)
-                        hints[start] = free  # still free if this transaction rolls back
+                        hints[key] = free  # still free if this transaction rolls back
                         return free
                 value += len(window)
         return None
@@ -531,8 +532,7 @@ class NetworkAPI:
             self._delete_port(s, self._port(s, port_id, lock=True))
 
     def _delete_port(self, s, p):
-        for sn in self._subnets_of(s, p.network_id):  # its addresses are free again
-            self._free_from.pop(sn.id, None)
+        self._free_from.pop(p.network_id, None)  # its addresses are free again
         s.execute(sa.delete(models.IPAllocation).where(models.IPAllocation.port_id == p.id))
         s.execute(sa.delete(models.PortBinding).where(models.PortBinding.port_id == p.id))
         s.delete(p)
