@@ -345,15 +345,16 @@ class ResourceTracker:
             records.guarded_update(conn, uuid, host=self.host, node=self.nodename,
                                    launched_on=self.host, **guarded)
             extra = instance.extra
-            if extra is None or numa or pci or extra.numa_topology or extra.pci_devices:
+            recorded = extra is not None and bool(extra.numa_topology or extra.pci_devices)
+            if extra is None or numa or pci or recorded:
                 claimed = {"numa_topology": _dumps(numa), "pci_devices": _dumps(pci)}
                 if not conn.execute(_SET_CLAIM, {"b_uuid": uuid, "b_numa": claimed["numa_topology"],
                                                  "b_pci": claimed["pci_devices"]}).rowcount:
                     insert_row(conn, m.InstanceExtra, dict(claimed, instance_uuid=uuid))
-            if numa is None and pci is None:
-                self._add_usage(conn, flavor)
-            else:
+            if numa or pci or recorded:
                 self._write_usage(conn)
+            else:
+                self._add_usage(conn, flavor)
         return Claim(self, uuid, numa, pci)
 
     def _add_usage(self, conn, flavor, count=1):
