@@ -134,3 +134,16 @@ def test_no_host_with_the_bandwidth_left_means_no_valid_host(make_cloud):
     assert "No valid host" in cloud.fault(sid) or "No valid host" in cloud.server(sid)["fault"]["message"]
     assert _bandwidth_used(cloud) == {_bw(host): BW}
     assert _bound(cloud, second) == ("", [])
+
+
+
+def test_a_rescheduled_build_binds_the_port_to_the_alternate_provider(cloud):
+    port = _port(cloud)
+    simulated.inject_fault(None, "spawn", times=1)   # the first host tried fails once
+    sid = _boot(cloud, port)
+    host = cloud.host_of(sid)
+    other = next(h for h in cloud.aio.computes if h != host)
+    assert not simulated.pending_faults(None)
+    assert _held(cloud, sid) == {host: TINY, _bw(host): BW}
+    assert _bound(cloud, port) == (host, [_bw(host)])
+    assert _bandwidth_used(cloud) == {_bw(host): BW, _bw(other): {rc: 0 for rc in BW}}
