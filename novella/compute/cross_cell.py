@@ -26,24 +26,12 @@ migration status are then the conductor's to restore.
 """
 import contextlib
 import json
-import logging
 
+from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.db import cell_models as m
 from novella.db import moves as dbmoves
-
-LOG = logging.getLogger(__name__)
-
-
-def _quietly(what):
-    @contextlib.contextmanager
-    def guard():
-        try:
-            yield
-        except Exception:  # noqa: BLE001 - a cleanup step never hides the original error
-            LOG.exception("cleanup step %s failed", what)
-    return guard()
 
 
 class ComputeCrossCell:
@@ -108,10 +96,10 @@ class ComputeCrossCell:
                                                         port_profiles=port_profiles)
             except Exception:
                 if self.network_api is not None:
-                    with _quietly("delete port bindings"):
+                    with cleanup.step("delete port bindings"):
                         self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
                 if claim is not None:
-                    with _quietly("abort claim"):
+                    with cleanup.step("abort claim"):
                         claim.abort()
                 dbmoves.set_flavors(self.cell_db, instance_uuid, cur)
                 raise
@@ -159,14 +147,14 @@ class ComputeCrossCell:
                 self.rt.apply_migration_context(ctxt, instance_uuid)
             except Exception:
                 if spawned:
-                    with _quietly("destroy"):
+                    with cleanup.step("destroy"):
                         self.driver.destroy(ctxt, self.instance_dict(inst, new),
                                             destroy_disks=True)
                 if activated:
-                    with _quietly("activate source bindings"):
+                    with cleanup.step("activate source bindings"):
                         self.network_api.activate_port_bindings(ctxt, instance_uuid,
                                                                 mig["source_compute"])
-                with _quietly("reset the copy"):
+                with cleanup.step("reset the copy"):
                     self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                                  host=mig["source_compute"], node=mig["source_node"])
                 raise
@@ -238,14 +226,14 @@ class ComputeCrossCell:
                 self._plug_volumes(ctxt, inst, connect=False)
             except Exception:
                 if unplugged:
-                    with _quietly("reconnect volumes"):
+                    with cleanup.step("reconnect volumes"):
                         self._plug_volumes(ctxt, inst, connect=True)
                 if powered_off and was_running:
-                    with _quietly("power on"):
+                    with cleanup.step("power on"):
                         self.driver.power_on(ctxt, self.instance_dict(inst),
                                              self.network_info(inst),
                                              self.block_device_info(instance_uuid))
-                with _quietly("reset task state"):
+                with cleanup.step("reset task state"):
                     self._update(instance_uuid, task_state=task_states.RESIZE_PREP)
                 raise
             self._migration(migration_uuid, status=ms.POST_MIGRATING)

@@ -20,9 +20,11 @@ import uuid as uuid_mod
 import sqlalchemy as sa
 
 from novella.compute import SERVICE_VERSION
+from novella.compute import cleanup
 from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
 from novella.compute.cross_cell import ComputeCrossCell
+from novella.compute.live_migration import ComputeLiveMigration
 from novella.compute.moves import ComputeMoves
 from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
@@ -46,7 +48,7 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
+class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, ComputeVolumes):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf
@@ -96,7 +98,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
             deleted = set(s.scalars(sa.select(m.Instance.uuid).where(
                 m.Instance.uuid.in_(guests), m.Instance.deleted != 0))) - live
         for uuid in deleted:
-            with _logged("destroy deleted guest"):
+            with cleanup.step("destroy deleted guest"):
                 self.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
 
     def start_service(self):
@@ -400,18 +402,18 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
                                                    records.UnexpectedTaskStateError))
         stand_in = inst or _Gone(instance_uuid)
         if done["spawned"]:
-            with _logged("destroy"):
+            with cleanup.step("destroy"):
                 self.driver.destroy(ctxt, self.instance_dict(stand_in, flavor),
                                     destroy_disks=True)
         if done["attachments"] and self.volume_api is not None:
             for attachment_id in done["attachments"]:
-                with _logged("attachment_delete"):
+                with cleanup.step("attachment_delete"):
                     self.volume_api.attachment_delete(ctxt, attachment_id)
         if done["network"]:
-            with _logged("deallocate_for_instance"):
+            with cleanup.step("deallocate_for_instance"):
                 self._deallocate_network(ctxt, stand_in)
         if done["claim"] is not None:
-            with _logged("abort claim"):
+            with cleanup.step("abort claim"):
                 done["claim"].abort()
         if inst is not None:
             self._notify(ctxt, inst, "instance.create.error", fault=exc, flavor=flavor,
@@ -419,7 +421,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeVolumes):
         reason = str(exc) or type(exc).__name__
         if aborted:
             return exc_mod.BuildAbortException(instance_uuid=instance_uuid, reason=reason)
-        with _logged("reset for reschedule"):
+        with cleanup.step("reset for reschedule"):
             records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
             with self.cell_db.session(write=True) as s:
                 row = records.get_instance(s, instance_uuid)
@@ -548,12 +550,3 @@ class _Gone:
         self.image_ref = self.vm_state = self.availability_zone = None
         self.vcpus = self.memory_mb = self.root_gb = self.ephemeral_gb = 0
         self.extra = self.info_cache = None
-
-
-@contextlib.contextmanager
-def _logged(what):
-    """Run a cleanup step; a failure is logged, never raised over the original error."""
-    try:
-        yield
-    except Exception:  # noqa: BLE001
-        LOG.exception("cleanup step %s failed", what)

@@ -110,6 +110,34 @@ class ComputeAPI:
                           power_on=power_on, rollback=rollback,
                           availability_zone=availability_zone, port_profiles=port_profiles)
 
+    # -- live migration (novella/compute/live_migration.py) ------------------------------
+
+    def prepare_live_migration_at_destination(self, ctxt, host, instance_uuid, migration_uuid,
+                                              port_profiles=None):
+        return self._call(ctxt, host, "prepare_live_migration_at_destination",
+                          timeout=self.long_timeout, instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid, port_profiles=port_profiles)
+
+    def live_migration(self, ctxt, host, instance_uuid, migration_uuid, dest):
+        return self._call(ctxt, host, "live_migration", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid, dest=dest)
+
+    def post_live_migration_at_destination(self, ctxt, host, instance_uuid, migration_uuid,
+                                           attachments=None):
+        return self._call(ctxt, host, "post_live_migration_at_destination",
+                          timeout=self.long_timeout, instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid, attachments=attachments)
+
+    def post_live_migration_at_source(self, ctxt, host, instance_uuid, migration_uuid):
+        return self._call(ctxt, host, "post_live_migration_at_source", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid)
+
+    def rollback_live_migration_at_destination(self, ctxt, host, instance_uuid, migration_uuid,
+                                               attachments=None):
+        return self._call(ctxt, host, "rollback_live_migration_at_destination",
+                          timeout=self.long_timeout, instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid, attachments=attachments)
+
     # -- volumes -----------------------------------------------------------------------
 
     def attach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id, device=None,

@@ -103,3 +103,7 @@ class migration_status:  # noqa: N801
     FAILED = "failed"
     DONE = "done"
     ACCEPTED = "accepted"
+    # live migration: accepted -> preparing -> running -> completed (or error)
+    PREPARING = "preparing"
+    RUNNING = "running"
+    COMPLETED = "completed"

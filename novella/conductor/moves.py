@@ -3,6 +3,7 @@
     migrate_server   resize or cold migrate: the task list of tasks/migrate.py
     confirm_resize   source confirm_resize (the migration's allocation goes)
     revert_resize    destination revert_resize, then source finish_revert_resize
+    live_migrate_instance  the task list of tasks/live_migrate.py
 
 The API has already written the migration row (pre-migrating), set the task
 state and started the instance action; these methods finish the action.
@@ -15,6 +16,7 @@ import sqlalchemy as sa
 
 from novella.compute.states import migration_status as ms, power_state
 from novella.conductor import utils
+from novella.conductor.tasks import live_migrate as live_migrate_tasks
 from novella.conductor.tasks import migrate as migrate_tasks
 from novella.conductor.tasks.base import TaskList
 from novella.db import aggregates
@@ -78,6 +80,26 @@ class ConductorMoves:
                      instance_uuid)
         else:
             self._set_spec_flavor(instance_uuid, mv.new_flavor)
+        finally:
+            records.finish_action(cell_db, ctxt, instance_uuid)
+        return {"completed": tasks.completed, "failed_task": tasks.failed_task,
+                "rolled_back": tasks.rolled_back}
+
+    def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
+        """Live-migrate a running server inside its cell (tasks/live_migrate.py)."""
+        cell, cell_db, inst = self._instance(instance_uuid)
+        migration = dbmoves.get_migration(cell_db, migration_uuid)
+        mv = migrate_tasks.Move(self.conf, self.placement, self.scheduler, ctxt, cell, inst,
+                                migration, inst.flavor, self._load_request_spec(instance_uuid),
+                                target_host=host)
+        tasks = TaskList(f"live-migrate {instance_uuid}", live_migrate_tasks.live_migrate_tasks(mv))
+        try:
+            with records.action_event(cell_db, ctxt, instance_uuid,
+                                      live_migrate_tasks.CONDUCTOR_EVENT):
+                tasks.run()
+                live_migrate_tasks.complete(mv)
+        except Exception:  # noqa: BLE001 - rolled back; the fault and migration say why
+            LOG.info("live migration %s of %s failed", migration_uuid, instance_uuid)
         finally:
             records.finish_action(cell_db, ctxt, instance_uuid)
         return {"completed": tasks.completed, "failed_task": tasks.failed_task,

@@ -46,3 +46,10 @@ class ConductorAPI:
         """Revert a move in VERIFY_RESIZE (cast)."""
         self.transport.cast(ctxt, TOPIC, None, "revert_resize", instance_uuid=instance_uuid,
                             migration_uuid=migration_uuid)
+
+    # -- live migration (novella/conductor/live_migrate.py) ------------------------------
+
+    def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
+        """Live-migrate a running server inside its cell, to ``host`` or a scheduled one (cast)."""
+        self.transport.cast(ctxt, TOPIC, None, "live_migrate_instance",
+                            instance_uuid=instance_uuid, migration_uuid=migration_uuid, host=host)

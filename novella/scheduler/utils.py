@@ -187,6 +187,12 @@ def port_profiles(requested_resources, mappings=None, allocations=None, traits_o
     return out
 
 
+def selection_port_profiles(request_spec, selection):
+    """``port_profiles`` of the spec's ports on a host the scheduler selected."""
+    return port_profiles(request_spec.get("requested_resources"),
+                         mappings=selection["allocation_request"].get("mappings"))
+
+
 def _provider_of(group, allocations, traits_of):
     wanted = set(group.get("resources") or {})
     required = set(group.get("required_traits") or [])

@@ -157,6 +157,34 @@ class ComputeDriver:
         """Upload the root disk's bytes as image ``image_id``."""
         raise NotImplementedError
 
+    # -- live migration ------------------------------------------------------
+
+    def pre_live_migration(self, ctxt, instance, block_device_info, network_info):
+        """Destination, before the move: ready to receive the running guest
+        with these volumes (connected to this host) and ports."""
+        raise NotImplementedError
+
+    def live_migration(self, ctxt, instance, dest):
+        """Source: move the running guest, its memory and local disks to ``dest``.
+
+        On return the guest runs on ``dest``; what is left of it here stays
+        until ``cleanup_live_migration_source``, and a failed move leaves the
+        guest here running.
+        """
+        raise NotImplementedError
+
+    def post_live_migration_at_destination(self, ctxt, instance, network_info):
+        """Destination, after the move: the guest here is the server (on these ports)."""
+        raise NotImplementedError
+
+    def cleanup_live_migration_source(self, ctxt, instance):
+        """Source, after the move: remove what is left of the guest here."""
+        raise NotImplementedError
+
+    def rollback_live_migration_at_destination(self, ctxt, instance):
+        """Destination, after a failed move: remove whatever arrived here."""
+        raise NotImplementedError
+
 
 DRIVERS = {
     "simulated": "novella.virt.simulated.SimulatedDriver",

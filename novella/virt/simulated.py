@@ -508,6 +508,40 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                 domain["network_info"] = network_info
             self._save(domain)
 
+    # -- live migration -------------------------------------------------------
+
+    def pre_live_migration(self, ctxt, instance, block_device_info, network_info):
+        self._fault("pre_live_migration", instance["uuid"])
+        self._check_exported_here(block_device_info)
+
+    def live_migration(self, ctxt, instance, dest):
+        """The guest's directory copied to ``dest`` and running there (ours is
+        left as it was until the cleanup, so a failed move needs nothing here)."""
+        uuid = instance["uuid"]
+        self._fault("live_migration", uuid)
+        with self._lock:
+            domain = self._load(uuid)
+            target = self.instance_dir(uuid, host=dest)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(self.instance_dir(uuid), target)
+            with open(os.path.join(target, "domain.json"), "w") as f:
+                json.dump(dict(domain, power_state=power_state.RUNNING), f)
+
+    def post_live_migration_at_destination(self, ctxt, instance, network_info):
+        uuid = instance["uuid"]
+        self._fault("post_live_migration_at_destination", uuid)
+        with self._lock:
+            domain = self._load(uuid)
+            domain["network_info"] = network_info or []
+            self._save(domain)
+
+    def cleanup_live_migration_source(self, ctxt, instance):
+        self._fault("cleanup_live_migration_source", instance["uuid"])
+        shutil.rmtree(self.instance_dir(instance["uuid"]), ignore_errors=True)
+
+    def rollback_live_migration_at_destination(self, ctxt, instance):
+        shutil.rmtree(self.instance_dir(instance["uuid"]), ignore_errors=True)
+
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):
         uuid = instance["uuid"]
         self._fault("snapshot", uuid)

@@ -188,9 +188,7 @@ class BuildOnHost(BuildTask):
                     allocations=sel["allocation_request"]["allocations"],
                     requested_networks=b.requested_networks,
                     block_device_mappings=b.build_request.get("block_device_mappings") or [],
-                    port_profiles=scheduler_utils.port_profiles(
-                        b.request_spec.get("requested_resources"),
-                        mappings=sel["allocation_request"].get("mappings")))
+                    port_profiles=scheduler_utils.selection_port_profiles(b.request_spec, sel))
                 return
             except compute_exc.RescheduledException as exc:
                 LOG.info("build of %s on %s rescheduled: %s", b.instance_uuid,

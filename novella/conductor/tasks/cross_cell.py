@@ -43,7 +43,7 @@ from novella.compute.states import migration_status as ms, power_state
 from novella.compute import states as vm_states
 from novella import rpc
 from novella.conductor.tasks.base import Task
-from novella.conductor.tasks.migrate import MaxRetriesExceeded
+from novella.conductor.tasks.migrate import on_a_destination
 from novella.db import aggregates
 from novella.db import api_models as am
 from novella.db import cell_models as cm
@@ -51,7 +51,6 @@ from novella.db import cells as cells_mod
 from novella.db import cross_cell as dbx
 from novella.db import moves as dbmoves
 from novella.db import records
-from novella.placement import client as placement_client
 from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
@@ -157,45 +156,19 @@ class PrepResizeAtDestTask(CrossCellTask):
 
     def execute(self):
         x, mv = self.x, self.mv
-        reasons = []
-        for attempt, sel in enumerate(mv.host_list):
-            if attempt and not self._claim(sel):
-                reasons.append(f"{sel['service_host']}: claim refused")
-                continue
-            mv.selection = sel
-            try:
-                dest = x.dest_compute.prep_snapshot_based_resize_at_dest(
-                    mv.ctxt, sel["service_host"], mv.instance_uuid, mv.migration_uuid,
-                    mv.new_flavor, port_profiles=scheduler_utils.port_profiles(
-                        mv.request_spec.get("requested_resources"),
-                        mappings=sel["allocation_request"].get("mappings")))
-            except Exception as exc:  # noqa: BLE001 - this host said no: try the next one
-                LOG.info("prep_snapshot_based_resize_at_dest of %s on %s failed: %s",
-                         mv.instance_uuid, sel["service_host"], exc)
-                reasons.append(f"{sel['service_host']}: {exc}")
-                mv.placement.delete_allocations(mv.instance_uuid)  # the refused claim
-                continue
-            dbmoves.update_migration(x.source_db, mv.migration_uuid, dest_compute=dest["host"],
-                                     dest_node=dest["node"], dest_host=dest["dest_host"])
-            # The copy shows the zone it lands in (a server without a requested zone
-            # may change zones); the source copy keeps its own for a revert.
-            records.update_instance(x.target_db, mv.instance_uuid,
-                                    availability_zone=aggregates.host_availability_zone(
-                                        x.api_db, dest["host"],
-                                        mv.conf.default_availability_zone))
-            return
-        mv.selection = None
-        raise MaxRetriesExceeded(mv.instance_uuid, reasons)
-
-    def _claim(self, sel):
-        mv = self.mv
-        request = sel["allocation_request"]
-        try:
-            return mv.placement.put_allocations(
-                mv.instance_uuid, request["allocations"], mv.project_id, mv.user_id,
-                consumer_generation=None, mappings=request.get("mappings"))
-        except placement_client.Conflict:
-            return False
+        dest = on_a_destination(mv, "prep_snapshot_based_resize_at_dest", lambda sel:
+                                x.dest_compute.prep_snapshot_based_resize_at_dest(
+                                    mv.ctxt, sel["service_host"], mv.instance_uuid,
+                                    mv.migration_uuid, mv.new_flavor,
+                                    port_profiles=scheduler_utils.selection_port_profiles(
+                                        mv.request_spec, sel)))
+        dbmoves.update_migration(x.source_db, mv.migration_uuid, dest_compute=dest["host"],
+                                 dest_node=dest["node"], dest_host=dest["dest_host"])
+        # The copy shows the zone it lands in (a server without a requested zone
+        # may change zones); the source copy keeps its own for a revert.
+        records.update_instance(x.target_db, mv.instance_uuid,
+                                availability_zone=aggregates.host_availability_zone(
+                                    x.api_db, dest["host"], mv.conf.default_availability_zone))
 
     def rollback(self, exc):
         x, mv = self.x, self.mv

@@ -75,6 +75,7 @@ class Move:
         self.selection = None
         self.disk_info = None
         self.dest_reverted = False
+        self.attachments = {}  # live migration: {volume id: the destination's attachment}
 
     @property
     def is_resize(self):
@@ -100,6 +101,42 @@ def migrate_tasks(mv):
 class MoveTask(Task):
     def __init__(self, move):
         self.mv = move
+
+
+def on_a_destination(mv, what, prepare):
+    """``prepare(selection)`` on the chosen destination, else on each alternate in turn.
+
+    An alternate is claimed in placement first (the instance as consumer) and
+    a host that refuses has its claim deleted before the next is tried.
+    Returns what ``prepare`` returned; raises MaxRetriesExceeded when no host
+    accepts. ``what`` names the step in the log.
+    """
+    reasons = []
+    for attempt, sel in enumerate(mv.host_list):
+        if attempt and not _claim_alternate(mv, sel):
+            reasons.append(f"{sel['service_host']}: claim refused")
+            continue
+        mv.selection = sel
+        try:
+            return prepare(sel)
+        except Exception as exc:  # noqa: BLE001 - the host said no: try the next one
+            LOG.info("%s of %s on %s failed: %s", what, mv.instance_uuid,
+                     sel["service_host"], exc)
+            reasons.append(f"{sel['service_host']}: {exc}")
+        mv.placement.delete_allocations(mv.instance_uuid)  # release the refused claim
+    mv.selection = None
+    raise MaxRetriesExceeded(mv.instance_uuid, reasons)
+
+
+def _claim_alternate(mv, sel):
+    request = sel["allocation_request"]
+    try:
+        return mv.placement.put_allocations(
+            mv.instance_uuid, request["allocations"], mv.project_id, mv.user_id,
+            consumer_generation=None, mappings=request.get("mappings"))
+    except placement_client.Conflict as exc:
+        LOG.info("alternate %s for %s refused: %s", sel["service_host"], mv.instance_uuid, exc)
+        return False
 
 
 class MigrationRecord(MoveTask):
@@ -162,34 +199,8 @@ class PrepResizeAtDest(MoveTask):
 
     def execute(self):
         mv = self.mv
-        reasons = []
-        for attempt, sel in enumerate(mv.host_list):
-            if attempt and not self._claim(sel):
-                reasons.append(f"{sel['service_host']}: claim refused")
-                continue
-            mv.selection = sel
-            try:
-                mv.compute.prep_resize(mv.ctxt, sel["service_host"], mv.instance_uuid,
-                                       mv.migration_uuid, mv.new_flavor)
-                return
-            except Exception as exc:  # noqa: BLE001 - the host said no: try the next one
-                LOG.info("prep_resize of %s on %s failed: %s", mv.instance_uuid,
-                         sel["service_host"], exc)
-                reasons.append(f"{sel['service_host']}: {exc}")
-            mv.placement.delete_allocations(mv.instance_uuid)  # release the failed claim
-        mv.selection = None
-        raise MaxRetriesExceeded(mv.instance_uuid, reasons)
-
-    def _claim(self, sel):
-        mv = self.mv
-        request = sel["allocation_request"]
-        try:
-            return mv.placement.put_allocations(
-                mv.instance_uuid, request["allocations"], mv.project_id, mv.user_id,
-                consumer_generation=None, mappings=request.get("mappings"))
-        except placement_client.Conflict as exc:
-            LOG.info("alternate %s for %s refused: %s", sel["service_host"], mv.instance_uuid, exc)
-            return False
+        on_a_destination(mv, "prep_resize", lambda sel: mv.compute.prep_resize(
+            mv.ctxt, sel["service_host"], mv.instance_uuid, mv.migration_uuid, mv.new_flavor))
 
     def rollback(self, exc):
         mv = self.mv
@@ -229,6 +240,4 @@ class FinishResize(MoveTask):
             mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
             disk_info=mv.disk_info, power_on=mv.was_running,
             availability_zone=mv.selection.get("availability_zone"),
-            port_profiles=scheduler_utils.port_profiles(
-                mv.request_spec.get("requested_resources"),
-                mappings=mv.selection["allocation_request"].get("mappings")))
+            port_profiles=scheduler_utils.selection_port_profiles(mv.request_spec, mv.selection))

@@ -1,5 +1,5 @@
 """Server actions that move a server inside its cell: resize, migrate,
-confirmResize, revertResize.
+confirmResize, revertResize, os-migrateLive.
 
 Each validates, checks policy and state, writes the migration row and the
 instance action, sets the task state and casts to the conductor, which owns
@@ -32,6 +32,21 @@ _migrate_schema = [
     ((2, 56), None, v.obj({"migrate": {"oneOf": [
         {"type": "null"},
         v.obj({"host": {"oneOf": [{"type": "null"}, v.string(1, 255)]}})]}}, ["migrate"])),
+]
+_live_host = {"oneOf": [{"type": "null"}, v.string(1, 255)]}
+_live_schema = [
+    ((2, 1), (2, 24), v.obj({"os-migrateLive": v.obj(
+        {"host": _live_host, "block_migration": v.boolean, "disk_over_commit": v.boolean},
+        ["host", "block_migration", "disk_over_commit"])}, ["os-migrateLive"])),
+    ((2, 25), (2, 29), v.obj({"os-migrateLive": v.obj(
+        {"host": _live_host, "block_migration": {"oneOf": [v.boolean, {"enum": ["auto"]}]}},
+        ["host", "block_migration"])}, ["os-migrateLive"])),
+    ((2, 30), (2, 67), v.obj({"os-migrateLive": v.obj(
+        {"host": _live_host, "block_migration": {"oneOf": [v.boolean, {"enum": ["auto"]}]},
+         "force": v.boolean}, ["host", "block_migration"])}, ["os-migrateLive"])),
+    ((2, 68), None, v.obj({"os-migrateLive": v.obj(
+        {"host": _live_host, "block_migration": {"oneOf": [v.boolean, {"enum": ["auto"]}]}},
+        ["host", "block_migration"])}, ["os-migrateLive"])),
 ]
 _confirm_schema = v.obj({"confirmResize": {"type": "null"}}, ["confirmResize"])
 _revert_schema = v.obj({"revertResize": {"type": "null"}}, ["revertResize"])
@@ -88,13 +103,40 @@ def migrate(req, rec, body):
                        host=host)
 
 
-def _check_target_host(req, rec, host):
-    """400 for an unknown host or the source, 409 for a disabled one."""
+@sa_mod.action("os-migrateLive", _live_schema)
+def live_migrate(req, rec, body):
+    """Move a running server to another host of its cell without stopping it.
+
+    ``block_migration`` and ``disk_over_commit`` are accepted and make no
+    difference (the simulated hosts copy local disks either way); ``force``
+    (2.30-2.67) still runs the scheduler's checks on the host asked for.
+    """
+    req.authorize("os_compute_api:os-migrate-server:migrate_live", sa_mod.target(rec))
+    host = body["os-migrateLive"].get("host")
+    sa_mod.check_unlocked(req, rec)
+    sa_mod.check_state(rec, "os-migrateLive", vm_states=(states.ACTIVE, states.PAUSED))
+    if host:
+        _check_target_host(req, rec, host, other_cells=False)
+    cell_db = sa_mod.start_task(req, rec, "live-migration", task_states.MIGRATING,
+                                expected_task_state=(None,))
+    migration = dbmoves.create_migration(cell_db, rec, "live-migration", rec["flavor"],
+                                         rec["flavor"], status=ms.ACCEPTED)
+    _conductor(req).live_migrate_instance(req.context, rec["uuid"], migration["uuid"],
+                                          host=host)
+    return 202, None
+
+
+def _check_target_host(req, rec, host, other_cells=True):
+    """400 for an unknown host or the source, 409 for a disabled one.
+
+    ``other_cells``: a host of another cell may be asked for (when the
+    cross-cell policy passes); live migration never leaves the cell.
+    """
     if host == rec["host"]:
         raise errors.BadRequest("The target host can't be the same one.")
     cell = cells_mod.host_cell(req.api.api_db, host)
     service = None
-    other_cell_ok = cell is not None and _cross_cell_allowed(req, rec)
+    other_cell_ok = other_cells and cell is not None and _cross_cell_allowed(req, rec)
     if cell is not None and rec["cell"] is not None and (cell.uuid == rec["cell"].uuid
                                                          or other_cell_ok):
         with cells_mod.cell_database(cell).session() as s:

@@ -1,0 +1,168 @@
+"""Live migration on a compute host (mixed into ComputeManager).
+
+The conductor drives it by calling, in order (docs/live-migration.md):
+
+    prepare_live_migration_at_destination   destination  claim (NUMA/PCI), INACTIVE port
+                                                         bindings naming this host's
+                                                         providers, volume attachments
+                                                         for this host, the driver's
+                                                         pre_live_migration
+    live_migration                          source       the driver moves the running guest
+    post_live_migration_at_destination      destination  bindings and attachments here
+                                                         become the server's; the instance
+                                                         is on this host
+    post_live_migration_at_source           source       the old guest, attachments and
+                                                         bindings go
+
+``rollback_live_migration_at_destination`` undoes the first two (what arrived
+here, the bindings, attachments and claim); the source's guest runs on
+untouched until the destination has taken over.
+"""
+import json
+
+from novella.compute import cleanup
+from novella.compute import states as vm_states
+from novella.compute.states import migration_status as ms, task_states
+from novella.db import cell_models as m
+from novella.db import records
+
+
+class ComputeLiveMigration:
+    """The live-migration steps of one host; needs the attributes of ComputeManager."""
+
+    # -- destination ------------------------------------------------------------------
+
+    def prepare_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
+                                              port_profiles=None):
+        """Make this host ready for the running guest; returns the new attachments.
+
+        ``{"host", "node", "attachments": {volume id: attachment id}}``. On
+        failure everything made here is given back and the error raised.
+        """
+        with self._move_step(ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
+                             "instance.live_migration_pre") as box:
+            inst = box[0]
+            mig = self._migration(migration_uuid)
+            made = {"claim": None, "bindings": False, "attachments": {}}
+            try:
+                made["claim"] = self.rt.resize_claim(
+                    ctxt, instance_uuid, records.flavor_of(inst),
+                    {"uuid": migration_uuid, "source_compute": mig["source_compute"],
+                     "source_node": mig["source_node"]})
+                if self.network_api is not None:
+                    self.network_api.bind_ports_to_host(ctxt, instance_uuid, self.host,
+                                                        port_profiles=port_profiles)
+                    made["bindings"] = True
+                block_device_info = self._attach_volumes_here(ctxt, inst, made["attachments"])
+                self.driver.pre_live_migration(ctxt, self.instance_dict(inst), block_device_info,
+                                               self.network_info(inst))
+            except Exception:
+                self._undo_destination(ctxt, instance_uuid, made["bindings"],
+                                       made["attachments"], made["claim"] is not None)
+                raise
+            self._migration(migration_uuid, status=ms.PREPARING, dest_compute=self.host,
+                            dest_node=self.rt.nodename,
+                            dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
+        return {"host": self.host, "node": self.rt.nodename, "attachments": made["attachments"]}
+
+    def _attach_volumes_here(self, ctxt, inst, attachments):
+        """A second attachment of every volume, connected to this host; the
+        driver's view of them. ``attachments`` collects {volume id: attachment id}."""
+        vols = []
+        if self.volume_api is None:
+            return {"block_device_mapping": vols}
+        connector = self.driver.get_volume_connector(self.instance_dict(inst))
+        for bdm in self._bdms(inst.uuid):
+            if not self._is_volume(bdm):
+                continue
+            att = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid,
+                                                    connector=connector,
+                                                    mountpoint=bdm.device_name)
+            attachments[bdm.volume_id] = att["id"]
+            vols.append({"volume_id": bdm.volume_id, "boot_index": bdm.boot_index,
+                         "mount_device": bdm.device_name, "attachment_id": att["id"],
+                         "connection_info": dict(att.get("connection_info") or {},
+                                                 volume_id=bdm.volume_id)})
+        return {"block_device_mapping": vols}
+
+    def _undo_destination(self, ctxt, instance_uuid, bindings, attachments, claimed):
+        if bindings and self.network_api is not None:
+            with cleanup.step("delete port bindings"):
+                self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
+        for attachment_id in (attachments or {}).values():
+            with cleanup.step("delete volume attachment"):
+                self.volume_api.attachment_delete(ctxt, attachment_id)
+        if claimed:
+            with cleanup.step("drop the claim"):
+                self.rt.drop_move_claim(ctxt, instance_uuid)
+
+    def rollback_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
+                                               attachments=None):
+        """A failed live migration: nothing of the server stays on this host."""
+        with self._move_step(ctxt, instance_uuid,
+                             "compute_rollback_live_migration_at_destination") as box:
+            with cleanup.step("remove the guest copy"):
+                self.driver.rollback_live_migration_at_destination(
+                    ctxt, self.instance_dict(box[0]))
+            self._undo_destination(ctxt, instance_uuid, True, attachments, True)
+
+    def post_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
+                                           attachments=None):
+        """The guest runs here: its bindings, attachments and the instance are this host's.
+
+        The driver's step comes first: until it succeeds nothing has changed
+        hands, and the conductor's rollback finds the move as it was.
+        """
+        with self._move_step(ctxt, instance_uuid,
+                             "compute_post_live_migration_at_destination",
+                             "instance.live_migration_post_dest") as box:
+            inst = box[0]
+            self.driver.post_live_migration_at_destination(ctxt, self.instance_dict(inst),
+                                                           self.network_info(inst))
+            if self.network_api is not None:
+                self._save_network_info(instance_uuid, self.network_api.activate_port_bindings(
+                    ctxt, instance_uuid, self.host))
+            self._switch_attachments(ctxt, instance_uuid, attachments or {})
+            self.rt.apply_migration_context(ctxt, instance_uuid)
+            records.update_instance(
+                self.cell_db, instance_uuid, expected_task_state=task_states.MIGRATING,
+                host=self.host, node=self.rt.nodename, task_state=None,
+                vm_state=vm_states.ACTIVE, power_state=self._power(instance_uuid),
+                reload=False)
+            self.rt.drop_move_claim(ctxt, instance_uuid)
+
+    def _switch_attachments(self, ctxt, instance_uuid, attachments):
+        """The BDMs take this host's attachments; the source's are deleted."""
+        for bdm in self._bdms(instance_uuid):
+            new = attachments.get(bdm.volume_id)
+            if not self._is_volume(bdm) or not new:
+                continue
+            att = self.volume_api.attachment_complete(ctxt, new)
+            if bdm.attachment_id and bdm.attachment_id != new:
+                with cleanup.step("delete the source's volume attachment"):
+                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+            with self.cell_db.session(write=True) as s:
+                row = s.get(m.BlockDeviceMapping, bdm.id)
+                row.attachment_id = new
+                row.connection_info = json.dumps(dict(att.get("connection_info") or {},
+                                                      volume_id=bdm.volume_id))
+
+    # -- source -------------------------------------------------------------------------
+
+    def live_migration(self, ctxt, instance_uuid, migration_uuid, dest):
+        """Move the running guest to ``dest`` (its copy here stays until the cleanup)."""
+        with self._move_step(ctxt, instance_uuid, "compute_live_migration",
+                             "instance.live_migration_pre_start") as box:
+            self._migration(migration_uuid, status=ms.RUNNING)
+            self.driver.live_migration(ctxt, self.instance_dict(box[0]), dest)
+
+    def post_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
+        """The server runs elsewhere now: what is left of it here goes."""
+        with self._move_step(ctxt, instance_uuid, "compute_post_live_migration_at_source",
+                             "instance.live_migration_post") as box:
+            with cleanup.step("remove the source guest"):
+                self.driver.cleanup_live_migration_source(ctxt, self.instance_dict(box[0]))
+            if self.network_api is not None:
+                with cleanup.step("delete the source's port bindings"):
+                    self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
+            self.rt.refresh_usage()
