@@ -262,6 +262,21 @@ def test_openstack_cli(cloud):
     assert vol.status == "in-use"
     assert [(a["server_id"], a["host_name"]) for a in vol.attachments] == [(sid, target)]
 
+    # -- live migration back to the first host, the volume with it --------------------------
+    osc("--os-compute-api-version", "2.30", "server", "migrate", "--live-migration",
+        "--host", host, sid, fmt=False)
+    live = _wait("live migration", lambda: (lambda srv: srv if srv.status == "ACTIVE" and
+                                           not srv.task_state and srv.compute_host == host
+                                           else None)(admin.compute.get_server(sid)))
+    assert live.power_state == 1
+    assert _allocations(admin, sid) == {rps[host]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}}
+    vol = admin.block_storage.get_volume(volume["id"])
+    assert [(a["server_id"], a["host_name"]) for a in vol.attachments] == [(sid, host)]
+    live_migrations = osc("--os-compute-api-version", "2.59", "server", "migration", "list",
+                          "--server", sid, "--type", "live-migration")
+    assert [(m["Status"], m["Source Compute"], m["Dest Compute"]) for m in live_migrations] \
+        == [("completed", target, host)]
+
     # A member: another project's server is 404 (not found), migrate is 403.
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         other, migrate = pool.map(lambda args: cloud.run(*args, cloud="novella-demo", fmt=False), [
