@@ -160,12 +160,15 @@ def pid_rss_mb(pid):
 
 
 class Timer:
+    """Wall time (``elapsed``) and this process's CPU time (``cpu``) of a block."""
+
     def __enter__(self):
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
         return self
 
     def __exit__(self, *exc):
         self.elapsed = time.perf_counter() - self.start
+        self.cpu = time.process_time() - self.cpu_start
         return False
 
 

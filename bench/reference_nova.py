@@ -7,7 +7,7 @@ conductor, scheduler, fake virt driver) are imported and driven; the harness
 waits for states by polling the API, as its tests do.
 
     /work/refnova/bin/python -W ignore bench/reference_nova.py \\
-        --ops boot,delete,resize,migrate,cross_cell_resize --repeat 3
+        --ops boot,delete,resize,migrate,live_migrate,cross_cell_resize --repeat 3
 
 Prints one JSON document: for each operation the wall-clock samples and their
 median, and the process CPU time of each sample (the harness runs every
@@ -26,7 +26,7 @@ import types
 import unittest
 import warnings
 
-ALL_OPS = ("boot", "delete", "resize", "migrate", "cross_cell_resize")
+ALL_OPS = ("boot", "delete", "resize", "migrate", "live_migrate", "cross_cell_resize")
 
 
 def _quiet():
@@ -134,6 +134,17 @@ def build_cases(ops, repeat, results, setup_times, poll, deadline=None):
                 record("migrate", c.wall, c.cpu)
                 self._delete_server(server)
 
+        def bench_live_migrate(self):
+            for _ in reps():
+                server = self._boot()
+                source = server["OS-EXT-SRV-ATTR:host"]
+                with Clock() as c:
+                    server = self._live_migrate(server)
+                record("live_migrate", c.wall, c.cpu)
+                if server["OS-EXT-SRV-ATTR:host"] == source:
+                    raise AssertionError("the live migration did not leave the source host")
+                self._delete_server(server)
+
     class CrossCell(ScaledWaits, test_cross_cell_migrate.TestMultiCellMigrate):
         """Two cells, one host each, cross-cell resize allowed for admins."""
 
@@ -164,6 +175,8 @@ def build_cases(ops, repeat, results, setup_times, poll, deadline=None):
         cases.append(IntraCell("bench_resize"))
     if "migrate" in ops:
         cases.append(IntraCell("bench_migrate"))
+    if "live_migrate" in ops:
+        cases.append(IntraCell("bench_live_migrate"))
     if "cross_cell_resize" in ops:
         cases.append(CrossCell("bench_cross_cell_resize"))
     return cases, integrated_helpers
