@@ -25,6 +25,7 @@ from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
 from novella.compute.cross_cell import ComputeCrossCell
 from novella.compute.live_migration import ComputeLiveMigration
+from novella.compute.shelve import ComputeShelve
 from novella.compute.moves import ComputeMoves
 from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
@@ -48,7 +49,8 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, ComputeVolumes):
+class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, ComputeShelve,
+                     ComputeVolumes):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf

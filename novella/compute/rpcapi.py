@@ -138,6 +138,15 @@ class ComputeAPI:
                           timeout=self.long_timeout, instance_uuid=instance_uuid,
                           migration_uuid=migration_uuid, attachments=attachments)
 
+    # -- shelve (novella/compute/shelve.py) ---------------------------------------------
+
+    def unshelve_instance(self, ctxt, host, instance_uuid, image_id=None, flavor=None,
+                          port_profiles=None, availability_zone=None):
+        """Run the shelved server on ``host``; RescheduledException if it cannot."""
+        return self._call(ctxt, host, "unshelve_instance", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, image_id=image_id, flavor=flavor,
+                          port_profiles=port_profiles, availability_zone=availability_zone)
+
     # -- volumes -----------------------------------------------------------------------
 
     def attach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id, device=None,

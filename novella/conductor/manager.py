@@ -14,6 +14,7 @@ from novella import rpc
 from novella.compute import states
 from novella.conductor.cross_cell import ConductorCrossCell
 from novella.conductor.moves import ConductorMoves
+from novella.conductor.shelve import ConductorShelve
 from novella.conductor.tasks import build as build_tasks
 from novella.conductor.tasks.base import TaskList
 from novella.db import api_models as am
@@ -34,7 +35,7 @@ _BUILD_REQUEST = sa.select(
 ).where(am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
 
 
-class ConductorManager(ConductorMoves, ConductorCrossCell):
+class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
     def __init__(self, conf, api_db, placement, network_api=None, volume_api=None,
                  image_api=None, notifier=None):
         self.conf = conf

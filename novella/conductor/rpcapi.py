@@ -53,3 +53,10 @@ class ConductorAPI:
         """Live-migrate a running server inside its cell, to ``host`` or a scheduled one (cast)."""
         self.transport.cast(ctxt, TOPIC, None, "live_migrate_instance",
                             instance_uuid=instance_uuid, migration_uuid=migration_uuid, host=host)
+
+    # -- shelve (novella/conductor/shelve.py) --------------------------------------------
+
+    def unshelve_instance(self, ctxt, instance_uuid, availability_zone=None):
+        """Run a shelved server again, scheduling it if it was offloaded (cast)."""
+        self.transport.cast(ctxt, TOPIC, None, "unshelve_instance", instance_uuid=instance_uuid,
+                            availability_zone=availability_zone)

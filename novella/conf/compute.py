@@ -30,6 +30,9 @@ default_opts = [
                help="Seconds between resource tracker runs (update_available_resource)."),
     cfg.IntOpt("reboot_timeout", default=0),
     cfg.BoolOpt("resume_guests_state_on_host_boot", default=False),
+    cfg.IntOpt("shelved_offload_time", default=0,
+               help="0: a shelved server is offloaded from its host at once; -1: only "
+                    "by the shelveOffload action (positive values act as -1)."),
 ]
 simulated_opts = [
     cfg.IntOpt("vcpus", default=16),

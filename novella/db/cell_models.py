@@ -117,6 +117,14 @@ class Tag(Base):
     tag: orm.Mapped[str] = orm.mapped_column(sa.String(80), primary_key=True)
 
 
+class InstanceSystemMetadata(Base):
+    """What the services note about an instance for themselves (``shelved_image_id``, ...)."""
+    __tablename__ = "instance_system_metadata"
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    key: orm.Mapped[str] = orm.mapped_column(sa.String(255), primary_key=True)
+    value: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+
+
 class Migration(Timestamps, SoftDelete, Base):
     __tablename__ = "migrations"
     __table_args__ = (sa.Index("ix_migrations_instance_status", "instance_uuid", "status"),)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from novella.db import cell_models as m
-from novella.db.engine import insert_row
+from novella.db.engine import insert_row, insert_rows
 from novella.db.timestamps import utcnow  # noqa: F401 - records.utcnow for its callers
 
 
@@ -209,6 +209,24 @@ def finish_action(cell_db, ctxt, instance_uuid):
     with cell_db.connection(write=True) as conn:
         conn.execute(_FINISH_ACTION.values(finish_time=utcnow()),
                      {"b_uuid": instance_uuid, "b_request_id": ctxt.request_id})
+
+
+def system_metadata(cell_db, instance_uuid):
+    """{key: value} the services noted about the instance (``set_system_metadata``)."""
+    with cell_db.reader() as conn:
+        return dict(conn.execute(sa.select(m.InstanceSystemMetadata.key,
+                                           m.InstanceSystemMetadata.value).where(
+            m.InstanceSystemMetadata.instance_uuid == instance_uuid)).all())
+
+
+def set_system_metadata(cell_db, instance_uuid, **values):
+    """Note ``values`` about the instance; a value of None removes its key."""
+    sm = m.InstanceSystemMetadata
+    with cell_db.connection(write=True) as conn:
+        conn.execute(sa.delete(sm).where(sm.instance_uuid == instance_uuid,
+                                         sm.key.in_(list(values))))
+        insert_rows(conn, sm, [{"instance_uuid": instance_uuid, "key": k, "value": str(v)}
+                               for k, v in values.items() if v is not None])
 
 
 def add_fault(cell_db, instance_uuid, exc, host=None, code=500):

@@ -745,12 +745,24 @@ class NetworkAPI:
                 if p.created_for_instance:
                     self._delete_port(s, p)
                     continue
-                for b in self._bindings(s, p.id):
-                    s.delete(b)
-                s.flush()
-                s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE,
-                                         vif_type="unbound", vnic_type=p.vnic_type, profile={}))
-                p.device_id, p.device_owner, p.status = "", "", "DOWN"
+                self._unbind(s, p)
+                p.device_id, p.device_owner = "", ""
+
+    def unbind_ports(self, ctxt, instance_uuid):
+        """The server's ports stay its own but are bound to no host (a shelved server's)."""
+        with self.db.session(write=True) as s:
+            for p in self._instance_ports(s, instance_uuid, lock=True):
+                self._unbind(s, p)
+            return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
+
+    def _unbind(self, s, p):
+        """Every binding of the port goes; one unbound ACTIVE row stays."""
+        for b in self._bindings(s, p.id):
+            s.delete(b)
+        s.flush()
+        s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE, vif_type="unbound",
+                                 vnic_type=p.vnic_type, profile={}))
+        p.status = "DOWN"
 
     def bind_ports_to_host(self, ctxt, instance_uuid, host, vnic_types=None, port_profiles=None):
         """INACTIVE bindings on ``host`` for every port of a server; all or none.

@@ -55,6 +55,9 @@ _RULES = {
     "os_compute_api:os-migrate-server:migrate:host": ADMIN,
     "os_compute_api:os-migrate-server:migrate_live": ADMIN,
     "compute:servers:resize:cross_cell": NOBODY,
+    "os_compute_api:os-shelve:shelve": MEMBER,
+    "os_compute_api:os-shelve:shelve_offload": ADMIN,
+    "os_compute_api:os-shelve:unshelve": MEMBER,
     "os_compute_api:os-extended-server-attributes": ADMIN,
     # server records
     "os_compute_api:os-instance-actions:list": READER,

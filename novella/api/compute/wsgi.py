@@ -18,8 +18,8 @@ from novella.api import auth
 from novella.api.compute import errors, microversion
 from novella.api.compute.handlers import (
     aggregates, availability_zones, flavors, hypervisors, instance_actions, keypairs, limits,
-    migrate, migrations, server_actions, server_groups, server_tags, servers, services, versions,
-    volume_attachments)
+    migrate, migrations, server_actions, server_groups, server_tags, servers, services, shelve,
+    versions, volume_attachments)
 from novella.policies import compute as compute_policies, make_enforcer
 
 LOG = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ LOG = logging.getLogger(__name__)
 HANDLER_MODULES = [versions, servers, server_actions, server_tags, instance_actions,
                    migrations, flavors, keypairs, services, hypervisors,
                    availability_zones, aggregates, server_groups, limits, migrate,
-                   volume_attachments]
+                   shelve, volume_attachments]
 
 
 class Request(webob.Request):

@@ -56,11 +56,14 @@ def check_unlocked(req, rec):
         raise errors.Conflict(f"Instance {rec['uuid']} is locked")
 
 
-def start_task(req, rec, action_name, task_state, expected_task_state=None):
-    """Set the task state (guarded), record the instance action; the cell's db."""
+def start_task(req, rec, action_name, task_state, expected_task_state=None, on_a_host=True):
+    """Set the task state (guarded), record the instance action; the cell's db.
+
+    ``on_a_host``: the server must be on a host (all but an offloaded one's unshelve).
+    """
     if rec["cell"] is None:
         raise errors.invalid_state(action_name, rec["uuid"], "vm_state", states.BUILDING)
-    if not rec.get("host"):
+    if on_a_host and not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
     cell_db = cells_mod.cell_database(rec["cell"])
     try:

@@ -627,6 +627,8 @@ def delete_instance(api, ctxt, rec):
         migrate.confirm_before_delete(api, ctxt, rec)
     _queue_for_delete(api.api_db, uuid)
     if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host"):
+        if cell.uuid != cells_mod.CELL0_UUID:
+            _release_hostless(api, cell_db, uuid)
         _local_delete(cell_db, uuid)
         return
     try:
@@ -643,6 +645,29 @@ _QUEUE_FOR_DELETE = sa.update(am.InstanceMapping).where(
 def _queue_for_delete(api_db, uuid):
     with api_db.connection(write=True) as conn:
         conn.execute(_QUEUE_FOR_DELETE, {"b_uuid": uuid})
+
+
+def _release_hostless(api, cell_db, uuid):
+    """What a server on no host (a shelved-offloaded one) still holds: its ports,
+    its volumes' attachments (and the volumes to delete with it), its shelved image."""
+    from novella.context import get_admin_context
+    ctxt = get_admin_context()
+    if api.network_api is not None:
+        api.network_api.deallocate_for_instance(ctxt, uuid)
+    if api.volume_api is not None:
+        with cell_db.read_session() as s:
+            bdms = s.scalars(sa.select(cm.BlockDeviceMapping).where(
+                cm.BlockDeviceMapping.instance_uuid == uuid, cm.BlockDeviceMapping.deleted == 0,
+                cm.BlockDeviceMapping.destination_type == "volume")).all()
+        for bdm in bdms:
+            if bdm.attachment_id:
+                api.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+            if bdm.delete_on_termination and bdm.volume_id:
+                api.volume_api.delete(ctxt, bdm.volume_id)
+    image_id = records.system_metadata(cell_db, uuid).get("shelved_image_id")
+    if image_id and api.image_api is not None:
+        api.image_api.delete(ctxt, image_id)
+        records.set_system_metadata(cell_db, uuid, shelved_image_id=None)
 
 
 def _local_delete(cell_db, uuid):

@@ -1,0 +1,184 @@
+"""Shelve, shelve offload and unshelve on a compute host (mixed into ComputeManager).
+
+    shelve_instance           the server's host   power off; an image-backed server's root
+                                                  disk uploaded as its shelved image;
+                                                  vm_state shelved (offloaded at once when
+                                                  [DEFAULT] shelved_offload_time is 0)
+    shelve_offload_instance   the server's host   guest destroyed, ports unbound, volumes
+                                                  disconnected (a reserved attachment each),
+                                                  allocation deleted: shelved_offloaded,
+                                                  on no host
+    unshelve_instance         the server's host   (shelved) power on
+                              a scheduled host    (offloaded) claim, ports bound naming this
+                                                  host's providers, volumes connected, the
+                                                  guest spawned from the shelved image
+
+A failed unshelve gives back everything it took on this host and raises
+RescheduledException, so the conductor can try an alternate; the server stays
+shelved_offloaded until one succeeds.
+"""
+import json
+
+from novella.compute import cleanup
+from novella.compute import exceptions as exc_mod
+from novella.compute import states as vm_states
+from novella.compute.states import power_state, task_states
+from novella.db import cell_models as m
+from novella.db import records
+
+
+class ComputeShelve:
+    """The shelve steps of one host; needs the attributes of ComputeManager."""
+
+    def shelve_instance(self, ctxt, instance_uuid, image_id=None, clean_shutdown=True):
+        """Power off and keep the root disk as image ``image_id`` (image-backed servers)."""
+        try:
+            with self._operation(ctxt, instance_uuid, "compute_shelve_instance",
+                                 "instance.shelve") as box:
+                inst = box[0]
+                self.driver.power_off(self.instance_dict(inst), timeout=60 if clean_shutdown else 0)
+                if image_id:
+                    self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
+                records.set_system_metadata(self.cell_db, instance_uuid,
+                                            shelved_at=records.utcnow().isoformat(),
+                                            shelved_image_id=image_id, shelved_host=self.host)
+                box[0] = self._update(instance_uuid, expected_task_state=task_states.SHELVING,
+                                      vm_state=vm_states.SHELVED, task_state=None,
+                                      power_state=self._power(instance_uuid))
+        except Exception:
+            if image_id and self.image_api is not None:
+                with cleanup.step("delete the unfinished shelved image"):
+                    self.image_api.delete(ctxt, image_id)
+            raise
+        if self.conf.shelved_offload_time == 0:
+            self._update(instance_uuid, expected_task_state=None,
+                         task_state=task_states.SHELVING_OFFLOADING, reload=False)
+            self.shelve_offload_instance(ctxt, instance_uuid)
+
+    def shelve_offload_instance(self, ctxt, instance_uuid):
+        """Free this host of a shelved server: it keeps its ports, volumes and image."""
+        with self._operation(ctxt, instance_uuid, "compute_shelve_offload_instance",
+                             "instance.shelve_offload") as box:
+            inst = box[0]
+            bdms = self._bdms(instance_uuid)
+            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                                self.block_device_info(instance_uuid, bdms), destroy_disks=True)
+            self._leave_host(ctxt, inst, bdms)
+            box[0] = self._update(
+                instance_uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
+                vm_state=vm_states.SHELVED_OFFLOADED, task_state=None,
+                power_state=power_state.NOSTATE, host=None, node=None, launched_on=None,
+                availability_zone=None)
+            self.rt.instance_removed(inst)
+
+    def _leave_host(self, ctxt, inst, bdms):
+        """Ports unbound, volumes parked on a reserved attachment, allocation deleted."""
+        if self.network_api is not None:
+            self._save_network_info(inst.uuid, self.network_api.unbind_ports(ctxt, inst.uuid))
+        for bdm in bdms:
+            if self._is_volume(bdm) and self.volume_api is not None:
+                parked = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid)
+                if bdm.attachment_id:
+                    with cleanup.step("delete the volume's attachment"):
+                        self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+                self._set_bdm_attachment(bdm.id, parked["id"], None)
+        self.placement.delete_allocations(inst.uuid)
+
+    def _set_bdm_attachment(self, bdm_id, attachment_id, connection_info):
+        with self.cell_db.session(write=True) as s:
+            row = s.get(m.BlockDeviceMapping, bdm_id)
+            row.attachment_id = attachment_id
+            row.connection_info = json.dumps(connection_info) if connection_info else None
+
+    def unshelve_instance(self, ctxt, instance_uuid, image_id=None, flavor=None,
+                          port_profiles=None, availability_zone=None):
+        """The server runs again: here on its host if shelved, else from its image here."""
+        inst = self._get(instance_uuid)
+        if inst.vm_state == vm_states.SHELVED:
+            with self._operation(ctxt, instance_uuid, "compute_unshelve_instance",
+                                 "instance.unshelve") as box:
+                self.driver.power_on(ctxt, self.instance_dict(box[0]), self.network_info(box[0]),
+                                     self.block_device_info(instance_uuid))
+                box[0] = self._update(instance_uuid, expected_task_state=task_states.UNSHELVING,
+                                      vm_state=vm_states.ACTIVE, task_state=None,
+                                      power_state=self._power(instance_uuid))
+        else:
+            self._unshelve_here(ctxt, instance_uuid, image_id, flavor or records.flavor_of(inst),
+                                port_profiles, availability_zone)
+        records.set_system_metadata(self.cell_db, instance_uuid, shelved_at=None,
+                                    shelved_image_id=None, shelved_host=None)
+        if image_id and self.image_api is not None:
+            with cleanup.step("delete the shelved image"):
+                self.image_api.delete(ctxt, image_id)
+
+    def _unshelve_here(self, ctxt, instance_uuid, image_id, flavor, port_profiles, zone):
+        with self._locked(instance_uuid):
+            inst = self._get(instance_uuid)
+            done = {"claim": None, "network": False, "spawned": False}
+            try:
+                with records.action_event(self.cell_db, ctxt, instance_uuid,
+                                          "compute_unshelve_instance", host=self.host):
+                    self._notify(ctxt, inst, "instance.unshelve.start")
+                    done["claim"] = self.rt.instance_claim(
+                        ctxt, inst, flavor, expected_task_state=task_states.UNSHELVING,
+                        expected_vm_state=vm_states.SHELVED_OFFLOADED,
+                        task_state=task_states.SPAWNING, availability_zone=zone)
+                    network_info = []
+                    if self.network_api is not None:
+                        done["network"] = True
+                        network_info = self.network_api.migrate_instance_finish(
+                            ctxt, instance_uuid, self.host, port_profiles=port_profiles)
+                        self._save_network_info(instance_uuid, network_info)
+                    self._connect_volumes(ctxt, inst)
+                    done["spawned"] = True
+                    self.driver.spawn(ctxt, self.instance_dict(inst, flavor),
+                                      {"id": image_id or inst.image_ref, "properties": {}},
+                                      network_info=network_info,
+                                      block_device_info=self.block_device_info(instance_uuid))
+                    self._update(instance_uuid, expected_task_state=task_states.SPAWNING,
+                                 vm_state=vm_states.ACTIVE, task_state=None,
+                                 power_state=self._power(instance_uuid), reload=False)
+            except Exception as exc:  # noqa: BLE001 - all given back; the conductor decides
+                self._unshelve_failed(ctxt, instance_uuid, done)
+                raise exc_mod.RescheduledException(instance_uuid=instance_uuid,
+                                                   reason=str(exc) or type(exc).__name__)
+            self._notify(ctxt, self._get(instance_uuid), "instance.unshelve.end")
+
+    def _connect_volumes(self, ctxt, inst):
+        """Each parked attachment connected to this host, and the BDM with it."""
+        if self.volume_api is None:
+            return
+        connector = self.driver.get_volume_connector(self.instance_dict(inst))
+        for bdm in self._bdms(inst.uuid):
+            if self._is_volume(bdm) and bdm.attachment_id:
+                att = self.volume_api.attachment_update(ctxt, bdm.attachment_id, connector,
+                                                        mountpoint=bdm.device_name)
+                self.volume_api.attachment_complete(ctxt, bdm.attachment_id)
+                self._set_bdm_attachment(bdm.id, bdm.attachment_id, dict(
+                    att.get("connection_info") or {}, volume_id=bdm.volume_id))
+
+    def _unshelve_failed(self, ctxt, instance_uuid, done):
+        """Give back what this host took: guest, ports, volume connections, claim."""
+        inst = self._get(instance_uuid)
+        if done["spawned"]:
+            with cleanup.step("destroy"):
+                self.driver.destroy(ctxt, self.instance_dict(inst), destroy_disks=True)
+        with cleanup.step("park ports and volumes"):
+            bdms = self._bdms(instance_uuid)
+            if done["network"] and self.network_api is not None:
+                self._save_network_info(instance_uuid,
+                                        self.network_api.unbind_ports(ctxt, instance_uuid))
+            for bdm in bdms:
+                if self._is_volume(bdm) and bdm.connection_info and self.volume_api is not None:
+                    parked = self.volume_api.attachment_create(ctxt, bdm.volume_id, instance_uuid)
+                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+                    self._set_bdm_attachment(bdm.id, parked["id"], None)
+        if done["claim"] is not None:
+            with cleanup.step("abort claim"):
+                done["claim"].abort()
+        with cleanup.step("reset for another host"):
+            records.update_instance(self.cell_db, instance_uuid,
+                                    vm_state=vm_states.SHELVED_OFFLOADED,
+                                    task_state=task_states.UNSHELVING, host=None, node=None,
+                                    launched_on=None, availability_zone=None,
+                                    power_state=power_state.NOSTATE, reload=False)
