@@ -277,6 +277,18 @@ def test_openstack_cli(cloud):
     assert [(m["Status"], m["Source Compute"], m["Dest Compute"]) for m in live_migrations] \
         == [("completed", target, host)]
 
+    # -- shelve (offloaded at once) and unshelve, the volume kept -------------------------
+    osc("server", "shelve", sid, fmt=False)
+    _server_status(admin, sid, "SHELVED_OFFLOADED")
+    assert _allocations(admin, sid) == {}
+    # The volume waits on a reserved attachment, as Cinder shows it.
+    assert admin.block_storage.get_volume(volume["id"]).status == "reserved"
+    osc("server", "unshelve", sid, fmt=False)
+    host = _server_status(admin, sid, "ACTIVE").compute_host
+    assert _allocations(admin, sid) == {rps[host]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}}
+    vol = admin.block_storage.get_volume(volume["id"])
+    assert [(a["server_id"], a["host_name"]) for a in vol.attachments] == [(sid, host)]
+
     # A member: another project's server is 404 (not found), migrate is 403.
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         other, migrate = pool.map(lambda args: cloud.run(*args, cloud="novella-demo", fmt=False), [
