@@ -267,7 +267,7 @@ class AllInOne:
                     "project_name = service\n"
                     "user_domain_name = Default\n"
                     "project_domain_name = Default\n"
-                    "service_token_roles_required = false\n")
+                    "service_token_roles_required = true\n")
         return path
 
     def _write_clouds_yaml(self):
