@@ -42,18 +42,10 @@ class ComputeLiveMigration:
         with self._move_step(ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
                              "instance.live_migration_pre") as box:
             inst = box[0]
-            mig = self._migration(migration_uuid)
             made = {"claim": None, "bindings": False, "attachments": {}}
             try:
-                made["claim"] = self.rt.resize_claim(
-                    ctxt, instance_uuid, records.flavor_of(inst),
-                    {"uuid": migration_uuid, "source_compute": mig["source_compute"],
-                     "source_node": mig["source_node"]})
-                if self.network_api is not None:
-                    self.network_api.bind_ports_to_host(ctxt, instance_uuid, self.host,
-                                                        port_profiles=port_profiles)
-                    made["bindings"] = True
-                block_device_info = self._attach_volumes_here(ctxt, inst, made["attachments"])
+                block_device_info = self._take_in(ctxt, inst, migration_uuid, port_profiles,
+                                                  made)
                 self.driver.pre_live_migration(ctxt, self.instance_dict(inst), block_device_info,
                                                self.network_info(inst))
             except Exception:
@@ -64,6 +56,22 @@ class ComputeLiveMigration:
                             dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
         return {"host": self.host, "node": self.rt.nodename, "attachments": made["attachments"]}
+
+    def _take_in(self, ctxt, inst, migration_uuid, port_profiles, made):
+        """This host's share of taking in a server from another host: the claim,
+        INACTIVE port bindings naming this host's providers (``port_profiles``),
+        a second attachment of each volume connected here. ``made`` records each
+        for ``_undo_destination``; returns the driver's view of the volumes."""
+        mig = self._migration(migration_uuid)
+        made["claim"] = self.rt.resize_claim(
+            ctxt, inst.uuid, records.flavor_of(inst),
+            {"uuid": migration_uuid, "source_compute": mig["source_compute"],
+             "source_node": mig["source_node"]})
+        if self.network_api is not None:
+            self.network_api.bind_ports_to_host(ctxt, inst.uuid, self.host,
+                                                port_profiles=port_profiles)
+            made["bindings"] = True
+        return self._attach_volumes_here(ctxt, inst, made["attachments"])
 
     def _attach_volumes_here(self, ctxt, inst, attachments):
         """A second attachment of every volume, connected to this host; the

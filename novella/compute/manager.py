@@ -24,6 +24,7 @@ from novella.compute import cleanup
 from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
 from novella.compute.cross_cell import ComputeCrossCell
+from novella.compute.evacuate import ComputeEvacuate
 from novella.compute.live_migration import ComputeLiveMigration
 from novella.compute.shelve import ComputeShelve
 from novella.compute.moves import ComputeMoves
@@ -49,8 +50,8 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, ComputeShelve,
-                     ComputeVolumes):
+class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, ComputeEvacuate,
+                     ComputeShelve, ComputeVolumes):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf
@@ -87,6 +88,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
         self.driver.init_host(self.host)
         self._ensure_service()
         self._destroy_deleted_guests(ctxt)
+        self._clean_evacuated(ctxt)
         self.update_available_resource(ctxt)
 
     def _destroy_deleted_guests(self, ctxt):

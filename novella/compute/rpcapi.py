@@ -138,6 +138,15 @@ class ComputeAPI:
                           timeout=self.long_timeout, instance_uuid=instance_uuid,
                           migration_uuid=migration_uuid, attachments=attachments)
 
+    # -- evacuate (novella/compute/evacuate.py) -----------------------------------------
+
+    def rebuild_instance(self, ctxt, host, instance_uuid, migration_uuid, port_profiles=None,
+                         availability_zone=None):
+        """Rebuild on ``host`` a server whose host is down (evacuate)."""
+        return self._call(ctxt, host, "rebuild_instance", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          port_profiles=port_profiles, availability_zone=availability_zone)
+
     # -- shelve (novella/compute/shelve.py) ---------------------------------------------
 
     def unshelve_instance(self, ctxt, host, instance_uuid, image_id=None, flavor=None,

@@ -4,6 +4,7 @@
     confirm_resize   source confirm_resize (the migration's allocation goes)
     revert_resize    destination revert_resize, then source finish_revert_resize
     live_migrate_instance  the task list of tasks/live_migrate.py
+    evacuate_instance      the task list of tasks/evacuate.py
 
 The API has already written the migration row (pre-migrating), set the task
 state and started the instance action; these methods finish the action.
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 
 from novella.compute.states import migration_status as ms, power_state
 from novella.conductor import utils
+from novella.conductor.tasks import evacuate as evacuate_tasks
 from novella.conductor.tasks import live_migrate as live_migrate_tasks
 from novella.conductor.tasks import migrate as migrate_tasks
 from novella.conductor.tasks.base import TaskList
@@ -87,23 +89,38 @@ class ConductorMoves:
 
     def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
         """Live-migrate a running server inside its cell (tasks/live_migrate.py)."""
+        return self._run_move(ctxt, instance_uuid, migration_uuid, "live-migrate",
+                              live_migrate_tasks.live_migrate_tasks,
+                              live_migrate_tasks.CONDUCTOR_EVENT, host=host,
+                              then=live_migrate_tasks.complete)
+
+    def _run_move(self, ctxt, instance_uuid, migration_uuid, name, make_tasks, event,
+                  host=None, then=None):
+        """Run the tasks ``make_tasks(move)`` under the conductor's ``event``, then
+        ``then(move)``; a failure is rolled back and recorded, not raised."""
         cell, cell_db, inst = self._instance(instance_uuid)
         migration = dbmoves.get_migration(cell_db, migration_uuid)
         mv = migrate_tasks.Move(self.conf, self.placement, self.scheduler, ctxt, cell, inst,
                                 migration, inst.flavor, self._load_request_spec(instance_uuid),
                                 target_host=host)
-        tasks = TaskList(f"live-migrate {instance_uuid}", live_migrate_tasks.live_migrate_tasks(mv))
+        tasks = TaskList(f"{name} {instance_uuid}", make_tasks(mv))
         try:
-            with records.action_event(cell_db, ctxt, instance_uuid,
-                                      live_migrate_tasks.CONDUCTOR_EVENT):
+            with records.action_event(cell_db, ctxt, instance_uuid, event):
                 tasks.run()
-                live_migrate_tasks.complete(mv)
+                if then is not None:
+                    then(mv)
         except Exception:  # noqa: BLE001 - rolled back; the fault and migration say why
-            LOG.info("live migration %s of %s failed", migration_uuid, instance_uuid)
+            LOG.info("%s %s of %s failed", name, migration_uuid, instance_uuid)
         finally:
             records.finish_action(cell_db, ctxt, instance_uuid)
         return {"completed": tasks.completed, "failed_task": tasks.failed_task,
                 "rolled_back": tasks.rolled_back}
+
+    def evacuate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
+        """Rebuild elsewhere in its cell a server whose host is down (tasks/evacuate.py)."""
+        return self._run_move(ctxt, instance_uuid, migration_uuid, "evacuate",
+                              evacuate_tasks.evacuate_tasks, evacuate_tasks.CONDUCTOR_EVENT,
+                              host=host)
 
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
         cell, cell_db, _inst = self._instance(instance_uuid)

@@ -60,3 +60,10 @@ class ConductorAPI:
         """Run a shelved server again, scheduling it if it was offloaded (cast)."""
         self.transport.cast(ctxt, TOPIC, None, "unshelve_instance", instance_uuid=instance_uuid,
                             availability_zone=availability_zone)
+
+    # -- evacuate (novella/conductor/tasks/evacuate.py) ----------------------------------
+
+    def evacuate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
+        """Rebuild elsewhere in its cell a server whose host is down (cast)."""
+        self.transport.cast(ctxt, TOPIC, None, "evacuate_instance", instance_uuid=instance_uuid,
+                            migration_uuid=migration_uuid, host=host)

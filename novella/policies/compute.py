@@ -54,6 +54,7 @@ _RULES = {
     "os_compute_api:os-migrate-server:migrate": ADMIN,
     "os_compute_api:os-migrate-server:migrate:host": ADMIN,
     "os_compute_api:os-migrate-server:migrate_live": ADMIN,
+    "os_compute_api:os-evacuate": ADMIN,
     "compute:servers:resize:cross_cell": NOBODY,
     "os_compute_api:os-shelve:shelve": MEMBER,
     "os_compute_api:os-shelve:shelve_offload": ADMIN,

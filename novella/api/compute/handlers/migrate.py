@@ -1,11 +1,12 @@
 """Server actions that move a server inside its cell: resize, migrate,
-confirmResize, revertResize, os-migrateLive.
+confirmResize, revertResize, os-migrateLive, evacuate.
 
 Each validates, checks policy and state, writes the migration row and the
 instance action, sets the task state and casts to the conductor, which owns
 the rest (novella/conductor/moves.py, docs/moves.md).
 """
 import logging
+import secrets
 
 import sqlalchemy as sa
 
@@ -47,6 +48,19 @@ _live_schema = [
     ((2, 68), None, v.obj({"os-migrateLive": v.obj(
         {"host": _live_host, "block_migration": {"oneOf": [v.boolean, {"enum": ["auto"]}]}},
         ["host", "block_migration"])}, ["os-migrateLive"])),
+]
+_evacuate_host = v.string(1, 255)
+_evacuate_schema = [
+    ((2, 1), (2, 13), v.obj({"evacuate": v.obj(
+        {"host": _evacuate_host, "onSharedStorage": v.boolean, "adminPass": v.string(0, 255)},
+        ["onSharedStorage"])}, ["evacuate"])),
+    ((2, 14), (2, 28), v.obj({"evacuate": v.obj(
+        {"host": _evacuate_host, "adminPass": v.string(0, 255)})}, ["evacuate"])),
+    ((2, 29), (2, 67), v.obj({"evacuate": v.obj(
+        {"host": _evacuate_host, "adminPass": v.string(0, 255), "force": v.boolean})},
+        ["evacuate"])),
+    ((2, 68), None, v.obj({"evacuate": v.obj(
+        {"host": _evacuate_host, "adminPass": v.string(0, 255)})}, ["evacuate"])),
 ]
 _confirm_schema = v.obj({"confirmResize": {"type": "null"}}, ["confirmResize"])
 _revert_schema = v.obj({"revertResize": {"type": "null"}}, ["revertResize"])
@@ -117,13 +131,50 @@ def live_migrate(req, rec, body):
     sa_mod.check_state(rec, "os-migrateLive", vm_states=(states.ACTIVE, states.PAUSED))
     if host:
         _check_target_host(req, rec, host, other_cells=False)
-    cell_db = sa_mod.start_task(req, rec, "live-migration", task_states.MIGRATING,
-                                expected_task_state=(None,))
-    migration = dbmoves.create_migration(cell_db, rec, "live-migration", rec["flavor"],
-                                         rec["flavor"], status=ms.ACCEPTED)
+    migration = _accept(req, rec, "live-migration", task_states.MIGRATING, "live-migration")
     _conductor(req).live_migrate_instance(req.context, rec["uuid"], migration["uuid"],
                                           host=host)
     return 202, None
+
+
+@sa_mod.action("evacuate", _evacuate_schema)
+def evacuate(req, rec, body):
+    """Rebuild on another host of its cell a server whose host is down.
+
+    ``onSharedStorage`` and ``force`` are accepted and change nothing: the
+    guest is rebuilt from its image (or volume), and a named host is still
+    checked by the scheduler.
+    """
+    req.authorize("os_compute_api:os-evacuate", sa_mod.target(rec))
+    host = body["evacuate"].get("host")
+    sa_mod.check_state(rec, "evacuate", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
+    if not rec.get("host") or rec["cell"] is None:
+        raise errors.invalid_state("evacuate", rec["uuid"], "vm_state", rec["vm_state"])
+    if _source_service_up(req, rec):
+        raise errors.BadRequest(f"Compute service of {rec['host']} is still in use.")
+    if host:
+        _check_target_host(req, rec, host, other_cells=False)
+    migration = _accept(req, rec, "evacuate", task_states.REBUILDING, "evacuation")
+    _conductor(req).evacuate_instance(req.context, rec["uuid"], migration["uuid"], host=host)
+    if not req.at_least("2.14") and req.api.conf.api.enable_instance_password:
+        return 200, {"adminPass": body["evacuate"].get("adminPass") or secrets.token_urlsafe(9)}
+    return 200, None
+
+
+def _accept(req, rec, action_name, task_state, migration_type):
+    """The task state (guarded), the instance action, an 'accepted' migration row."""
+    cell_db = sa_mod.start_task(req, rec, action_name, task_state, expected_task_state=(None,))
+    return dbmoves.create_migration(cell_db, rec, migration_type, rec["flavor"], rec["flavor"],
+                                    status=ms.ACCEPTED)
+
+
+def _source_service_up(req, rec):
+    from novella.api.compute import hosts
+    with cells_mod.cell_database(rec["cell"]).session() as s:
+        service = s.scalars(sa.select(cm.Service).where(
+            cm.Service.host == rec["host"], cm.Service.binary == "nova-compute",
+            cm.Service.deleted == 0)).first()
+        return service is not None and hosts.is_up(req.api.conf, service)
 
 
 def _check_target_host(req, rec, host, other_cells=True):
