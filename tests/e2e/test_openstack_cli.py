@@ -289,6 +289,20 @@ def test_openstack_cli(cloud):
     vol = admin.block_storage.get_volume(volume["id"])
     assert [(a["server_id"], a["host_name"]) for a in vol.attachments] == [(sid, host)]
 
+    # -- evacuate from a host forced down ------------------------------------------------
+    osc("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", host,
+        "nova-compute", fmt=False)
+    osc("server", "evacuate", sid, fmt=False)
+    evacuated = _wait("evacuation", lambda: (lambda srv: srv if srv.status == "ACTIVE" and
+                                            not srv.task_state and srv.compute_host != host
+                                            else None)(admin.compute.get_server(sid)))
+    new_host = evacuated.compute_host
+    assert new_host.split("-")[0] == host.split("-")[0]          # never leaves the cell
+    assert _allocations(admin, sid) == {rps[new_host]: {"VCPU": 1, "MEMORY_MB": 2048,
+                                                        "DISK_GB": 20}}
+    osc("--os-compute-api-version", "2.11", "compute", "service", "set", "--up", host,
+        "nova-compute", fmt=False)
+
     # A member: another project's server is 404 (not found), migrate is 403.
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         other, migrate = pool.map(lambda args: cloud.run(*args, cloud="novella-demo", fmt=False), [
