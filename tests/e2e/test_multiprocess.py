@@ -121,6 +121,9 @@ def deployment(tmp_path):
     for cell in ("cell1", "cell2"):
         start(f"{cell}-compute", "compute", "--config-file", str(tmp_path / f"{cell}.conf"),
               "--host", f"{cell}-host")
+    # A second host in cell1, for the moves that stay in their cell.
+    start("cell1-compute2", "compute", "--config-file", str(tmp_path / "cell1.conf"),
+          "--host", "cell1-host2")
     api_url = f"http://127.0.0.1:{api_port}/v2.1"
     ok = False
     try:
@@ -132,9 +135,10 @@ def deployment(tmp_path):
             for c in ("cell1", "cell2"):
                 with cells_mod.database(url[c]).session() as s:
                     counts.append(s.scalar(sa.select(sa.func.count()).select_from(cm.ComputeNode)))
-            return counts == [1, 1]
+            return counts == [2, 1]
         _wait("compute hosts to register", registered, timeout=120)
-        assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == ["cell1-host", "cell2-host"]
+        assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == [
+            "cell1-host", "cell1-host2", "cell2-host"]
         yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf,
                "transports": transports, **embedded_urls}
         ok = True
@@ -222,7 +226,7 @@ def test_servers_in_two_cells_across_processes(deployment):
         by_cell.setdefault(cell.name, []).append(sid)
         with cells_mod.database(db[cell.name]).session() as s:
             assert s.scalars(sa.select(cm.Instance.host).where(cm.Instance.uuid == sid)).one() \
-                == f"{cell.name}-host"
+                in (f"{cell.name}-host", f"{cell.name}-host2")
     assert set(by_cell) == {"cell1", "cell2"}
     usages = _usages(deployment["placement"])
     assert sum(u["MEMORY_MB"] for u in usages.values()) == 4 * 512
@@ -294,6 +298,52 @@ def test_cross_cell_resize_and_revert_across_processes(deployment):
     assert (inst.hidden, inst.host, inst.memory_mb) == (False, "cell1-host", 512)
     _wait("source allocation handed back", lambda: _allocations(placement, sid) == {
         source_rp: source_alloc} and _allocations(placement, migration.uuid) == {})
+
+    assert requests.delete(f"{api}/servers/{sid}", headers=ADMIN).status_code == 204
+    _wait("gone", lambda: _status(api, sid) == 404)
+    _wait("usages back to zero", lambda: all(
+        v == 0 for u in _usages(placement).values() for v in u.values()))
+
+
+def test_live_migration_and_shelve_across_processes(deployment):
+    """Inside cell1, between two compute processes: live-migrate, then shelve and unshelve."""
+    api, placement = deployment["api"], deployment["placement"]
+    image, _image_api = _seed(deployment)
+    r = requests.post(f"{api}/servers", json={"server": {
+        "name": "runner", "flavorRef": "small", "imageRef": image["id"], "networks": "auto",
+        "host": "cell1-host"}}, headers=dict(ADMIN, **{"OpenStack-API-Version": "compute 2.74"}))
+    assert r.status_code == 202, r.text
+    sid = r.json()["server"]["id"]
+    _wait("ACTIVE", lambda: _status(api, sid) == "ACTIVE")
+    (source_rp, alloc), = _allocations(placement, sid).items()
+
+    def host():
+        return requests.get(f"{api}/servers/{sid}", headers=ADMIN).json()["server"][
+            "OS-EXT-SRV-ATTR:host"]
+
+    r = requests.post(f"{api}/servers/{sid}/action", headers=ADMIN,
+                      json={"os-migrateLive": {"host": None, "block_migration": "auto"}})
+    assert r.status_code == 202, r.text
+    _wait("on cell1-host2", lambda: _status(api, sid) == "ACTIVE" and host() == "cell1-host2",
+          timeout=120)
+    (dest_rp, dest_alloc), = _allocations(placement, sid).items()
+    assert dest_rp != source_rp and dest_alloc == alloc
+    migrations = requests.get(f"{api}/os-migrations?instance_uuid={sid}", headers=dict(
+        ADMIN, **{"OpenStack-API-Version": "compute 2.59"})).json()["migrations"]
+    assert [(m["migration_type"], m["status"]) for m in migrations] == [
+        ("live-migration", "completed")]
+    assert _allocations(placement, migrations[0]["uuid"]) == {}
+
+    r = requests.post(f"{api}/servers/{sid}/action", headers=ADMIN, json={"shelve": None})
+    assert r.status_code == 202, r.text
+    _wait("SHELVED_OFFLOADED", lambda: _status(api, sid) == "SHELVED_OFFLOADED", timeout=120)
+    assert _allocations(placement, sid) == {}
+    r = requests.post(f"{api}/servers/{sid}/action", headers=ADMIN, json={"unshelve": None})
+    assert r.status_code == 202, r.text
+    _wait("ACTIVE again", lambda: _status(api, sid) == "ACTIVE", timeout=120)
+    assert host().startswith("cell1-")                        # unshelved in its cell
+    (_rp, back), = _allocations(placement, sid).items()
+    assert back == alloc
 
     assert requests.delete(f"{api}/servers/{sid}", headers=ADMIN).status_code == 204
     _wait("gone", lambda: _status(api, sid) == 404)
