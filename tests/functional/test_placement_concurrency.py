@@ -179,9 +179,14 @@ def test_thread_race_novella(request, backend, tmp_path):
     _race_in(lambda: pc.PlacementClient(app=app, token="admin"))
 
 
-@pytest.mark.skipif(not targets.LIVE_URL, reason="NOVELLA_PLACEMENT_TEST_URL not set")
-def test_thread_race_live_endpoint():
-    _race_in(targets.live_client)
+def test_thread_race_live_endpoint(tmp_path):
+    """Over HTTP: the endpoint in NOVELLA_PLACEMENT_TEST_URL (e.g. the reference's),
+    else Novella's placement served by gunicorn on SQLite."""
+    if targets.LIVE_URL:
+        _race_in(targets.live_client)
+        return
+    with targets.NovellaServer(f"sqlite:///{tmp_path}/live.db", tmp_path, workers=1) as server:
+        _race_in(lambda: pc.PlacementClient(endpoint=server.url, token="admin"))
 
 
 # -- several processes through a multi-worker server ------------------------
