@@ -108,3 +108,20 @@ def test_bad_requests_change_nothing(cloud):
     _evacuate(cloud, own, token="demo:demo", expect=403)
     assert cloud.migrations(sid) == [] and cloud.host_of(sid) == src
     assert _held(cloud, sid) == {src: TINY, _bw(src): BW}
+
+
+def test_a_stopped_volume_backed_server_is_evacuated_stopped(make_cloud):
+    from tests.functional.moves.test_volumes_and_ports import _server_from_volume
+    cloud = make_cloud(hosts=2)
+    sid, volumes = _server_from_volume(cloud)
+    assert cloud.action(sid, {"os-stop": None})[0] == 202
+    cloud.aio.wait_idle()
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    _force_down(cloud, src)
+    _evacuate(cloud, sid)
+    srv = cloud.server(sid)
+    assert (srv["status"], srv["OS-EXT-SRV-ATTR:host"]) == ("SHUTOFF", dest)
+    assert simulated.driver_for(dest).get_info({"uuid": sid})["state"] == 4
+    _attached_on(cloud, sid, volumes, dest)
+    assert _held(cloud, sid) == {dest: {"VCPU": 1, "MEMORY_MB": 512}}

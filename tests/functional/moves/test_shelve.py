@@ -169,3 +169,21 @@ def test_deleting_an_offloaded_server_releases_its_port_volume_and_image(cloud):
     assert cloud.aio.image_api.get(ctxt, image_id, include_deleted=True)["status"] == "deleted"
     assert _held(cloud, sid) == NONE
     assert _bandwidth_used(cloud) == {_bw(h): IDLE for h in cloud.aio.computes}
+
+
+def test_a_volume_backed_server_is_shelved_without_an_image(make_cloud):
+    from tests.functional.moves.test_volumes_and_ports import _server_from_volume
+    cloud = make_cloud(hosts=2)
+    sid, volumes = _server_from_volume(cloud)
+    images_before = len(cloud.aio.image_api.list(get_admin_context()))
+    _act(cloud, sid, {"shelve": None})
+    assert cloud.server(sid)["status"] == "SHELVED_OFFLOADED"
+    assert _shelved_image(cloud, sid) is None
+    assert len(cloud.aio.image_api.list(get_admin_context())) == images_before
+    assert _held(cloud, sid) == NONE
+    _act(cloud, sid, {"unshelve": None})
+    host = cloud.host_of(sid)
+    assert cloud.server(sid)["status"] == "ACTIVE"
+    _attached_on(cloud, sid, volumes, host)
+    assert _held(cloud, sid) == {host: {"VCPU": 1, "MEMORY_MB": 512}}
+    assert _guest(host, sid)[0] == sorted(volumes)
