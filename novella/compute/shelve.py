@@ -36,9 +36,18 @@ class ComputeShelve:
             with self._operation(ctxt, instance_uuid, "compute_shelve_instance",
                                  "instance.shelve") as box:
                 inst = box[0]
+                was_running = self._power(instance_uuid) == power_state.RUNNING
                 self.driver.power_off(self.instance_dict(inst), timeout=60 if clean_shutdown else 0)
-                if image_id:
-                    self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
+                try:
+                    if image_id:
+                        self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
+                except Exception:
+                    if was_running:  # the server goes on as it was
+                        with cleanup.step("power the server back on"):
+                            self.driver.power_on(ctxt, self.instance_dict(inst),
+                                                 self.network_info(inst),
+                                                 self.block_device_info(instance_uuid))
+                    raise
                 records.set_system_metadata(self.cell_db, instance_uuid,
                                             shelved_at=records.utcnow().isoformat(),
                                             shelved_image_id=image_id, shelved_host=self.host)

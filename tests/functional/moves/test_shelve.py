@@ -187,3 +187,19 @@ def test_a_volume_backed_server_is_shelved_without_an_image(make_cloud):
     _attached_on(cloud, sid, volumes, host)
     assert _held(cloud, sid) == {host: {"VCPU": 1, "MEMORY_MB": 512}}
     assert _guest(host, sid)[0] == sorted(volumes)
+
+
+def test_a_failed_shelve_leaves_the_server_where_it_was_without_an_image(cloud):
+    sid, port, volumes = _server(cloud)
+    host = cloud.host_of(sid)
+    images_before = {i["id"] for i in cloud.aio.image_api.list(get_admin_context())}
+    simulated.inject_fault(host, "snapshot", instance_uuid=sid)
+    _act(cloud, sid, {"shelve": None})
+    srv = cloud.server(sid)
+    assert (srv["OS-EXT-SRV-ATTR:host"], srv["OS-EXT-STS:task_state"]) == (host, None)
+    assert "injected fault" in cloud.fault(sid)
+    assert {i["id"] for i in cloud.aio.image_api.list(get_admin_context())} == images_before
+    assert _shelved_image(cloud, sid) is None
+    assert _held(cloud, sid) == {host: TINY, _bw(host): BW}
+    assert _bound(cloud, port) == (host, [_bw(host)])
+    _running_on(cloud, sid, port, volumes, host)                     # powered on again
