@@ -9,10 +9,10 @@ The conductor drives it by calling, in order (docs/live-migration.md):
                                                          pre_live_migration
     live_migration                          source       the driver moves the running guest
     post_live_migration_at_destination      destination  bindings and attachments here
-                                                         become the server's; the instance
-                                                         is on this host
-    post_live_migration_at_source           source       the old guest, attachments and
-                                                         bindings go
+                                                         become the server's (the source's
+                                                         attachments are deleted); the
+                                                         instance is on this host
+    post_live_migration_at_source           source       the old guest and bindings go
 
 ``rollback_live_migration_at_destination`` undoes the first two (what arrived
 here, the bindings, attachments and claim); the source's guest runs on
