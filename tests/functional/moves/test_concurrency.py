@@ -1,4 +1,4 @@
-"""Twenty resizes racing for the last room on a host."""
+"""Moves racing for the last room on a host: twenty resizes, twenty live migrations."""
 TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
 BIG = {"VCPU": 1, "MEMORY_MB": 4096, "DISK_GB": 1}
 
@@ -47,3 +47,39 @@ def test_twenty_resizes_race_for_three_places(make_cloud):
     assert usages[dest]["MEMORY_MB"] == 3 * 4096
     assert usages[dest]["MEMORY_MB"] <= inv["MEMORY_MB"]["total"] - inv["MEMORY_MB"]["reserved"]
     assert usages[src] == {"VCPU": 20, "MEMORY_MB": 20 * 512, "DISK_GB": 20}
+
+
+def test_twenty_live_migrations_race_for_five_places(make_cloud):
+    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8})
+    src, dest = sorted(cloud.aio.computes)
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "racer", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+        "networks": "none", "host": src, "min_count": 20, "max_count": 20}}, version="2.79")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    ids = [s["id"] for s in cloud.api("GET", "/servers?limit=100")[1]["servers"]]
+    assert len(ids) == 20 and {cloud.host_of(i) for i in ids} == {src}
+    # Room for exactly five tiny servers on the destination.
+    placement = cloud.aio.placement
+    _gen, inv = placement.get_inventories(cloud.rp(dest))
+    inv["MEMORY_MB"]["reserved"] = inv["MEMORY_MB"]["total"] - 5 * 512
+    placement.set_inventory(cloud.rp(dest), inv)
+
+    for sid in ids:
+        status, body = cloud.api("POST", f"/servers/{sid}/action", {
+            "os-migrateLive": {"host": None, "block_migration": "auto"}}, version="2.79")
+        assert status == 202, body
+    cloud.aio.wait_idle()
+
+    moved = [sid for sid in ids if cloud.host_of(sid) == dest]
+    assert len(moved) == 5
+    for sid in ids:
+        (mig,) = cloud.migrations(sid)
+        srv = cloud.server(sid)
+        assert (srv["status"], srv["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
+        here = dest if sid in moved else src
+        assert mig["status"] == ("completed" if sid in moved else "error")
+        assert cloud.books(sid, mig["uuid"])[0] == {sid: {here: TINY}, mig["uuid"]: {}}
+    usages = cloud.usages()
+    assert usages[dest] == {"VCPU": 5, "MEMORY_MB": 5 * 512, "DISK_GB": 5}
+    assert usages[src] == {"VCPU": 15, "MEMORY_MB": 15 * 512, "DISK_GB": 15}
