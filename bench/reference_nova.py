@@ -7,7 +7,7 @@ conductor, scheduler, fake virt driver) are imported and driven; the harness
 waits for states by polling the API, as its tests do.
 
     /work/refnova/bin/python -W ignore bench/reference_nova.py \\
-        --ops boot,delete,resize,migrate,live_migrate,cross_cell_resize --repeat 3
+        --ops boot,delete,resize,migrate,live_migrate,evacuate,shelve_unshelve,cross_cell_resize --repeat 3
 
 Prints one JSON document: for each operation the wall-clock samples and their
 median, and the process CPU time of each sample (the harness runs every
@@ -26,7 +26,8 @@ import types
 import unittest
 import warnings
 
-ALL_OPS = ("boot", "delete", "resize", "migrate", "live_migrate", "cross_cell_resize")
+ALL_OPS = ("boot", "delete", "resize", "migrate", "live_migrate", "evacuate", "shelve_unshelve",
+           "cross_cell_resize")
 
 
 def _quiet():
@@ -145,6 +146,33 @@ def build_cases(ops, repeat, results, setup_times, poll, deadline=None):
                     raise AssertionError("the live migration did not leave the source host")
                 self._delete_server(server)
 
+        def bench_evacuate(self):
+            for _ in reps():
+                server = self._boot()
+                source = server["OS-EXT-SRV-ATTR:host"]
+                service = self.api.get_services(host=source, binary="nova-compute")[0]["id"]
+                self.computes[source].stop()
+                self.api.put_service(service, {"forced_down": True})
+                with Clock() as c:
+                    # (the harness's latest microversion evacuates to SHUTOFF)
+                    server = self._evacuate_server(server, expected_state="SHUTOFF")
+                record("evacuate", c.wall, c.cpu)
+                if server["OS-EXT-SRV-ATTR:host"] == source:
+                    raise AssertionError("the evacuation did not leave the source host")
+                # The host comes back (cleaning up the evacuated server), then is forced up.
+                self.computes[source] = self.restart_compute_service(self.computes[source])
+                self.api.put_service(service, {"forced_down": False})
+                self._delete_server(server)
+
+        def bench_shelve_unshelve(self):
+            for _ in reps():
+                server = self._boot()
+                with Clock() as c:
+                    server = self._shelve_server(server)     # offloaded at once
+                    server = self._unshelve_server(server)
+                record("shelve_unshelve", c.wall, c.cpu)
+                self._delete_server(server)
+
     class CrossCell(ScaledWaits, test_cross_cell_migrate.TestMultiCellMigrate):
         """Two cells, one host each, cross-cell resize allowed for admins."""
 
@@ -177,6 +205,10 @@ def build_cases(ops, repeat, results, setup_times, poll, deadline=None):
         cases.append(IntraCell("bench_migrate"))
     if "live_migrate" in ops:
         cases.append(IntraCell("bench_live_migrate"))
+    if "evacuate" in ops:
+        cases.append(IntraCell("bench_evacuate"))
+    if "shelve_unshelve" in ops:
+        cases.append(IntraCell("bench_shelve_unshelve"))
     if "cross_cell_resize" in ops:
         cases.append(CrossCell("bench_cross_cell_resize"))
     return cases, integrated_helpers

@@ -289,20 +289,6 @@ def test_openstack_cli(cloud):
     vol = admin.block_storage.get_volume(volume["id"])
     assert [(a["server_id"], a["host_name"]) for a in vol.attachments] == [(sid, host)]
 
-    # -- evacuate from a host forced down ------------------------------------------------
-    osc("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", host,
-        "nova-compute", fmt=False)
-    osc("server", "evacuate", sid, fmt=False)
-    evacuated = _wait("evacuation", lambda: (lambda srv: srv if srv.status == "ACTIVE" and
-                                            not srv.task_state and srv.compute_host != host
-                                            else None)(admin.compute.get_server(sid)))
-    new_host = evacuated.compute_host
-    assert new_host.split("-")[0] == host.split("-")[0]          # never leaves the cell
-    assert _allocations(admin, sid) == {rps[new_host]: {"VCPU": 1, "MEMORY_MB": 2048,
-                                                        "DISK_GB": 20}}
-    osc("--os-compute-api-version", "2.11", "compute", "service", "set", "--up", host,
-        "nova-compute", fmt=False)
-
     # A member: another project's server is 404 (not found), migrate is 403.
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         other, migrate = pool.map(lambda args: cloud.run(*args, cloud="novella-demo", fmt=False), [
@@ -400,3 +386,33 @@ def test_openstacksdk(cloud):
     compute.wait_for_delete(server, wait=DEADLINE, interval=0.5)
     assert allocations() == {}
     assert conn.block_storage.get_volume(volume.id).status == "available"
+
+
+def test_openstack_cli_evacuate(cloud):
+    """Last in this module: the host it forces down stays down (until a restart)."""
+    osc, admin = cloud.osc, cloud.connect()
+    rps = {p["name"]: p["uuid"] for p in osc("resource", "provider", "list")}
+    sid = osc("server", "create", "--image", "cirros", "--network", "private",
+              "--flavor", "m1.tiny", "evacuee")["id"]
+    host = _server_status(admin, sid, "ACTIVE").compute_host
+    osc("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", host,
+        "nova-compute", fmt=False)
+    osc("server", "evacuate", sid, fmt=False)
+    evacuated = _wait("evacuation", lambda: (lambda srv: srv if srv.status == "ACTIVE" and
+                                            not srv.task_state and srv.compute_host != host
+                                            else None)(admin.compute.get_server(sid)))
+    new_host = evacuated.compute_host
+    assert new_host.split("-")[0] == host.split("-")[0]          # never leaves the cell
+    assert _allocations(admin, sid) == {rps[new_host]: {"VCPU": 1, "MEMORY_MB": 512,
+                                                        "DISK_GB": 1}}
+    migrations = osc("--os-compute-api-version", "2.59", "server", "migration", "list",
+                     "--server", sid, "--type", "evacuation")
+    assert [(m["Status"], m["Source Compute"], m["Dest Compute"]) for m in migrations] \
+        == [("done", host, new_host)]
+    # The host stays down until its compute service has started again and cleaned up.
+    up = cloud.run("--os-compute-api-version", "2.53", "compute", "service", "set", "--up",
+                   host, "nova-compute", fmt=False)
+    assert up.returncode != 0 and "Failed to set service state to up" in up.stderr
+    osc("server", "delete", sid, fmt=False)
+    _wait("server deleted", lambda: admin.compute.find_server(sid) is None)
+    assert _allocations(admin, sid) == {}

@@ -66,8 +66,14 @@ def test_evacuate_rebuilds_elsewhere_and_the_source_cleans_up_when_back(cloud):
     assert cloud.events(sid, "evacuate") == {"conductor_rebuild_server": "Success",
                                              "compute_rebuild_instance": "Success"}
 
-    _force_down(cloud, src, down=False)
+    # Not forced up while the evacuation is not cleaned up on the host.
+    status, body = cloud.api("GET", f"/os-services?host={src}&binary=nova-compute",
+                             version="2.53")
+    status, body = cloud.api("PUT", f"/os-services/{body['services'][0]['id']}",
+                             {"forced_down": False}, version="2.53")
+    assert status == 400 and "evacuation migration records" in body["badRequest"]["message"]
     cloud.aio.computes[src].init_host()                               # the service starts again
+    _force_down(cloud, src, down=False)
     (mig,) = cloud.migrations(sid)
     assert mig["status"] == "completed" and _held(cloud, mig["uuid"]) == NONE
     assert _guest(src, sid) is None

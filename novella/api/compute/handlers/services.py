@@ -102,10 +102,27 @@ def update(req, service_id):
         values["disabled_reason"] = body.get("disabled_reason") if values["disabled"] else None
     if "forced_down" in body:
         values["forced_down"] = v.to_bool(body["forced_down"])
+        if not values["forced_down"]:
+            _check_can_force_up(cell, svc)
     svc = _save(cell, svc.id, **values)
     if "disabled" in values:
         _tell_host(req, cell, svc)
     return 200, {"service": view(req, svc, hosts.host_zones(req.api))}
+
+
+def _check_can_force_up(cell, svc):
+    """A host servers were evacuated from stays down until its compute service has
+    started again and cleaned up after them (their migrations 'completed')."""
+    with cells_mod.cell_database(cell).read_session() as s:
+        pending = s.scalar(sa.select(sa.func.count()).select_from(cm.Migration).where(
+            cm.Migration.source_compute == svc.host, cm.Migration.deleted == 0,
+            cm.Migration.migration_type == "evacuation", cm.Migration.status == "done"))
+    if pending:
+        raise errors.BadRequest(
+            f"Unable to force up host {svc.host} as `done` evacuation migration records "
+            "remain associated with the host. Ensure the compute service has been "
+            "restarted, allowing these records to move to `completed` before retrying "
+            "this request.")
 
 
 def _tell_host(req, cell, svc):
@@ -135,6 +152,8 @@ def _legacy(req, action):
     out = {"host": svc.host, "binary": svc.binary}
     if action == "force-down":
         forced = v.to_bool(body["forced_down"])
+        if not forced:
+            _check_can_force_up(cell, svc)
         _save(cell, svc.id, forced_down=forced)
         out["forced_down"] = forced
     else:
