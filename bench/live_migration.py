@@ -32,15 +32,17 @@ def hosts_of(client):
     return {s["id"]: s["OS-EXT-SRV-ATTR:host"] for s in client.list_servers()}
 
 
-def check_books(aio, client):
-    """(servers not ACTIVE or mis-booked, migrations not completed or holding allocations)."""
+def check_books(aio, client, migration_type="live-migration"):
+    """(servers not ACTIVE or mis-booked, migrations of ``migration_type`` not
+    completed or holding allocations, how many there are)."""
     names = {rp["uuid"]: rp["name"] for rp in aio.placement.list_resource_providers()}
     bad = 0
     for s in client.list_servers():
         allocs = aio.placement.get_allocations(s["id"])["allocations"]
         bad += (s["status"] != "ACTIVE" or list(map(names.get, allocs))
                 != [s["OS-EXT-SRV-ATTR:host"]])
-    migrations = client.expect("GET", "/os-migrations?migration_type=live-migration")["migrations"]
+    migrations = client.expect(
+        "GET", f"/os-migrations?migration_type={migration_type}")["migrations"]
     stuck = sum(m["status"] != "completed" or bool(
         aio.placement.get_allocations(m["uuid"])["allocations"]) for m in migrations)
     return bad, stuck, len(migrations)
