@@ -265,7 +265,7 @@ def load_providers(url, first, n, threads, time_limit):
                 try:
                     body = c._json("PUT", f"{path}/{sub}", json_body={
                         "resource_provider_generation": gen, key: value})
-                except PlacementError as exc:
+                except PlacementError:
                     state["stale"] = True  # a failed write may have landed: re-read
                     raise
                 state["gen"], state["stale"] = body["resource_provider_generation"], False
