@@ -66,26 +66,12 @@ class ConductorMoves:
             return self.migrate_server_across_cells(ctxt, instance_uuid, migration_uuid,
                                                     flavor=flavor, host=host,
                                                     clean_shutdown=clean_shutdown)
-        cell, cell_db, inst = self._instance(instance_uuid)
-        migration = dbmoves.get_migration(cell_db, migration_uuid)
-        spec = self._load_request_spec(instance_uuid)
-        mv = migrate_tasks.Move(self.conf, self.placement, self.scheduler, ctxt, cell, inst,
-                                migration, flavor or inst.flavor, spec,
-                                target_host=host, clean_shutdown=clean_shutdown)
-        tasks = TaskList(f"migrate {instance_uuid}", migrate_tasks.migrate_tasks(mv))
-        try:
-            with records.action_event(cell_db, ctxt, instance_uuid,
-                                      migrate_tasks.CONDUCTOR_EVENT):
-                tasks.run()
-        except Exception:  # noqa: BLE001 - rolled back; the fault and migration say why
-            LOG.info("migration %s of %s failed and was rolled back", migration_uuid,
-                     instance_uuid)
-        else:
-            self._set_spec_flavor(instance_uuid, mv.new_flavor)
-        finally:
-            records.finish_action(cell_db, ctxt, instance_uuid)
-        return {"completed": tasks.completed, "failed_task": tasks.failed_task,
-                "rolled_back": tasks.rolled_back}
+        return self._run_move(ctxt, instance_uuid, migration_uuid, "migrate",
+                              migrate_tasks.migrate_tasks, migrate_tasks.CONDUCTOR_EVENT,
+                              host=host, flavor=flavor, clean_shutdown=clean_shutdown,
+                              # later moves schedule with the flavor the server has
+                              then=lambda mv: self._set_spec_flavor(instance_uuid,
+                                                                    mv.new_flavor))
 
     def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
         """Live-migrate a running server inside its cell (tasks/live_migrate.py)."""
@@ -95,14 +81,18 @@ class ConductorMoves:
                               then=live_migrate_tasks.complete)
 
     def _run_move(self, ctxt, instance_uuid, migration_uuid, name, make_tasks, event,
-                  host=None, then=None):
+                  host=None, flavor=None, clean_shutdown=True, then=None):
         """Run the tasks ``make_tasks(move)`` under the conductor's ``event``, then
-        ``then(move)``; a failure is rolled back and recorded, not raised."""
+        ``then(move)``; a failure is rolled back and recorded, not raised.
+
+        ``flavor``: the move's new flavor (a resize), else the server keeps its own.
+        """
         cell, cell_db, inst = self._instance(instance_uuid)
         migration = dbmoves.get_migration(cell_db, migration_uuid)
         mv = migrate_tasks.Move(self.conf, self.placement, self.scheduler, ctxt, cell, inst,
-                                migration, inst.flavor, self._load_request_spec(instance_uuid),
-                                target_host=host)
+                                migration, flavor or inst.flavor,
+                                self._load_request_spec(instance_uuid), target_host=host,
+                                clean_shutdown=clean_shutdown)
         tasks = TaskList(f"{name} {instance_uuid}", make_tasks(mv))
         try:
             with records.action_event(cell_db, ctxt, instance_uuid, event):
@@ -110,7 +100,8 @@ class ConductorMoves:
                 if then is not None:
                     then(mv)
         except Exception:  # noqa: BLE001 - rolled back; the fault and migration say why
-            LOG.info("%s %s of %s failed", name, migration_uuid, instance_uuid)
+            LOG.info("%s %s of %s failed (rolled back: %s)", name, migration_uuid,
+                     instance_uuid, tasks.rolled_back)
         finally:
             records.finish_action(cell_db, ctxt, instance_uuid)
         return {"completed": tasks.completed, "failed_task": tasks.failed_task,

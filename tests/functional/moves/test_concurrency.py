@@ -3,15 +3,10 @@ TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
 BIG = {"VCPU": 1, "MEMORY_MB": 4096, "DISK_GB": 1}
 
 
-def test_twenty_resizes_race_for_three_places(make_cloud):
-    # Casts run one at a time in the all-in-one by default; eight threads make
-    # the twenty moves really overlap.
-    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8})
-    from novella import rpc
-    from novella.allinone import SUPER_TRANSPORT
-    assert rpc.get_transport(SUPER_TRANSPORT)._pool._max_workers == 8
+def _twenty_racers(cloud, room_mb):
+    """Twenty tiny servers on the first host; the second left room for ``room_mb``
+    of memory. Returns (source, destination, server ids, destination inventory)."""
     src, dest = sorted(cloud.aio.computes)
-    cloud.flavor("big", vcpus=1, ram=4096, disk=1)
     status, body = cloud.api("POST", "/servers", {"server": {
         "name": "racer", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
         "networks": "none", "host": src, "min_count": 20, "max_count": 20}}, version="2.79")
@@ -19,11 +14,22 @@ def test_twenty_resizes_race_for_three_places(make_cloud):
     cloud.aio.wait_idle()
     ids = [s["id"] for s in cloud.api("GET", "/servers?limit=100")[1]["servers"]]
     assert len(ids) == 20 and {cloud.host_of(i) for i in ids} == {src}
-    # Room for exactly three big servers on the destination.
     placement = cloud.aio.placement
     _gen, inv = placement.get_inventories(cloud.rp(dest))
-    inv["MEMORY_MB"]["reserved"] = inv["MEMORY_MB"]["total"] - 3 * 4096
+    inv["MEMORY_MB"]["reserved"] = inv["MEMORY_MB"]["total"] - room_mb
     placement.set_inventory(cloud.rp(dest), inv)
+    return src, dest, ids, inv
+
+
+def test_twenty_resizes_race_for_three_places(make_cloud):
+    # Casts run one at a time in the all-in-one by default; eight threads make
+    # the twenty moves really overlap.
+    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8})
+    from novella import rpc
+    from novella.allinone import SUPER_TRANSPORT
+    assert rpc.get_transport(SUPER_TRANSPORT)._pool._max_workers == 8
+    cloud.flavor("big", vcpus=1, ram=4096, disk=1)
+    src, dest, ids, inv = _twenty_racers(cloud, room_mb=3 * 4096)  # three big servers
 
     for sid in ids:
         assert cloud.action(sid, {"resize": {"flavorRef": "big"}})[0] == 202
@@ -51,19 +57,7 @@ def test_twenty_resizes_race_for_three_places(make_cloud):
 
 def test_twenty_live_migrations_race_for_five_places(make_cloud):
     cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8})
-    src, dest = sorted(cloud.aio.computes)
-    status, body = cloud.api("POST", "/servers", {"server": {
-        "name": "racer", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
-        "networks": "none", "host": src, "min_count": 20, "max_count": 20}}, version="2.79")
-    assert status == 202, body
-    cloud.aio.wait_idle()
-    ids = [s["id"] for s in cloud.api("GET", "/servers?limit=100")[1]["servers"]]
-    assert len(ids) == 20 and {cloud.host_of(i) for i in ids} == {src}
-    # Room for exactly five tiny servers on the destination.
-    placement = cloud.aio.placement
-    _gen, inv = placement.get_inventories(cloud.rp(dest))
-    inv["MEMORY_MB"]["reserved"] = inv["MEMORY_MB"]["total"] - 5 * 512
-    placement.set_inventory(cloud.rp(dest), inv)
+    src, dest, ids, _inv = _twenty_racers(cloud, room_mb=5 * 512)   # five tiny servers
 
     for sid in ids:
         status, body = cloud.api("POST", f"/servers/{sid}/action", {
