@@ -290,7 +290,7 @@ class ResourceTracker:
         self._report_network_providers(rp)
 
     def _report_network_providers(self, node_rp):
-        """The driver's network providers as children of the node's provider.
+        """The driver's network providers under the node's provider.
 
         Each child's uuid derives from the node's and its name, so a restart
         finds it again. (Providers the driver stops reporting are kept: they
@@ -299,10 +299,14 @@ class ResourceTracker:
         wanted = self.driver.get_network_providers(self.nodename)
         if self._reported.get("network") == wanted:
             return
+        def uuid_of(name):
+            return str(uuid_mod.uuid5(uuid_mod.UUID(node_rp), name))
+
         for child in wanted:
-            rp = str(uuid_mod.uuid5(uuid_mod.UUID(node_rp), child["name"]))
+            rp = uuid_of(child["name"])
+            parent = uuid_of(child["parent"]) if child.get("parent") else node_rp
             self.placement.ensure_resource_provider(rp, name=child["name"],
-                                                    parent_provider_uuid=node_rp)
+                                                    parent_provider_uuid=parent)
             self.placement.set_inventory(rp, {
                 rc: {"total": total, "reserved": 0, "min_unit": 1, "max_unit": total,
                      "step_size": 1, "allocation_ratio": 1.0}

@@ -53,6 +53,10 @@ simulated_opts = [
                      "network (as Neutron's [ovs] resource_provider_bandwidths), for ports "
                      "with a minimum-bandwidth QoS rule. A physnet named 'tunnel' stands "
                      "for networks without one."),
+    cfg.IntOpt("resource_provider_packet_processing_without_direction", default=0,
+               help="Packets per second (thousands) the host's simulated network agent "
+                    "reports for ports with a minimum-packet-rate QoS rule (as Neutron's "
+                    "option of that name); 0: none."),
 ]
 pci_opts = [
     cfg.MultiStrOpt("alias", default=[],

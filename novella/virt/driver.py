@@ -62,10 +62,11 @@ class ComputeDriver:
     def get_network_providers(self, nodename):
         """The host's network bandwidth, as its network agent reports it.
 
-        ``[{"name", "inventories": {resource class: total}, "traits": [...]}]``,
-        each reported as a child provider of the node (Neutron's
+        ``[{"name", "inventories": {resource class: total}, "traits": [...],
+        "parent": name}]`` in tree order, each a child of the node or of the
+        provider named ``parent`` (Neutron's ``<host>:<agent>`` and
         ``<host>:<agent>:<device>`` providers); ports that ask for minimum
-        bandwidth are given some of it.
+        bandwidth or packet rate are given some of it.
         """
         return []
 

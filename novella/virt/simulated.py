@@ -168,6 +168,8 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self.extra_traits = list(opt("traits", sim.traits))
         self.bandwidths = list(opt("resource_provider_bandwidths",
                                    sim.resource_provider_bandwidths))
+        self.packet_rate = opt("resource_provider_packet_processing_without_direction",
+                               sim.resource_provider_packet_processing_without_direction)
         self.content_bytes = max(0, sim.disk_content_kb) * 1024
         self.hypervisor_type = sim.hypervisor_type
         self.root = os.path.abspath(opt("instances_path", conf.instances_path))
@@ -328,7 +330,13 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         return sorted(set(DEFAULT_TRAITS) | set(self.extra_traits))
 
     def get_network_providers(self, nodename=None):
-        providers = []
+        """The simulated Open vSwitch agent: one provider for the agent (packet
+        rate) and, under it, one per physical network (bandwidth)."""
+        if not (self.bandwidths or self.packet_rate):
+            return []
+        agent = f"{nodename or self.nodename}:Open vSwitch agent"
+        providers = [{"name": agent, "traits": ["CUSTOM_VNIC_TYPE_NORMAL"], "inventories": (
+            {"NET_PACKET_RATE_KILOPACKET_PER_SEC": self.packet_rate} if self.packet_rate else {})}]
         for spec in self.bandwidths:
             physnet, egress, ingress = spec.split(":")
             inventories = {rc: int(kbps) for rc, kbps in (("NET_BW_EGR_KILOBIT_PER_SEC", egress),
@@ -337,7 +345,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             traits = ["CUSTOM_VNIC_TYPE_NORMAL"]
             if physnet != "tunnel":
                 traits.append(os_traits.normalize_name("PHYSNET_" + physnet))
-            providers.append({"name": f"{nodename or self.nodename}:Open vSwitch agent:{physnet}",
+            providers.append({"name": f"{agent}:{physnet}", "parent": agent,
                               "inventories": inventories, "traits": sorted(traits)})
         return providers
 

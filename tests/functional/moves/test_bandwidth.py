@@ -60,8 +60,10 @@ def _bound(cloud, port):
 
 
 def _bandwidth_used(cloud):
+    """{bandwidth provider name: its NET_BW usages}."""
     return {name: {rc: n for rc, n in u.items() if rc.startswith("NET_BW")}
-            for name, u in cloud.usages().items() if "Open vSwitch agent" in name}
+            for name, u in cloud.usages().items()
+            if "Open vSwitch agent:" in name}
 
 
 def _act(cloud, sid, body, expect=202):
@@ -147,3 +149,34 @@ def test_a_rescheduled_build_binds_the_port_to_the_alternate_provider(cloud):
     assert _held(cloud, sid) == {host: TINY, _bw(host): BW}
     assert _bound(cloud, port) == (host, [_bw(host)])
     assert _bandwidth_used(cloud) == {_bw(host): BW, _bw(other): {rc: 0 for rc in BW}}
+
+
+
+def test_a_port_with_bandwidth_and_packet_rate_takes_both_from_one_agent(make_cloud):
+    cloud = make_cloud(hosts=2, simulated={
+        "resource_provider_bandwidths": ["physnet0:10000:10000"],
+        "resource_provider_packet_processing_without_direction": 100})
+    net_api, ctxt = cloud.aio.network_api, get_admin_context()
+    policy = net_api.create_qos_policy(ctxt, "bw+pps", [
+        {"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"},
+        {"type": "minimum_packet_rate", "min_kpps": 10, "direction": "any"}])
+    net = net_api.create_network(ctxt, "phys", cidr="10.21.0.0/24", shared=True,
+                                 physical_network="physnet0")
+    port = net_api.create_port(ctxt, {"network_id": net["id"], "qos_policy_id": policy["id"]})
+    sid = _boot(cloud, port)
+    src = cloud.host_of(sid)
+    agent = f"{src}:Open vSwitch agent"
+    assert _held(cloud, sid) == {src: TINY, _bw(src): {"NET_BW_EGR_KILOBIT_PER_SEC": 1000},
+                                 agent: {"NET_PACKET_RATE_KILOPACKET_PER_SEC": 10}}
+    assert _bound(cloud, port) == (src, sorted([_bw(src), agent]))
+
+    _act(cloud, sid, {"migrate": None})
+    _act(cloud, sid, {"confirmResize": None}, expect=204)
+    dest = cloud.host_of(sid)
+    assert dest != src
+    assert _held(cloud, sid) == {dest: TINY, _bw(dest): {"NET_BW_EGR_KILOBIT_PER_SEC": 1000},
+                                 f"{dest}:Open vSwitch agent":
+                                     {"NET_PACKET_RATE_KILOPACKET_PER_SEC": 10}}
+    assert _bound(cloud, port) == (dest, sorted([_bw(dest), f"{dest}:Open vSwitch agent"]))
+    usages = cloud.usages()
+    assert usages[agent]["NET_PACKET_RATE_KILOPACKET_PER_SEC"] == 0
