@@ -22,7 +22,7 @@ claim or disk move) and the completed steps are undone newest first.
 """
 import logging
 
-from novella.compute.states import migration_status as ms, power_state
+from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.conductor import utils
 from novella.conductor.tasks.base import Task
 from novella.db import cells as cells_mod
@@ -172,6 +172,19 @@ class MigrationAllocation(MoveTask):
         mv = self.mv
         mv.placement.move_allocations(mv.migration_uuid, mv.instance_uuid,
                                       target_consumer_type="INSTANCE", retries=3)
+        # A delete that came in during the move may already have freed the
+        # instance's allocation: what was just handed back must not outlive it.
+        if _being_deleted(mv):
+            mv.placement.delete_allocations(mv.instance_uuid)
+
+
+def _being_deleted(mv):
+    with mv.cell_db.read_session() as s:
+        try:
+            inst = records.get_instance(s, mv.instance_uuid, read_deleted=True)
+        except records.InstanceNotFound:
+            return True
+        return bool(inst.deleted) or inst.task_state == task_states.DELETING
 
 
 class SelectDestination(MoveTask):

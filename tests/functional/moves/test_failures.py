@@ -123,3 +123,31 @@ def test_each_compute_step_failing_rolls_back_exactly(make_cloud, side, method, 
     assert cloud.server(sid)["status"] == "VERIFY_RESIZE"
     assert mig["uuid"] not in {m["uuid"] for m in cloud.migrations(sid)
                                if m["status"] == "finished"}
+
+
+@pytest.mark.parametrize("terminated_first", [True, False])
+def test_a_delete_arriving_mid_move_leaves_no_allocation(make_cloud, monkeypatch,
+                                                         terminated_first):
+    """The server is deleted while its move runs, then the move fails and rolls back:
+    whichever finishes first, neither the instance nor the migration keeps anything."""
+    from novella.context import get_admin_context
+    cloud = make_cloud(hosts=2)
+    sid = cloud.boot(flavor="1")
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    driver = simulated.driver_for(dest)
+
+    def finish_migration(*args, **kwargs):
+        assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204     # task_state deleting
+        if terminated_first:                                         # the host got there first
+            cloud.aio.computes[src].terminate_instance(get_admin_context(), sid)
+        raise simulated.SimulatedFault("the destination failed")
+    monkeypatch.setattr(driver, "finish_migration", finish_migration)
+
+    assert cloud.action(sid, {"migrate": None})[0] == 202
+    cloud.aio.wait_idle()
+    assert cloud.api("GET", f"/servers/{sid}")[0] == 404
+    (mig,) = cloud.migrations(sid) or [None]
+    consumers = [sid] + ([mig["uuid"]] if mig else [])
+    assert all(cloud.allocations(c) == {} for c in consumers)
+    assert all(all(v == 0 for v in u.values()) for u in cloud.usages().values())
