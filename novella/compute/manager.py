@@ -81,7 +81,8 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
         return {"heartbeat": self.conf.report_interval,
                 "update_available_resource": self.conf.update_resources_interval,
                 "sync_power_states": self.conf.update_resources_interval,
-                "poll_unconfirmed_resizes": self.conf.update_resources_interval}
+                "poll_unconfirmed_resizes": self.conf.update_resources_interval,
+                "poll_shelved_instances": self.conf.update_resources_interval}
 
     def init_host(self, ctxt=None):
         """Prepare the driver, the services row, the node and its provider."""

@@ -3,7 +3,9 @@
     shelve_instance           the server's host   power off; an image-backed server's root
                                                   disk uploaded as its shelved image;
                                                   vm_state shelved (offloaded at once when
-                                                  [DEFAULT] shelved_offload_time is 0)
+                                                  [DEFAULT] shelved_offload_time is 0, by
+                                                  poll_shelved_instances after that many
+                                                  seconds when it is positive)
     shelve_offload_instance   the server's host   guest destroyed, ports unbound, volumes
                                                   disconnected (a reserved attachment each),
                                                   allocation deleted: shelved_offloaded,
@@ -17,13 +19,17 @@ A failed unshelve gives back everything it took on this host and raises
 RescheduledException, so the conductor can try an alternate; the server stays
 shelved_offloaded until one succeeds.
 """
+import datetime
 import json
+
+import sqlalchemy as sa
 
 from novella.compute import cleanup
 from novella.compute import exceptions as exc_mod
 from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
 from novella.db import cell_models as m
+from novella.context import get_admin_context
 from novella.db import records
 
 
@@ -63,6 +69,34 @@ class ComputeShelve:
             self._update(instance_uuid, expected_task_state=None,
                          task_state=task_states.SHELVING_OFFLOADING, reload=False)
             self.shelve_offload_instance(ctxt, instance_uuid)
+
+    def poll_shelved_instances(self, ctxt=None):
+        """Offload the servers shelved here longer than ``shelved_offload_time`` (> 0)."""
+        wait = self.conf.shelved_offload_time
+        if wait <= 0:
+            return []
+        with self.cell_db.read_session() as s:
+            shelved = s.scalars(sa.select(m.Instance.uuid).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.Instance.vm_state == vm_states.SHELVED,
+                m.Instance.task_state.is_(None))).all()
+        due = datetime.timedelta(seconds=wait)
+        offloaded = []
+        for uuid in shelved:
+            at = records.system_metadata(self.cell_db, uuid).get("shelved_at")
+            if at and records.utcnow() - datetime.datetime.fromisoformat(at) < due:
+                continue
+            actx = ctxt or get_admin_context()
+            with cleanup.step(f"offload shelved server {uuid}"):
+                self._update(uuid, expected_task_state=None,
+                             task_state=task_states.SHELVING_OFFLOADING, reload=False)
+                records.start_action(self.cell_db, actx, uuid, "shelveOffload")
+                try:
+                    self.shelve_offload_instance(actx, uuid)
+                finally:
+                    records.finish_action(self.cell_db, actx, uuid)
+                offloaded.append(uuid)
+        return offloaded
 
     def shelve_offload_instance(self, ctxt, instance_uuid):
         """Free this host of a shelved server: it keeps its ports, volumes and image."""

@@ -31,8 +31,9 @@ default_opts = [
     cfg.IntOpt("reboot_timeout", default=0),
     cfg.BoolOpt("resume_guests_state_on_host_boot", default=False),
     cfg.IntOpt("shelved_offload_time", default=0,
-               help="0: a shelved server is offloaded from its host at once; -1: only "
-                    "by the shelveOffload action (positive values act as -1)."),
+               help="Seconds a shelved server stays on its host before it is offloaded "
+                    "(the compute service's periodic task); 0: at once; -1: only by the "
+                    "shelveOffload action."),
 ]
 simulated_opts = [
     cfg.IntOpt("vcpus", default=16),

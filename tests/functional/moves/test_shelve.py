@@ -203,3 +203,19 @@ def test_a_failed_shelve_leaves_the_server_where_it_was_without_an_image(cloud):
     assert _held(cloud, sid) == {host: TINY, _bw(host): BW}
     assert _bound(cloud, port) == (host, [_bw(host)])
     _running_on(cloud, sid, port, volumes, host)                     # powered on again
+
+
+def test_a_shelved_server_is_offloaded_by_the_periodic_task_when_its_time_is_up(make_cloud):
+    cloud = make_cloud(hosts=2, DEFAULT={"shelved_offload_time": 3600},
+                       simulated={"resource_provider_bandwidths": BANDWIDTH})
+    sid, port, volumes = _server(cloud)
+    host = cloud.host_of(sid)
+    _act(cloud, sid, {"shelve": None})
+    compute = cloud.aio.computes[host]
+    assert compute.poll_shelved_instances() == []                 # not yet
+    assert cloud.server(sid)["status"] == "SHELVED"
+    cell_db = cells_mod.cell_database(cloud.aio.cells[0])
+    records.set_system_metadata(cell_db, sid, shelved_at="2000-01-01T00:00:00")
+    assert compute.poll_shelved_instances() == [sid]
+    _offloaded(cloud, sid, port, volumes)
+    assert cloud.events(sid, "shelveOffload") == {"compute_shelve_offload_instance": "Success"}
