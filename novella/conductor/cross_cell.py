@@ -128,7 +128,7 @@ class ConductorCrossCell:
             LOG.info("migration %s of %s failed and was rolled back", migration_uuid,
                      instance_uuid)
         else:
-            self._set_spec_flavor(instance_uuid, mv.new_flavor)
+            dbmoves.update_request_spec(self.api_db, instance_uuid, flavor=mv.new_flavor)
         finally:
             records.finish_action(cell_db, ctxt, instance_uuid)
             x = last.crossed
@@ -184,7 +184,8 @@ class ConductorCrossCell:
         finally:
             records.finish_action(r.source_db if r.mapped_back else r.target_db, ctxt,
                                   instance_uuid)
-        self._set_spec_flavor(instance_uuid, dbmoves.flavors(r.source_db, instance_uuid)["cur"])
+        dbmoves.update_request_spec(self.api_db, instance_uuid,
+                                    flavor=dbmoves.flavors(r.source_db, instance_uuid)["cur"])
         self._notify_conductor(ctxt, r.source_db, instance_uuid, "instance.resize_revert.end")
 
     # -- periodic ---------------------------------------------------------------------

@@ -9,11 +9,8 @@
 The API has already written the migration row (pre-migrating), set the task
 state and started the instance action; these methods finish the action.
 """
-import json
 import logging
 import types
-
-import sqlalchemy as sa
 
 from novella.compute.states import migration_status as ms, power_state
 from novella.conductor import utils
@@ -22,7 +19,6 @@ from novella.conductor.tasks import live_migrate as live_migrate_tasks
 from novella.conductor.tasks import migrate as migrate_tasks
 from novella.conductor.tasks.base import TaskList
 from novella.db import aggregates
-from novella.db import api_models as am
 from novella.db import cells as cells_mod
 from novella.db import moves as dbmoves
 from novella.db import records
@@ -45,16 +41,6 @@ class ConductorMoves:
                                                 "power_state")})
         return cell, cell_db, inst
 
-    def _set_spec_flavor(self, instance_uuid, flavor):
-        """Later moves schedule with the flavor the server has."""
-        with self.api_db.session(write=True) as s:
-            row = s.scalars(sa.select(am.RequestSpec).where(
-                am.RequestSpec.instance_uuid == instance_uuid)).first()
-            if row is not None and flavor:
-                spec = json.loads(row.spec)
-                spec["flavor"] = flavor
-                row.spec = json.dumps(spec)
-
     def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
                        clean_shutdown=True, allow_cross_cell=False):
         """Resize (``flavor`` given) or cold migrate (optionally to ``host``).
@@ -70,8 +56,8 @@ class ConductorMoves:
                               migrate_tasks.migrate_tasks, migrate_tasks.CONDUCTOR_EVENT,
                               host=host, flavor=flavor, clean_shutdown=clean_shutdown,
                               # later moves schedule with the flavor the server has
-                              then=lambda mv: self._set_spec_flavor(instance_uuid,
-                                                                    mv.new_flavor))
+                              then=lambda mv: dbmoves.update_request_spec(
+                                  self.api_db, instance_uuid, flavor=mv.new_flavor))
 
     def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
         """Live-migrate a running server inside its cell (tasks/live_migrate.py)."""
@@ -143,7 +129,8 @@ class ConductorMoves:
                     self.api_db, migration["source_compute"], self.conf.default_availability_zone),
                 port_profiles=utils.held_port_profiles(
                     self.placement, self._load_request_spec(instance_uuid), migration_uuid))
-            self._set_spec_flavor(instance_uuid, dbmoves.flavors(cell_db, instance_uuid)["cur"])
+            dbmoves.update_request_spec(self.api_db, instance_uuid,
+                                        flavor=dbmoves.flavors(cell_db, instance_uuid)["cur"])
         except Exception as exc:
             dbmoves.update_migration(cell_db, migration_uuid, status=ms.ERROR)
             records.add_fault(cell_db, instance_uuid, exc)

@@ -56,10 +56,11 @@ class ConductorAPI:
 
     # -- shelve (novella/conductor/shelve.py) --------------------------------------------
 
-    def unshelve_instance(self, ctxt, instance_uuid, availability_zone=None):
-        """Run a shelved server again, scheduling it if it was offloaded (cast)."""
+    def unshelve_instance(self, ctxt, instance_uuid, host=None):
+        """Run a shelved server again, scheduling it (to ``host`` if given) if it was
+        offloaded (cast)."""
         self.transport.cast(ctxt, TOPIC, None, "unshelve_instance", instance_uuid=instance_uuid,
-                            availability_zone=availability_zone)
+                            host=host)
 
     # -- evacuate (novella/conductor/tasks/evacuate.py) ----------------------------------
 

@@ -2,7 +2,8 @@
 
 A shelved server still on its host is powered on there. An offloaded one is
 scheduled anew inside its cell (its request spec, with the ports' resource
-requests, and the zone asked for if any), claimed, and unshelved on the
+requests and the zone asked for if any; the host asked for if any), claimed,
+and unshelved on the
 chosen host, else on each alternate in turn; when none takes it, it stays
 shelved_offloaded with a fault and no allocation.
 """
@@ -23,7 +24,8 @@ EVENT = "schedule_instances"  # the reference's name for the conductor's part
 class ConductorShelve:
     """Needs ``conf``, ``placement``, ``scheduler`` and ConductorMoves' helpers."""
 
-    def unshelve_instance(self, ctxt, instance_uuid, availability_zone=None):
+    def unshelve_instance(self, ctxt, instance_uuid, host=None):
+        """``host``: the host asked for (2.91); the zone asked for is in the request spec."""
         cell, cell_db, inst = self._instance(instance_uuid)
         compute = utils.compute_api(self.conf, cell)
         image_id = records.system_metadata(cell_db, instance_uuid).get("shelved_image_id")
@@ -35,10 +37,8 @@ class ConductorShelve:
                 spec = dict(self._load_request_spec(instance_uuid), instance_uuid=instance_uuid,
                             num_instances=1, retry=None, ignore_hosts=[], force_hosts=[],
                             force_nodes=[],
-                            requested_destination={"host": None, "node": None,
+                            requested_destination={"host": host, "node": None,
                                                    "cell_uuid": cell.uuid})
-                if availability_zone:
-                    spec["availability_zone"] = availability_zone
                 hosts = self.scheduler.select_destinations(
                     ctxt, spec, [instance_uuid], return_alternates=True)[0]
                 attempt = types.SimpleNamespace(

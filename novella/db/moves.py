@@ -1,5 +1,5 @@
 """Rows of a move shared by the API, the conductor and compute: the migration
-record and the instance's flavors.
+record, the instance's flavors, and the request spec later schedulings use.
 
 A migration row is the move's authority: its uuid is the placement consumer
 that owns the source allocation while the move is in progress, its status
@@ -11,6 +11,7 @@ import uuid as uuid_mod
 
 import sqlalchemy as sa
 
+from novella.db import api_models as am
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -104,3 +105,13 @@ def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, **instance_valu
         for key, value in instance_values.items():
             setattr(inst, key, value)
         inst.updated_at = records.utcnow()
+
+
+def update_request_spec(api_db, instance_uuid, **values):
+    """Later schedulings of the server use ``values`` (its flavor after a resize,
+    the zone asked for at unshelve, ...)."""
+    with api_db.session(write=True) as s:
+        row = s.scalars(sa.select(am.RequestSpec).where(
+            am.RequestSpec.instance_uuid == instance_uuid)).first()
+        if row is not None:
+            row.spec = json.dumps(dict(json.loads(row.spec), **values))

@@ -59,6 +59,7 @@ _RULES = {
     "os_compute_api:os-shelve:shelve": MEMBER,
     "os_compute_api:os-shelve:shelve_offload": ADMIN,
     "os_compute_api:os-shelve:unshelve": MEMBER,
+    "os_compute_api:os-shelve:unshelve_to_host": ADMIN,
     "os_compute_api:os-extended-server-attributes": ADMIN,
     # server records
     "os_compute_api:os-instance-actions:list": READER,

@@ -219,3 +219,44 @@ def test_a_shelved_server_is_offloaded_by_the_periodic_task_when_its_time_is_up(
     assert compute.poll_shelved_instances() == [sid]
     _offloaded(cloud, sid, port, volumes)
     assert cloud.events(sid, "shelveOffload") == {"compute_shelve_offload_instance": "Success"}
+
+
+def test_unshelve_to_a_host_and_zone_checks(cloud):
+    """2.91: an admin may name the host; it must be a compute host in the server's zone."""
+    sid, port, volumes = _server(cloud)
+    first = cloud.host_of(sid)
+    other = next(h for h in cloud.aio.computes if h != first)
+    # The server is pinned to a zone that only the other host is in.
+    status, body = cloud.api("POST", "/os-aggregates", {"aggregate": {
+        "name": "east", "availability_zone": "east"}})
+    assert status == 200, body
+    agg = body["aggregate"]["id"]
+    assert cloud.api("POST", f"/os-aggregates/{agg}/action",
+                     {"add_host": {"host": other}})[0] == 200
+    _act(cloud, sid, {"shelve": None})
+    for body, code in (({"host": "nowhere"}, 400),
+                       ({"host": first, "availability_zone": "east"}, 409),
+                       ({"host": other, "extra": 1}, 400)):
+        _act(cloud, sid, {"unshelve": body}, version="2.91", expect=code)
+    _act(cloud, sid, {"unshelve": {"host": other}}, version="2.90", expect=400)
+    _offloaded(cloud, sid, port, volumes)
+
+    _act(cloud, sid, {"unshelve": {"host": other, "availability_zone": "east"}},
+         version="2.91")
+    _running_on(cloud, sid, port, volumes, other)
+    srv = cloud.api("GET", f"/servers/{sid}", version="2.96")[1]["server"]
+    assert (srv["OS-EXT-AZ:availability_zone"], srv["pinned_availability_zone"]) == (
+        "east", "east")
+
+    # Unpinned again (a null zone), it may go anywhere; a member may not name a host.
+    _act(cloud, sid, {"shelve": None})
+    own = cloud.boot(token="demo:demo", networks="none")
+    assert cloud.server(own)["status"] == "ACTIVE", cloud.fault(own)
+    _act(cloud, own, {"shelve": None}, token="demo:demo")
+    _act(cloud, own, {"unshelve": {"host": first}}, token="demo:demo", version="2.91",
+         expect=403)
+    _act(cloud, sid, {"unshelve": {"availability_zone": None, "host": first}},
+         version="2.91")
+    _running_on(cloud, sid, port, volumes, first)
+    srv = cloud.api("GET", f"/servers/{sid}", version="2.96")[1]["server"]
+    assert srv["pinned_availability_zone"] is None

@@ -3,22 +3,34 @@
 shelve and shelveOffload cast to the server's host; unshelve casts to the
 conductor, which schedules an offloaded server anew.
 """
-from novella.api.compute import errors, rpcclients
+import json
+
+import sqlalchemy as sa
+
+from novella.api.compute import errors, hosts, rpcclients
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import availability_zones
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import task_states
 from novella.conductor.rpcapi import ConductorAPI
+from novella.db import api_models as am
+from novella.db import cell_models as cm
+from novella.db import moves as dbmoves
 
 _shelve_schema = v.obj({"shelve": {"type": "null"}}, ["shelve"])
 _offload_schema = v.obj({"shelveOffload": {"type": "null"}}, ["shelveOffload"])
 _unshelve_schema = [
     ((2, 1), (2, 76), v.obj({"unshelve": {"type": "null"}}, ["unshelve"])),
-    ((2, 77), None, v.obj({"unshelve": {"oneOf": [
+    ((2, 77), (2, 90), v.obj({"unshelve": {"oneOf": [
         {"type": "null"},
         v.obj({"availability_zone": v.string(1, 255)}, ["availability_zone"])]}},
         ["unshelve"])),
+    # 2.91: a host (admins), and a null zone to unpin the server from its zone.
+    ((2, 91), None, v.obj({"unshelve": {"oneOf": [
+        {"type": "null"},
+        v.obj({"availability_zone": {"type": ["string", "null"]},
+               "host": {"type": "string"}})]}}, ["unshelve"])),
 ]
 
 _SHELVABLE = (states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED)
@@ -58,19 +70,44 @@ def unshelve(req, rec, body):
     sa_mod.check_unlocked(req, rec)
     sa_mod.check_state(rec, "unshelve",
                        vm_states=(states.SHELVED, states.SHELVED_OFFLOADED))
-    zone = (body["unshelve"] or {}).get("availability_zone")
-    if zone:
+    args = body["unshelve"] or {}
+    zone_given, zone, host = "availability_zone" in args, args.get("availability_zone"), \
+        args.get("host")
+    if zone_given or host:
         if rec["vm_state"] != states.SHELVED_OFFLOADED:
-            raise errors.Conflict("The availability_zone parameter is only for a server in "
-                                  "SHELVED_OFFLOADED state.")
-        if zone not in availability_zones.zone_names(req.api) and \
+            raise errors.Conflict("The availability_zone and host parameters are only for a "
+                                  "server in SHELVED_OFFLOADED state.")
+        if zone and zone not in availability_zones.zone_names(req.api) and \
                 zone != req.api.conf.default_availability_zone:
             raise errors.BadRequest("The requested availability zone is not available")
+    if host:
+        req.authorize("os_compute_api:os-shelve:unshelve_to_host", sa_mod.target(rec))
+        _check_host_in_zone(req, rec, host, zone if zone_given else _pinned_zone(req, rec))
     sa_mod.start_task(req, rec, "unshelve", task_states.UNSHELVING,
                       expected_task_state=(None,), on_a_host=False)
-    ConductorAPI(req.api.transport).unshelve_instance(req.context, rec["uuid"],
-                                                      availability_zone=zone)
+    if zone_given:  # later schedulings keep it (None: the server is pinned to none)
+        dbmoves.update_request_spec(req.api.api_db, rec["uuid"], availability_zone=zone)
+    ConductorAPI(req.api.transport).unshelve_instance(req.context, rec["uuid"], host=host)
     return 202, None
+
+
+def _pinned_zone(req, rec):
+    """The zone the server's request spec keeps it in, if any."""
+    with req.api.api_db.read_session() as s:
+        spec = s.scalars(sa.select(am.RequestSpec.spec).where(
+            am.RequestSpec.instance_uuid == rec["uuid"])).first()
+    return json.loads(spec).get("availability_zone") if spec else None
+
+
+def _check_host_in_zone(req, rec, host, zone):
+    """400 for a host that is not a compute host of the server's cell; 409 for one
+    outside the zone the server keeps."""
+    if not any(cell.uuid == rec["cell"].uuid for cell, _node in hosts.compute_nodes(
+            req.api, cm.ComputeNode.host == host)):
+        raise errors.BadRequest(f"Compute host {host} could not be found.")
+    if zone and hosts.host_zones(req.api).get(host, req.api.conf.default_availability_zone) \
+            != zone:
+        raise errors.Conflict(f"Host {host} is not in availability zone {zone}.")
 
 
 ROUTES = []
