@@ -28,8 +28,8 @@ from novella.compute import cleanup
 from novella.compute import exceptions as exc_mod
 from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
-from novella.db import cell_models as m
 from novella.context import get_admin_context
+from novella.db import cell_models as m
 from novella.db import records
 
 
