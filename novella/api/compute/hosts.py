@@ -34,6 +34,14 @@ def compute_nodes(api, *where):
     return _rows(api, cm.ComputeNode, *where)
 
 
+def compute_service(cell, host):
+    """The nova-compute service row of ``host`` in ``cell``, or None."""
+    with cells_mod.cell_database(cell).read_session() as s:
+        return s.scalars(sa.select(cm.Service).where(
+            cm.Service.host == host, cm.Service.binary == COMPUTE,
+            cm.Service.deleted == 0)).first()
+
+
 def is_up(conf, svc):
     if svc.forced_down:
         return False

@@ -140,7 +140,9 @@ class API:
         # aggregate_hook(event, aggregate_uuid, host): mirrors host membership
         # into placement aggregates when given ("add_host" / "remove_host").
         # placement: a placement client; host aggregates are mirrored into
-        # it and a deleted compute service's providers removed from it.
+        # it and a deleted compute service's providers removed from it; a server
+        # deleted while its host is down has its allocation deleted here.
+        self.placement = placement
         self.placement_sync = None
         if placement is not None:
             from novella.api.compute.placement_sync import PlacementSync

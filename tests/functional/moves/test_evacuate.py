@@ -131,3 +131,25 @@ def test_a_stopped_volume_backed_server_is_evacuated_stopped(make_cloud):
     assert simulated.driver_for(dest).get_info({"uuid": sid})["state"] == 4
     _attached_on(cloud, sid, volumes, dest)
     assert _held(cloud, sid) == {dest: {"VCPU": 1, "MEMORY_MB": 512}}
+
+
+def test_deleting_a_server_on_a_down_host_frees_everything_at_once(cloud):
+    """Nothing on the down host will clean up: the API does, and the host destroys the
+    guest it kept when its compute service starts again."""
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    _force_down(cloud, src)
+    assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
+    cloud.aio.wait_idle()
+    assert cloud.api("GET", f"/servers/{sid}")[0] == 404
+    assert _held(cloud, sid) == NONE
+    assert _bandwidth_used(cloud) == {_bw(h): IDLE for h in cloud.aio.computes}
+    ctxt = get_admin_context()
+    p = cloud.aio.network_api.get_port(ctxt, port["id"])
+    assert (p["device_id"], p["binding:host_id"]) == ("", "")
+    vol = cloud.aio.volume_api.get(ctxt, volumes[0])
+    assert (vol["status"], vol["attachments"]) == ("available", [])
+    assert _guest(src, sid) is not None                 # still on the down host's disk
+    cloud.aio.computes[src].init_host()
+    assert _guest(src, sid) is None
+    assert cloud.usages()[src]["VCPU"] == 0

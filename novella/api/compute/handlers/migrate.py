@@ -8,16 +8,13 @@ the rest (novella/conductor/moves.py, docs/moves.md).
 import logging
 import secrets
 
-import sqlalchemy as sa
-
-from novella.api.compute import errors
+from novella.api.compute import errors, hosts
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.api.compute.handlers.servers import _flavor
 from novella.compute import states
 from novella.compute.states import migration_status as ms, task_states
 from novella.conductor.rpcapi import ConductorAPI
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import moves as dbmoves
 from novella.db import records
@@ -169,12 +166,8 @@ def _accept(req, rec, action_name, task_state, migration_type):
 
 
 def _source_service_up(req, rec):
-    from novella.api.compute import hosts
-    with cells_mod.cell_database(rec["cell"]).session() as s:
-        service = s.scalars(sa.select(cm.Service).where(
-            cm.Service.host == rec["host"], cm.Service.binary == "nova-compute",
-            cm.Service.deleted == 0)).first()
-        return service is not None and hosts.is_up(req.api.conf, service)
+    service = hosts.compute_service(rec["cell"], rec["host"])
+    return service is not None and hosts.is_up(req.api.conf, service)
 
 
 def _check_target_host(req, rec, host, other_cells=True):
@@ -190,14 +183,10 @@ def _check_target_host(req, rec, host, other_cells=True):
     other_cell_ok = other_cells and cell is not None and _cross_cell_allowed(req, rec)
     if cell is not None and rec["cell"] is not None and (cell.uuid == rec["cell"].uuid
                                                          or other_cell_ok):
-        with cells_mod.cell_database(cell).session() as s:
-            service = s.scalars(sa.select(cm.Service).where(
-                cm.Service.host == host, cm.Service.binary == "nova-compute",
-                cm.Service.deleted == 0)).first()
-            disabled = service is not None and service.disabled
+        service = hosts.compute_service(cell, host)
     if service is None:
         raise errors.BadRequest(f"Compute host {host} could not be found.")
-    if disabled:
+    if service.disabled:
         raise errors.Conflict(f"Compute service of {host} is unavailable at this time.")
 
 

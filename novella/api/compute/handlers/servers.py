@@ -8,7 +8,7 @@ import uuid as uuid_mod
 
 import sqlalchemy as sa
 
-from novella.api.compute import common, errors, instances, rpcclients, validation, views
+from novella.api.compute import common, errors, hosts, instances, rpcclients, validation, views
 from novella.api.compute.handlers import availability_zones
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
@@ -410,7 +410,6 @@ def _availability_zone(req, server):
 
 def _check_requested_destination(req, host, node):
     """2.74: the requested host and/or node must exist as a compute node."""
-    from novella.api.compute import hosts
     where = [cm.ComputeNode.host == host] if host else []
     if node:
         where.append(cm.ComputeNode.hypervisor_hostname == node)
@@ -626,9 +625,10 @@ def delete_instance(api, ctxt, rec):
         from novella.api.compute.handlers import migrate
         migrate.confirm_before_delete(api, ctxt, rec)
     _queue_for_delete(api.api_db, uuid)
-    if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host"):
+    if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host") or \
+            _host_down(api, cell, rec["host"]):
         if cell.uuid != cells_mod.CELL0_UUID:
-            _release_hostless(api, cell_db, uuid)
+            _release_without_host(api, cell_db, uuid)
         _local_delete(cell_db, uuid)
         return
     try:
@@ -647,11 +647,22 @@ def _queue_for_delete(api_db, uuid):
         conn.execute(_QUEUE_FOR_DELETE, {"b_uuid": uuid})
 
 
-def _release_hostless(api, cell_db, uuid):
-    """What a server on no host (a shelved-offloaded one) still holds: its ports,
-    its volumes' attachments (and the volumes to delete with it), its shelved image."""
+def _host_down(api, cell, host):
+    """The host's compute service is forced down or not seen for service_down_time:
+    nothing there will clean up after a deleted server, so the API does."""
+    service = hosts.compute_service(cell, host)
+    return service is not None and not hosts.is_up(api.conf, service)
+
+
+def _release_without_host(api, cell_db, uuid):
+    """What a server no host will clean up after (shelved-offloaded, or on a host
+    that is down) still holds: its allocation, its ports, its volumes' attachments
+    (and the volumes to delete with it), its shelved image. (A down host destroys
+    the guest it kept when its compute service starts again.)"""
     from novella.context import get_admin_context
     ctxt = get_admin_context()
+    if api.placement is not None:
+        api.placement.delete_allocations(uuid)
     if api.network_api is not None:
         api.network_api.deallocate_for_instance(ctxt, uuid)
     if api.volume_api is not None:
