@@ -21,11 +21,14 @@ def cloud(make_cloud):
     return make_cloud(hosts=2, simulated={"resource_provider_bandwidths": ["physnet0:10000:10000"]})
 
 
-def _port(cloud):
+BW_RULES = [{"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"},
+            {"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "ingress"}]
+
+
+def _port(cloud, rules=BW_RULES):
+    """A port on a new physnet0 network, with a QoS policy of ``rules``."""
     net_api, ctxt = cloud.aio.network_api, get_admin_context()
-    policy = net_api.create_qos_policy(ctxt, "bw", [
-        {"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"},
-        {"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "ingress"}])
+    policy = net_api.create_qos_policy(ctxt, "qos", rules)
     net = net_api.create_network(ctxt, "phys", cidr="10.20.0.0/24", shared=True,
                                  physical_network="physnet0")
     return net_api.create_port(ctxt, {"network_id": net["id"], "qos_policy_id": policy["id"]})
@@ -151,18 +154,12 @@ def test_a_rescheduled_build_binds_the_port_to_the_alternate_provider(cloud):
     assert _bandwidth_used(cloud) == {_bw(host): BW, _bw(other): {rc: 0 for rc in BW}}
 
 
-
 def test_a_port_with_bandwidth_and_packet_rate_takes_both_from_one_agent(make_cloud):
     cloud = make_cloud(hosts=2, simulated={
         "resource_provider_bandwidths": ["physnet0:10000:10000"],
         "resource_provider_packet_processing_without_direction": 100})
-    net_api, ctxt = cloud.aio.network_api, get_admin_context()
-    policy = net_api.create_qos_policy(ctxt, "bw+pps", [
-        {"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"},
-        {"type": "minimum_packet_rate", "min_kpps": 10, "direction": "any"}])
-    net = net_api.create_network(ctxt, "phys", cidr="10.21.0.0/24", shared=True,
-                                 physical_network="physnet0")
-    port = net_api.create_port(ctxt, {"network_id": net["id"], "qos_policy_id": policy["id"]})
+    port = _port(cloud, [{"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"},
+                         {"type": "minimum_packet_rate", "min_kpps": 10, "direction": "any"}])
     sid = _boot(cloud, port)
     src = cloud.host_of(sid)
     agent = f"{src}:Open vSwitch agent"
