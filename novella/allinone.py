@@ -32,6 +32,10 @@ DEMO_FLAVORS = [
 
 SUPER_TRANSPORT = "inproc://super"
 
+# `novella up`'s demo QoS data (docs/qos.md).
+DEMO_QOS_POLICY = "bw-guaranteed"
+DEMO_PHYSNET_NETWORK = "physnet1-net"
+
 # name, offset from --port-base, usual port
 PORTS = [("identity", 0, 5000), ("compute", 1, 8774), ("placement", 2, 8778),
          ("image", 3, 9292), ("network", 4, 9696), ("volume", 5, 8776)]
@@ -43,7 +47,7 @@ SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", 
 
 class AllInOne:
     def __init__(self, data_dir, cells=2, hosts_per_cell=2, http=False, bind="127.0.0.1",
-                 port_base=0, config_overrides=None, log=print):
+                 port_base=0, config_overrides=None, log=print, config_files=(), qos_demo=False):
         self.data_dir = os.path.abspath(data_dir)
         self.n_cells = cells
         self.hosts_per_cell = hosts_per_cell
@@ -54,6 +58,10 @@ class AllInOne:
         self.servers = []
         self.periodics = []
         self.computes = {}
+        # The operator's configuration files, read as the separate services read theirs;
+        # what the data directory decides (databases, transports) stays as set below.
+        self.user_config_files = [os.path.abspath(f) for f in config_files]
+        self.qos_demo = qos_demo
         os.makedirs(self.data_dir, exist_ok=True)
         self._configure(config_overrides or {})
 
@@ -70,8 +78,8 @@ class AllInOne:
             self.urls = {name: f"http://{self.bind}:{self.port(offset, default)}"
                          for name, offset, default in PORTS}
             config_files = [self._write_auth_config()]
-        self.config_files = config_files
-        CONF([], project="nova", default_config_files=config_files)
+        self.config_files = config_files + self.user_config_files
+        CONF([], project="nova", default_config_files=self.config_files)
         defaults = {
             None: {"state_path": self.data_dir, "transport_url": SUPER_TRANSPORT,
                    "instances_path": os.path.join(self.data_dir, "instances")},
@@ -93,6 +101,11 @@ class AllInOne:
         added = manage.discover_hosts(CONF.api_database.connection)
         if added:
             self.log(f"Mapped {len(added)} compute hosts to their cells.")
+        # The all-in-one is its databases' only conductor: what a previous run
+        # left in the middle is finished or undone now, before anything new starts.
+        recovered = self.conductor.recover_operations(previous_owners=True)
+        if recovered:
+            self.log(f"Recovered {len(recovered)} operations left by the previous run.")
         self._seed_demo_data()
         self._start_api()
         if self.http:
@@ -103,9 +116,11 @@ class AllInOne:
         """What each compute service runs on a timer (heartbeats, resources, power states),
         so a long-running all-in-one keeps its hosts up for the scheduler."""
         from novella.service import Periodic
-        # Cross-cell resizes are confirmed by the conductor, which sees both cells.
-        self.periodics.append(Periodic(self.conductor.poll_unconfirmed_cross_cell_resizes,
-                                       60, "cross-cell-auto-confirm").start())
+        # The conductor's: cross-cell auto-confirm, its operations' leases, recovery.
+        for name, interval in self.conductor.periodic_tasks.items():
+            if interval and interval > 0:
+                self.periodics.append(Periodic(getattr(self.conductor, name), interval,
+                                               f"conductor-{name}").start())
         for host, mgr in self.computes.items():
             for name, interval in mgr.periodic_tasks.items():
                 if interval and interval > 0:
@@ -150,6 +165,8 @@ class AllInOne:
     def _start_embedded_services(self):
         from novella.embedded import services_from_conf
         self.image_api, self.network_api, self.volume_api = services_from_conf(CONF)
+        # A bound port whose QoS policy is replaced has its allocation changed in placement.
+        self.network_api.placement = self.placement
 
     def _start_control_plane(self):
         from novella.conductor.manager import ConductorManager
@@ -193,6 +210,8 @@ class AllInOne:
                                     memory_mb=ram, root_gb=disk))
         self.demo_image = self._ensure_demo_image()
         self.demo_network = self._ensure_demo_network()
+        if self.qos_demo:
+            self.demo_qos_policy, self.demo_physnet_network = self._ensure_demo_qos()
 
     def _ensure_demo_image(self):
         from novella.context import get_admin_context
@@ -208,6 +227,25 @@ class AllInOne:
     def _ensure_demo_network(self):
         from novella.context import get_admin_context
         return self.network_api.ensure_default_network(get_admin_context())
+
+    def _ensure_demo_qos(self):
+        """A shared QoS policy guaranteeing bandwidth each way, and a network on physnet1
+        (administrators': a server of theirs names it, or 'private', to get a port)."""
+        from novella.context import get_admin_context
+        ctxt, api = get_admin_context(), self.network_api
+        policy = next((p for p in api.list_qos_policies(ctxt) if p["name"] == DEMO_QOS_POLICY),
+                      None)
+        if policy is None:
+            policy = api.create_qos_policy(
+                ctxt, DEMO_QOS_POLICY, shared=True,
+                description="Guarantees 100 Mbit/s each way (minimum bandwidth).",
+                rules=[{"type": "minimum_bandwidth", "min_kbps": 100000, "direction": d}
+                       for d in ("egress", "ingress")])
+        network = next(iter(api.list_networks(ctxt, name=DEMO_PHYSNET_NETWORK)), None)
+        if network is None:
+            network = api.create_network(ctxt, DEMO_PHYSNET_NETWORK, cidr="10.1.0.0/24",
+                                         physical_network="physnet1", network_type="vlan")
+        return policy, network
 
     def _start_api(self):
         from novella.api.compute.wsgi import make_app

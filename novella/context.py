@@ -14,6 +14,13 @@ class RequestContext(oslo_context.RequestContext):
                          roles=list(roles or []), is_admin=bool(is_admin), **kwargs)
         self.read_deleted = read_deleted
 
+    def to_policy_values(self):
+        """oslo.context's values plus ``is_admin``, which the legacy
+        ``admin_api`` rule (``is_admin:True``) checks."""
+        values = super().to_policy_values()
+        values["is_admin"] = self.is_admin
+        return values
+
     def to_dict(self):
         d = super().to_dict()
         d["read_deleted"] = self.read_deleted

@@ -10,11 +10,10 @@ status; each API chooses the shape of its error bodies.
 """
 import json
 import logging
-import re
 
 import webob
 
-from novella.api import auth
+from novella.api import auth, router as router_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -54,9 +53,9 @@ class Request(webob.Request):
                 raise bad_request("The request body is missing.")
             return {}
         try:
-            return json.loads(self.body)
-        except ValueError:
-            raise bad_request("Malformed request body: not JSON.")
+            return router_mod.loads(self.body)
+        except router_mod.InputError as exc:
+            raise bad_request(f"Malformed request body: {exc.message}")
 
     def field(self, key, required=True):
         """``body[key]`` as a dict (the resource wrapper of a POST/PUT body)."""
@@ -81,25 +80,21 @@ class Request(webob.Request):
 class App:
     """Routes + error shape; every request gets a request id header."""
 
-    def __init__(self, routes, error_body, state=None):
-        self.routes = []
+    def __init__(self, routes, error_body, state=None, max_body=router_mod.DEFAULT_MAX_BODY):
+        self.router = router_mod.Router(head_as_get=True)
         self.error_body = error_body
         self.state = state or {}
+        self.max_body = max_body
         for method, template, fn in routes:
-            pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template.rstrip("/") or "/")
-            self.routes.append((method, re.compile("^" + pattern + "/?$"), fn))
+            self.router.add(method, template, fn)
 
     def match(self, method, path):
-        allowed = False
-        for m, regex, fn in self.routes:
-            found = regex.match(path)
-            if found:
-                if m == method or (method == "HEAD" and m == "GET"):
-                    return fn, found.groupdict()
-                allowed = True
-        if allowed:
+        try:
+            return self.router.match(method, path)
+        except router_mod.BadMethod:
             raise HTTPError(405, "The method is not allowed for this resource.")
-        raise not_found("The resource could not be found.")
+        except router_mod.NoRoute:
+            raise not_found("The resource could not be found.")
 
     def __call__(self, environ, start_response):
         req = Request(environ)
@@ -108,14 +103,16 @@ class App:
         request_id = getattr(ctxt, "request_id", None) or "req-unauthenticated"
         headers = {"X-Openstack-Request-Id": request_id}
         try:
-            fn, kwargs = self.match(req.method, req.path_info or "/")
+            fn, kwargs = self.match(req.method, router_mod.request_path(environ))
+            router_mod.read_body(req, self.max_body)
             result = fn(req, **kwargs)
             status, body = result[0], result[1]
             headers.update(result[2] if len(result) > 2 else {})
         except Exception as exc:  # noqa: BLE001 - every failure has an HTTP shape
+            exc = router_mod.input_error(exc) or exc
             code = getattr(exc, "code", None)
             if not isinstance(code, int) or not 400 <= code < 600:
-                LOG.exception("Unexpected error in %s %s", req.method, req.path)
+                LOG.exception("Unexpected error in %s %s", req.method, environ.get("PATH_INFO"))
                 code = 500
                 exc = HTTPError(500, "An unexpected error occurred.")
             status = code
@@ -138,4 +135,5 @@ class App:
 
 def make_app(conf, routes, error_body, public_paths=("/", ""), state=None):
     """The API as a WSGI application behind Novella's authentication."""
-    return auth.AuthMiddleware(App(routes, error_body, state), conf, public_paths=public_paths)
+    app = App(routes, error_body, state, max_body=router_mod.max_body_size(conf))
+    return auth.AuthMiddleware(app, conf, public_paths=public_paths)

@@ -91,11 +91,13 @@ def serve_conductor(args):
     mgr = ConductorManager(CONF, api_db, _placement_client(), network_api=network_api,
                            volume_api=volume_api, image_api=image_api,
                            notifier=_notifier(transport, "nova-conductor"))
+    mgr.recover_operations()  # what conductors that died left, once their leases ran out
     transport.serve("conductor", CONF.host or "conductor", mgr)
-    # Cross-cell resizes are confirmed here, where both cells are in view.
-    auto_confirm = Periodic(mgr.poll_unconfirmed_cross_cell_resizes, 60, "auto-confirm").start()
+    # Cross-cell auto-confirm (both cells are in view here), leases, recovery.
+    periodics = [Periodic(getattr(mgr, name), interval, name).start()
+                 for name, interval in mgr.periodic_tasks.items()]
     print(f"Conductor serving on {transport.url.split('@')[-1]}", flush=True)
-    _wait_forever([auto_confirm.stop])
+    _wait_forever([p.stop for p in periodics])
 
 
 def serve_scheduler(args):

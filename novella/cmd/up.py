@@ -1,17 +1,40 @@
-"""`novella up`: the whole system in one process, until Ctrl-C."""
+"""`novella up`: the whole system in one process, until Ctrl-C.
+
+``--config-file`` (repeatable) is read as the separate services read theirs
+(nova.conf and placement.conf options); the data directory still decides the
+databases and transports. Defaults that differ from the separate services':
+the simulated hosts report minimum bandwidth on ``physnet1`` and on the
+tunnel, and packet rate (``[simulated]`` options; a configuration file or an
+``OS_SIMULATED__<OPTION>`` environment variable changes them, docs/qos.md).
+"""
 import logging
 import signal
 import threading
 
 from novella.allinone import AllInOne
 
+# [simulated] defaults of `novella up`: 10 Gbit/s each way on physnet1 and on the
+# tunnel, 1000 kpps per host; a configuration file or the environment overrides them.
+UP_DEFAULTS = {
+    "resource_provider_bandwidths": ["physnet1:10000000:10000000", "tunnel:10000000:10000000"],
+    "resource_provider_packet_processing_without_direction": 1000,
+}
+
+
+def set_defaults(conf):
+    for name, value in UP_DEFAULTS.items():
+        conf.set_default(name, value, group="simulated")
+
 
 def main(args):
+    from novella.conf import CONF
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     print(f"Starting Novella: {args.cells} cells x {args.hosts_per_cell} simulated hosts ...", flush=True)
+    set_defaults(CONF)
     cloud = AllInOne(args.data_dir, cells=args.cells, hosts_per_cell=args.hosts_per_cell,
                      http=True, bind=args.host, port_base=args.port_base,
-                     log=lambda msg: print("  " + msg, flush=True))
+                     log=lambda msg: print("  " + msg, flush=True),
+                     config_files=getattr(args, "config_file", None) or (), qos_demo=True)
     cloud.start()
     print("Novella is up. Endpoints:", flush=True)
     for name, url in cloud.endpoints().items():

@@ -30,8 +30,9 @@ import json
 from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
+from novella.compute import steps
 from novella.db import cell_models as m
-from novella.db import moves as dbmoves
+from novella.db import records
 
 
 class ComputeCrossCell:
@@ -46,6 +47,16 @@ class ComputeCrossCell:
             row = s.get(m.BlockDeviceMapping, bdm_id)
             for key, value in values.items():
                 setattr(row, key, value)
+
+    def _drop_attachments(self, ctxt, instance_uuid):
+        """This cell's copy lets go of its volume attachments."""
+        if self.volume_api is None:
+            return
+        for bdm in self._volume_bdms(instance_uuid):
+            if bdm.attachment_id:
+                with contextlib.suppress(Exception):  # already gone is as good
+                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+                self._set_bdm(bdm.id, attachment_id=None)
 
     def _plug_volumes(self, ctxt, inst, connect=True):
         """Connect (or disconnect) every volume of the guest on this host."""
@@ -72,18 +83,18 @@ class ComputeCrossCell:
         here is given back and the error raised (the conductor tries an
         alternate host of this cell).
         """
-        with self._move_step(ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_dest",
-                             "instance.resize_prep", flavor=new_flavor) as box:
+        with steps.step(self, ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_dest",
+                             "instance.resize_prep", flavor=new_flavor) as st:
             mig = self._migration(migration_uuid)
-            cur = dbmoves.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
+            cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
             claim = None
             try:
-                dbmoves.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
+                records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
                 claim = self.rt.resize_claim(ctxt, instance_uuid, new_flavor, {
                     "uuid": migration_uuid, "source_compute": mig["source_compute"],
                     "source_node": mig["source_node"]})
-                self.driver.prep_resize(ctxt, self.instance_dict(box[0]), new_flavor, mig)
-                connector = self.driver.get_volume_connector(self.instance_dict(box[0]))
+                self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
+                connector = self.driver.get_volume_connector(self.instance_dict(st.instance))
                 if self.volume_api is not None:
                     for bdm in self._volume_bdms(instance_uuid):
                         if bdm.attachment_id:  # made by the conductor for this cell's copy
@@ -101,12 +112,12 @@ class ComputeCrossCell:
                 if claim is not None:
                     with cleanup.step("abort claim"):
                         claim.abort()
-                dbmoves.set_flavors(self.cell_db, instance_uuid, cur)
+                records.set_flavors(self.cell_db, instance_uuid, cur)
                 raise
             node = self.rt.compute_node or {}
             self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=node.get("host_ip") or self.host)
-            box[0] = self._get(instance_uuid)
+            st.instance = self._get(instance_uuid)
         return {"host": self.host, "node": self.rt.nodename,
                 "dest_host": node.get("host_ip") or self.host}
 
@@ -118,11 +129,11 @@ class ComputeCrossCell:
         On failure the guest is destroyed and the ports are active on the
         source host again before the error is raised.
         """
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        flavors = records.flavors(self.cell_db, instance_uuid)
         new, old = flavors["new"] or flavors["cur"], flavors["old"] or flavors["cur"]
-        with self._move_step(ctxt, instance_uuid, "compute_finish_snapshot_based_resize_at_dest",
-                             "instance.resize_finish", flavor=new) as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_finish_snapshot_based_resize_at_dest",
+                             "instance.resize_finish", flavor=new) as st:
+            inst = st.instance
             mig = self._migration(migration_uuid)
             inst = self._update(instance_uuid, task_state=task_states.RESIZE_FINISH,
                                 host=self.host, node=self.rt.nodename)
@@ -158,12 +169,12 @@ class ComputeCrossCell:
                     self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                                  host=mig["source_compute"], node=mig["source_node"])
                 raise
-            dbmoves.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
+            records.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
                                 vm_state=vm_states.RESIZED, task_state=None,
                                 power_state=self._power(instance_uuid), launched_on=self.host)
             self._migration(migration_uuid, status=ms.FINISHED)
             self.rt.refresh_usage()
-            box[0] = self._get(instance_uuid)
+            st.instance = self._get(instance_uuid)
         return {"host": self.host, "node": self.rt.nodename}
 
     def revert_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
@@ -174,9 +185,9 @@ class ComputeCrossCell:
         deleted; the migration still holds the source's.
         """
         mig = self._migration(migration_uuid)
-        with self._move_step(ctxt, instance_uuid, "compute_revert_snapshot_based_resize_at_dest",
-                             None) as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_revert_snapshot_based_resize_at_dest",
+                             None) as st:
+            inst = st.instance
             self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
                                 destroy_disks=True)
             if self.network_api is not None:
@@ -186,12 +197,7 @@ class ComputeCrossCell:
                     self.network_api.activate_port_bindings(ctxt, instance_uuid,
                                                             mig["source_compute"])
                 self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
-            if self.volume_api is not None:
-                for bdm in self._volume_bdms(instance_uuid):
-                    if bdm.attachment_id:
-                        with contextlib.suppress(Exception):
-                            self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-                        self._set_bdm(bdm.id, attachment_id=None)
+            self._drop_attachments(ctxt, instance_uuid)
             self.rt.drop_move_claim(ctxt, instance_uuid)
             if inst.host == self.host:
                 self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
@@ -208,10 +214,10 @@ class ComputeCrossCell:
         The guest and its disks stay on this host for a revert. On failure
         the guest is put back (volumes, power) before the error is raised.
         """
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
-        with self._move_step(ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_source",
-                             "instance.resize", flavor=flavors["new"] or flavors["cur"]) as box:
-            inst = box[0]
+        flavors = records.flavors(self.cell_db, instance_uuid)
+        with steps.step(self, ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_source",
+                             "instance.resize", flavor=flavors["new"] or flavors["cur"]) as st:
+            inst = st.instance
             was_running = self._power(instance_uuid) == power_state.RUNNING
             self._migration(migration_uuid, status=ms.MIGRATING)
             self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATING)
@@ -237,26 +243,21 @@ class ComputeCrossCell:
                     self._update(instance_uuid, task_state=task_states.RESIZE_PREP)
                 raise
             self._migration(migration_uuid, status=ms.POST_MIGRATING)
-            box[0] = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+            st.instance = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                                   power_state=power_state.SHUTDOWN)
         return {"snapshot_id": snapshot_id}
 
     def confirm_snapshot_based_resize_at_source(self, ctxt, instance_uuid, migration_uuid):
         """The move is kept: the old guest, its bindings and attachments and the
         migration's allocation go. The conductor then hard-deletes this copy."""
-        with self._move_step(ctxt, instance_uuid,
-                             "compute_confirm_snapshot_based_resize_at_source", None) as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid,
+                             "compute_confirm_snapshot_based_resize_at_source", None) as st:
+            inst = st.instance
             self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
                                 destroy_disks=True)
             if self.network_api is not None:
                 self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
-            if self.volume_api is not None:
-                for bdm in self._volume_bdms(instance_uuid):
-                    if bdm.attachment_id:
-                        with contextlib.suppress(Exception):
-                            self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-                        self._set_bdm(bdm.id, attachment_id=None)
+            self._drop_attachments(ctxt, instance_uuid)
             self.placement.delete_allocations(migration_uuid)
             self._migration(migration_uuid, status=ms.CONFIRMED)
         return ms.CONFIRMED
@@ -269,11 +270,11 @@ class ComputeCrossCell:
         Unless ``rollback``, the migration's allocation goes back to the
         instance (one POST /allocations) and the migration is 'reverted'.
         """
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        flavors = records.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
-        with self._move_step(ctxt, instance_uuid,
-                             "compute_finish_revert_snapshot_based_resize_at_source") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid,
+                             "compute_finish_revert_snapshot_based_resize_at_source") as st:
+            inst = st.instance
             network_info = self.network_info(inst)
             if self.network_api is not None:
                 network_info = self.network_api.activate_port_bindings(ctxt, instance_uuid,
@@ -290,14 +291,6 @@ class ComputeCrossCell:
                 if power_on and self._power(instance_uuid) != power_state.RUNNING:
                     self.driver.power_on(ctxt, self.instance_dict(inst, old), network_info,
                                          self.block_device_info(instance_uuid))
-            if not rollback:
-                self.placement.move_allocations(migration_uuid, instance_uuid,
-                                                target_consumer_type="INSTANCE", retries=3)
-            dbmoves.set_flavors(self.cell_db, instance_uuid, old, host=self.host,
-                                node=self.rt.nodename,
-                                vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
-                                task_state=None, power_state=self._power(instance_uuid))
-            if not rollback:
-                self._migration(migration_uuid, status=ms.REVERTED)
+            self._back_on_source(instance_uuid, migration_uuid, old, power_on, rollback)
             self.rt.refresh_usage()
-            box[0] = self._get(instance_uuid)
+            st.instance = self._get(instance_uuid)

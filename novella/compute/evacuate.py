@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
+from novella.compute import steps
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -31,9 +32,9 @@ class ComputeEvacuate:
     def rebuild_instance(self, ctxt, instance_uuid, migration_uuid, port_profiles=None,
                          availability_zone=None):
         """Rebuild here a server whose host is down (evacuate)."""
-        with self._move_step(ctxt, instance_uuid, "compute_rebuild_instance",
-                             "instance.evacuate") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_rebuild_instance",
+                             "instance.evacuate") as st:
+            inst = st.instance
             flavor = records.flavor_of(inst)
             made = {"claim": None, "bindings": False, "attachments": {}, "spawned": False}
             try:

@@ -25,12 +25,13 @@ from novella.compute import exceptions as exc_mod
 from novella.compute import resource_tracker
 from novella.compute.cross_cell import ComputeCrossCell
 from novella.compute.evacuate import ComputeEvacuate
-from novella.compute.live_migration import ComputeLiveMigration
+from novella.compute.resize import ComputeResize
+from novella.compute.live_migrate import ComputeLiveMigration
 from novella.compute.shelve import ComputeShelve
-from novella.compute.moves import ComputeMoves
 from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
 from novella.compute import states as vm_states
+from novella.compute import steps
 from novella.db import cell_models as m
 from novella.db import records
 from novella.rpc import notifier as notifier_mod
@@ -50,7 +51,7 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
-class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, ComputeEvacuate,
+class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, ComputeEvacuate,
                      ComputeShelve, ComputeVolumes):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
@@ -77,12 +78,17 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
 
     @property
     def periodic_tasks(self):
-        """{method name: interval in seconds} for the service runner."""
-        return {"heartbeat": self.conf.report_interval,
-                "update_available_resource": self.conf.update_resources_interval,
-                "sync_power_states": self.conf.update_resources_interval,
-                "poll_unconfirmed_resizes": self.conf.update_resources_interval,
-                "poll_shelved_instances": self.conf.update_resources_interval}
+        """{method name: interval in seconds} for the service runner (0 or
+        less: not run), from the reference's options."""
+        default = 60  # the reference's default period of periodic tasks
+        conf = self.conf
+        resources = conf.update_resources_interval
+        return {"heartbeat": conf.report_interval,
+                "update_available_resource": default if resources == 0 else resources,
+                "sync_power_states": conf.sync_power_state_interval,
+                "poll_unconfirmed_resizes": default if conf.resize_confirm_window > 0 else 0,
+                "poll_shelved_instances": (conf.shelved_poll_interval
+                                           if conf.shelved_offload_time > 0 else 0)}
 
     def init_host(self, ctxt=None):
         """Prepare the driver, the services row, the node and its provider."""
@@ -438,51 +444,24 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
 
     # -- power ---------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _operation(self, ctxt, instance_uuid, event, notification, error_vm_state=None):
-        """One user-visible step on an instance.
-
-        Records the action event and the .start/.end notifications; on a
-        failure records a fault, clears the task state (or sets
-        ``error_vm_state``), sends .error and re-raises.
-        """
-        with self._locked(instance_uuid):
-            inst = self._get(instance_uuid)
-            with records.action_event(self.cell_db, ctxt, instance_uuid, event, host=self.host):
-                self._notify(ctxt, inst, notification + ".start")
-                try:
-                    box = [inst]
-                    yield box
-                except Exception as exc:
-                    records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
-                    values = {"task_state": None}
-                    if error_vm_state:
-                        values["vm_state"] = error_vm_state
-                    with contextlib.suppress(records.InstanceNotFound):
-                        box[0] = self._update(instance_uuid, **values)
-                    self._notify(ctxt, box[0], notification + ".error", fault=exc)
-                    raise
-                self._notify(ctxt, box[0], notification + ".end")
-            records.finish_action(self.cell_db, ctxt, instance_uuid)
-
     def stop_instance(self, ctxt, instance_uuid, clean_shutdown=True):
-        with self._operation(ctxt, instance_uuid, "compute_stop_instance",
-                             "instance.power_off") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_stop_instance",
+                             "instance.power_off", standalone=True) as st:
+            inst = st.instance
             timeout = 60 if clean_shutdown else 0
             self.driver.power_off(self.instance_dict(inst), timeout=timeout)
-            box[0] = self._update(instance_uuid,
+            st.instance = self._update(instance_uuid,
                                   expected_task_state=(task_states.POWERING_OFF, None),
                                   vm_state=vm_states.STOPPED, task_state=None,
                                   power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
 
     def start_instance(self, ctxt, instance_uuid):
-        with self._operation(ctxt, instance_uuid, "compute_start_instance",
-                             "instance.power_on") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_start_instance",
+                             "instance.power_on", standalone=True) as st:
+            inst = st.instance
             self.driver.power_on(ctxt, self.instance_dict(inst), self.network_info(inst),
                                  self.block_device_info(instance_uuid))
-            box[0] = self._update(instance_uuid,
+            st.instance = self._update(instance_uuid,
                                   expected_task_state=(task_states.POWERING_ON, None),
                                   vm_state=vm_states.ACTIVE, task_state=None,
                                   power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
@@ -492,13 +471,13 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
         pending = ((task_states.REBOOTING, task_states.REBOOT_PENDING, None) if soft else
                    (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, None))
         started = task_states.REBOOT_STARTED if soft else task_states.REBOOT_STARTED_HARD
-        with self._operation(ctxt, instance_uuid, "compute_reboot_instance", "instance.reboot",
-                             error_vm_state=vm_states.ERROR) as box:
+        with steps.step(self, ctxt, instance_uuid, "compute_reboot_instance", "instance.reboot",
+                             error_vm_state=vm_states.ERROR, standalone=True) as st:
             inst = self._update(instance_uuid, expected_task_state=pending, task_state=started)
             self.driver.reboot(ctxt, self.instance_dict(inst), self.network_info(inst),
                                reboot_type="SOFT" if soft else "HARD",
                                block_device_info=self.block_device_info(instance_uuid))
-            box[0] = self._update(instance_uuid, expected_task_state=started,
+            st.instance = self._update(instance_uuid, expected_task_state=started,
                                   vm_state=vm_states.ACTIVE, task_state=None,
                                   power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
 
@@ -508,10 +487,10 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
         """Destroy the guest, free network, volumes and placement, soft-delete the row."""
         started = False
         try:
-            with self._operation(ctxt, instance_uuid, "compute_terminate_instance",
-                                 "instance.delete", error_vm_state=vm_states.ERROR) as box:
+            with steps.step(self, ctxt, instance_uuid, "compute_terminate_instance",
+                                 "instance.delete", error_vm_state=vm_states.ERROR, standalone=True) as st:
                 started = True
-                inst = box[0]
+                inst = st.instance
                 bdms = self._bdms(instance_uuid)
                 self._notify(ctxt, inst, "instance.shutdown.start")
                 self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
@@ -521,7 +500,7 @@ class ComputeManager(ComputeMoves, ComputeCrossCell, ComputeLiveMigration, Compu
                 self._notify(ctxt, inst, "instance.shutdown.end")
                 self._detach_volumes(ctxt, inst, delete_volumes=True, bdms=bdms)
                 self.placement.delete_allocations(instance_uuid)
-                box[0] = self._soft_delete(inst)
+                st.instance = self._soft_delete(inst)
                 self.rt.instance_removed(inst)
         except records.InstanceNotFound:
             if started:

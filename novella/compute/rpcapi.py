@@ -3,6 +3,8 @@
 Each cell has its own transport: build one ``ComputeAPI`` per cell with that
 cell's transport (or its transport URL). Every method takes the target
 ``host`` after the context; payloads are JSON (servers travel as uuids).
+Each method names its own timeout: ``rpc_response_timeout`` for quick calls,
+``long_rpc_timeout`` for a step that moves or spawns a guest.
 """
 from novella import rpc
 from novella.compute import exceptions
@@ -110,7 +112,50 @@ class ComputeAPI:
                           power_on=power_on, rollback=rollback,
                           availability_zone=availability_zone, port_profiles=port_profiles)
 
-    # -- live migration (novella/compute/live_migration.py) ------------------------------
+    # -- resize and cold migrate across cells (novella/compute/cross_cell.py) -----------
+
+    def prep_snapshot_based_resize_at_dest(self, ctxt, host, instance_uuid, migration_uuid,
+                                           new_flavor, port_profiles=None):
+        return self._call(ctxt, host, "prep_snapshot_based_resize_at_dest",
+                          timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          new_flavor=new_flavor, port_profiles=port_profiles)
+
+    def prep_snapshot_based_resize_at_source(self, ctxt, host, instance_uuid, migration_uuid,
+                                             snapshot_id=None, clean_shutdown=True):
+        return self._call(ctxt, host, "prep_snapshot_based_resize_at_source",
+                          timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          snapshot_id=snapshot_id, clean_shutdown=clean_shutdown)
+
+    def finish_snapshot_based_resize_at_dest(self, ctxt, host, instance_uuid, migration_uuid,
+                                             snapshot_id=None, power_on=True):
+        return self._call(ctxt, host, "finish_snapshot_based_resize_at_dest",
+                          timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          snapshot_id=snapshot_id, power_on=power_on)
+
+    def confirm_snapshot_based_resize_at_source(self, ctxt, host, instance_uuid,
+                                                migration_uuid):
+        return self._call(ctxt, host, "confirm_snapshot_based_resize_at_source",
+                          timeout=self.long_timeout, instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid)
+
+    def revert_snapshot_based_resize_at_dest(self, ctxt, host, instance_uuid, migration_uuid,
+                                             rollback=False):
+        return self._call(ctxt, host, "revert_snapshot_based_resize_at_dest",
+                          timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
+                          rollback=rollback)
+
+    def finish_revert_snapshot_based_resize_at_source(self, ctxt, host, instance_uuid,
+                                                      migration_uuid, power_on=True,
+                                                      rollback=False):
+        return self._call(ctxt, host, "finish_revert_snapshot_based_resize_at_source",
+                          timeout=self.long_timeout, instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid, power_on=power_on, rollback=rollback)
+
+    # -- live migration (novella/compute/live_migrate.py) ------------------------------
 
     def prepare_live_migration_at_destination(self, ctxt, host, instance_uuid, migration_uuid,
                                               port_profiles=None):

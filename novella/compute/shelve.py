@@ -28,6 +28,7 @@ from novella.compute import cleanup
 from novella.compute import exceptions as exc_mod
 from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
+from novella.compute import steps
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
@@ -39,9 +40,9 @@ class ComputeShelve:
     def shelve_instance(self, ctxt, instance_uuid, image_id=None, clean_shutdown=True):
         """Power off and keep the root disk as image ``image_id`` (image-backed servers)."""
         try:
-            with self._operation(ctxt, instance_uuid, "compute_shelve_instance",
-                                 "instance.shelve") as box:
-                inst = box[0]
+            with steps.step(self, ctxt, instance_uuid, "compute_shelve_instance",
+                                 "instance.shelve", standalone=True) as st:
+                inst = st.instance
                 was_running = self._power(instance_uuid) == power_state.RUNNING
                 self.driver.power_off(self.instance_dict(inst), timeout=60 if clean_shutdown else 0)
                 try:
@@ -57,7 +58,7 @@ class ComputeShelve:
                 records.set_system_metadata(self.cell_db, instance_uuid,
                                             shelved_at=records.utcnow().isoformat(),
                                             shelved_image_id=image_id, shelved_host=self.host)
-                box[0] = self._update(instance_uuid, expected_task_state=task_states.SHELVING,
+                st.instance = self._update(instance_uuid, expected_task_state=task_states.SHELVING,
                                       vm_state=vm_states.SHELVED, task_state=None,
                                       power_state=self._power(instance_uuid))
         except Exception:
@@ -100,14 +101,14 @@ class ComputeShelve:
 
     def shelve_offload_instance(self, ctxt, instance_uuid):
         """Free this host of a shelved server: it keeps its ports, volumes and image."""
-        with self._operation(ctxt, instance_uuid, "compute_shelve_offload_instance",
-                             "instance.shelve_offload") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_shelve_offload_instance",
+                             "instance.shelve_offload", standalone=True) as st:
+            inst = st.instance
             bdms = self._bdms(instance_uuid)
             self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
                                 self.block_device_info(instance_uuid, bdms), destroy_disks=True)
             self._leave_host(ctxt, inst, bdms)
-            box[0] = self._update(
+            st.instance = self._update(
                 instance_uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
                 vm_state=vm_states.SHELVED_OFFLOADED, task_state=None,
                 power_state=power_state.NOSTATE, host=None, node=None, launched_on=None,
@@ -138,11 +139,11 @@ class ComputeShelve:
         """The server runs again: here on its host if shelved, else from its image here."""
         inst = self._get(instance_uuid)
         if inst.vm_state == vm_states.SHELVED:
-            with self._operation(ctxt, instance_uuid, "compute_unshelve_instance",
-                                 "instance.unshelve") as box:
-                self.driver.power_on(ctxt, self.instance_dict(box[0]), self.network_info(box[0]),
+            with steps.step(self, ctxt, instance_uuid, "compute_unshelve_instance",
+                                 "instance.unshelve", standalone=True) as st:
+                self.driver.power_on(ctxt, self.instance_dict(st.instance), self.network_info(st.instance),
                                      self.block_device_info(instance_uuid))
-                box[0] = self._update(instance_uuid, expected_task_state=task_states.UNSHELVING,
+                st.instance = self._update(instance_uuid, expected_task_state=task_states.UNSHELVING,
                                       vm_state=vm_states.ACTIVE, task_state=None,
                                       power_state=self._power(instance_uuid))
         else:

@@ -1,30 +1,43 @@
-"""The super-conductor (topic ``conductor``): schedules and builds across cells.
+"""The super-conductor (topic ``conductor``): its RPC entry points.
+
+Each entry point loads what the operation needs, picks its task list
+(novella/conductor/tasks: one module per operation) and runs it under the
+conductor's action event; the task list undoes a failure. The API has
+already written the migration row (pre-migrating), set the task state and
+started the instance action; the conductor finishes the action.
 
 It reaches the scheduler over the top-level transport, each cell's compute
 hosts over that cell's transport (from the cell mapping) and writes the API
-database and every cell database. Each operation is a list of tasks
-(novella/conductor/tasks) whose failures roll back in reverse order.
+database and every cell database.
 """
+import datetime
 import json
 import logging
+import types
 
 import sqlalchemy as sa
 
 from novella import rpc
 from novella.compute import states
-from novella.conductor.cross_cell import ConductorCrossCell
-from novella.conductor.moves import ConductorMoves
-from novella.conductor.shelve import ConductorShelve
+from novella.compute.states import migration_status as ms
+from novella.conductor import journal, operations
 from novella.conductor.tasks import build as build_tasks
+from novella.conductor.tasks import common
+from novella.conductor.tasks import cross_cell as cross_cell_tasks
+from novella.conductor.tasks import shelve as shelve_tasks
 from novella.conductor.tasks.base import TaskList
+from novella.context import get_admin_context
 from novella.db import api_models as am
+from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
+from novella.db import instance_copy
+from novella.db import migration_records
 from novella.db import records
+from novella.db import request_specs
 from novella.rpc import notifier as notifier_mod
 from novella.scheduler.rpcapi import SchedulerAPI
 
 LOG = logging.getLogger(__name__)
-
 
 def _uuid_of(build_request):
     return build_request if isinstance(build_request, str) else build_request["instance_uuid"]
@@ -35,7 +48,7 @@ _BUILD_REQUEST = sa.select(
 ).where(am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
 
 
-class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
+class ConductorManager:
     def __init__(self, conf, api_db, placement, network_api=None, volume_api=None,
                  image_api=None, notifier=None):
         self.conf = conf
@@ -47,6 +60,19 @@ class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
         self.notifier = notifier
         self.scheduler = SchedulerAPI(rpc.get_transport(conf.transport_url),
                                       timeout=conf.long_rpc_timeout)
+        self.owner = journal.conductor_id()
+        self.lease = conf.conductor.operation_lease
+
+    @property
+    def periodic_tasks(self):
+        return {"poll_unconfirmed_cross_cell_resizes": self.conf.update_resources_interval,
+                "renew_leases": max(1, self.lease // 3),
+                "recover_operations": self.lease}
+
+    def _journal(self, kind, ctxt, state):
+        """The durable record of an operation about to start."""
+        return journal.Journal(self.api_db, self.owner, self.lease, kind, state.instance_uuid,
+                               ctxt, state).begin()
 
     # -- builds ----------------------------------------------------------------------
     def schedule_and_build_instances(self, ctxt, build_requests, request_specs=None,
@@ -60,7 +86,7 @@ class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
             if br is None:
                 LOG.info("server %s was deleted before scheduling", uuid)
                 continue
-            pending.append((uuid, spec or self._load_request_spec(uuid), br))
+            pending.append((uuid, spec or self._request_spec(uuid), br))
         if not pending:
             return
         spec = dict(pending[0][1], num_instances=len(pending))
@@ -73,19 +99,19 @@ class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
                 self._bury_in_cell0(ctxt, uuid, spec_i, br, exc)
             return
         for index, ((uuid, spec_i, br), host_list) in enumerate(zip(pending, host_lists)):
-            b = build_tasks.Build(self.conf, self.api_db, self.placement, ctxt, uuid, spec_i,
-                                  host_list, br, requested_networks, launch_index=index)
+            build = build_tasks.Build(self.conf, self.api_db, self.placement, ctxt, uuid, spec_i,
+                                      host_list, br, requested_networks, launch_index=index)
             try:
-                TaskList(f"build {uuid}", build_tasks.build_tasks(b)).run()
+                TaskList(f"build {uuid}", build_tasks.build_tasks(build)).run()
             except build_tasks.BuildRequestNotFound:
                 LOG.info("server %s was deleted while it was scheduled", uuid)
-            except Exception as exc:  # noqa: BLE001 - rolled back; the server must still show why
+            except Exception as exc:  # noqa: BLE001 - undone; the server must still show why
                 LOG.exception("build of %s failed", uuid)
                 self._bury_in_cell0(ctxt, uuid, spec_i, br, exc)
 
     def _bury_in_cell0(self, ctxt, instance_uuid, spec, build_request, exc):
         """A server that got no host: in cell0, ERROR, with a fault, mapped there."""
-        cell0 = self._cell0()
+        cell0 = cells_mod.cell_by_uuid(self.api_db, cells_mod.CELL0_UUID)
         cell0_db = cells_mod.cell_database(cell0)
         build_tasks.create_instance(cell0_db, ctxt, instance_uuid, build_request, spec,
                                     action="create", vm_state=states.ERROR, task_state=None)
@@ -100,23 +126,211 @@ class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
         if not build_tasks.delete_build_request(self.api_db, instance_uuid):
             # Deleted by its user meanwhile: it is gone from cell0 too.
             build_tasks.soft_delete_instance(cell0_db, instance_uuid)
-        self._notify_build_error(ctxt, instance_uuid, spec, exc)
+        self._notify(ctxt, "compute_task.build_instances.error", notifier_mod.versioned(
+            "ComputeTaskPayload", {"instance_uuid": instance_uuid,
+                                   "reason": notifier_mod.exception_payload(exc),
+                                   "request_spec": spec, "state": states.ERROR}))
 
-    def _notify_build_error(self, ctxt, instance_uuid, spec, exc):
-        if self.notifier is None:
-            return
-        payload = notifier_mod.versioned("ComputeTaskPayload", {
-            "instance_uuid": instance_uuid, "reason": notifier_mod.exception_payload(exc),
-            "request_spec": spec, "state": states.ERROR})
+    # -- moves -------------------------------------------------------------------------
+
+    def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
+                       clean_shutdown=True, allow_cross_cell=False):
+        """Resize (``flavor`` given) or cold migrate (optionally to ``host``).
+
+        ``allow_cross_cell``: the API found the cross-cell policy passing; the
+        move may then leave the cell when every compute service can.
+        """
+        move = self._move(ctxt, instance_uuid, migration_uuid, host=host, flavor=flavor,
+                          clean_shutdown=clean_shutdown)
+        kind = ("migrate-cross-cell" if allow_cross_cell
+                and cross_cell_tasks.cross_cell_move_allowed(self.api_db) else "migrate")
+        return self._run_move(ctxt, move, kind)
+
+    def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
+        """Live-migrate a running server inside its cell (tasks/live_migrate.py)."""
+        move = self._move(ctxt, instance_uuid, migration_uuid, host=host)
+        return self._run_move(ctxt, move, "live-migrate")
+
+    def evacuate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
+        """Rebuild elsewhere in its cell a server whose host is down (tasks/evacuate.py)."""
+        move = self._move(ctxt, instance_uuid, migration_uuid, host=host)
+        return self._run_move(ctxt, move, "evacuate")
+
+    def _move(self, ctxt, instance_uuid, migration_uuid, host=None, flavor=None,
+              clean_shutdown=True):
+        """The state of a move about to start; ``flavor``: the new one (a resize)."""
+        cell, cell_db, inst = self._instance(instance_uuid)
+        return common.Move(self, ctxt, cell, inst, migration_records.get(cell_db, migration_uuid),
+                           flavor or inst.flavor, self._request_spec(instance_uuid),
+                           target_host=host, clean_shutdown=clean_shutdown)
+
+    def _run_move(self, ctxt, move, kind):
+        """Run a move's tasks under the conductor's event; a failure is undone
+        and recorded (the fault and the migration say why), not raised."""
+        operation = operations.OPERATIONS[kind]
+        task_list = TaskList(f"{kind} {move.instance_uuid}", operation.tasks(move),
+                             journal=self._journal(kind, ctxt, move))
         try:
-            self.notifier(ctxt, f"nova-conductor:{self.conf.host or 'conductor'}",
-                          "compute_task.build_instances.error", payload)
-        except Exception:  # noqa: BLE001 - a notification never breaks an operation
-            LOG.exception("could not send compute_task.build_instances.error")
+            with records.action_event(move.cell_db, ctxt, move.instance_uuid,
+                                      operation.event):
+                task_list.run()
+        except Exception:  # noqa: BLE001 - undone; the fault and migration say why
+            LOG.info("%s %s of %s failed (undone: %s)", kind, move.migration_uuid,
+                     move.instance_uuid, task_list.undone)
+        self._move_ended(ctxt, move)
+        return {"completed": task_list.completed, "failed_task": task_list.failed_task,
+                "undone": task_list.undone, "cross_cell": move.target_cell is not None}
 
-    # -- lookups -------------------------------------------------------------------------
-    def _cell0(self):
-        return cells_mod.cell_by_uuid(self.api_db, cells_mod.CELL0_UUID)
+    @staticmethod
+    def _move_ended(ctxt, move):
+        records.finish_action(move.cell_db, ctxt, move.instance_uuid)
+        if move.moved:  # the events recorded in the source cell join the server's copy
+            instance_copy.sync_actions(move.cell_db, move.target_db, move.instance_uuid)
+
+    # -- confirm and revert ---------------------------------------------------------------
+
+    def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
+        return self._run_resized(ctxt, self._resized(ctxt, instance_uuid, migration_uuid),
+                                 "confirm")
+
+    def revert_resize(self, ctxt, instance_uuid, migration_uuid):
+        return self._run_resized(ctxt, self._resized(ctxt, instance_uuid, migration_uuid),
+                                 "revert")
+
+    def _resized(self, ctxt, instance_uuid, migration_uuid):
+        cell_db = cells_mod.cell_database(cells_mod.instance_cell(self.api_db, instance_uuid))
+        return common.Resized(self, ctxt, instance_uuid,
+                              migration_records.get(cell_db, migration_uuid))
+
+    def _run_resized(self, ctxt, resized, action):
+        """Confirm or revert: on failure the migration in error and a fault, then raised.
+
+        Across cells the conductor sends the .start and .end notifications, as
+        no one host sees the whole of it.
+        """
+        cross_cell = bool(resized.migration.get("cross_cell_move"))
+        kind = action + ("-cross-cell" if cross_cell else "")
+        notification = f"instance.resize_{action}" if cross_cell else None
+        uuid = resized.instance_uuid
+        if notification:
+            self._notify_instance(ctxt, resized.instance_db, uuid, notification + ".start")
+        tasks = TaskList(f"{kind} {uuid}", operations.OPERATIONS[kind].tasks(resized),
+                         journal=self._journal(kind, ctxt, resized))
+        self._resized_ended(ctxt, resized, tasks.run)
+        if notification:
+            self._notify_instance(ctxt, resized.instance_db, uuid, notification + ".end")
+        return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
+
+    @staticmethod
+    def _resized_ended(ctxt, resized, run):
+        """``run()`` the rest of a confirm or revert, then record how it ended."""
+        try:
+            run()
+        except Exception as exc:
+            migration_records.update(resized.instance_db, resized.migration_uuid,
+                                     status=ms.ERROR)
+            records.add_fault(resized.instance_db, resized.instance_uuid, exc)
+            raise
+        finally:
+            records.finish_action(resized.instance_db, ctxt, resized.instance_uuid)
+
+    def poll_unconfirmed_cross_cell_resizes(self, ctxt=None):
+        """Confirm cross-cell moves in VERIFY_RESIZE longer than ``resize_confirm_window``.
+
+        (A move inside a cell is confirmed by its source host's own poll.)
+        """
+        window = self.conf.resize_confirm_window
+        if window <= 0:
+            return []
+        cutoff = records.utcnow() - datetime.timedelta(seconds=window)
+
+        def due(cell, db):
+            with db.session() as s:
+                return [(db, *row) for row in s.execute(
+                    sa.select(cm.Migration.uuid, cm.Migration.instance_uuid).where(
+                        cm.Migration.cross_cell_move.is_(True), cm.Migration.hidden.is_(False),
+                        cm.Migration.status == ms.FINISHED, cm.Migration.deleted == 0,
+                        cm.Migration.updated_at <= cutoff))]
+        confirmed = []
+        cells = cells_mod.list_cells(self.api_db, include_cell0=False)
+        for result in cells_mod.scatter(cells, due).values():
+            if isinstance(result, Exception):
+                continue
+            for db, migration_uuid, instance_uuid in result:
+                actx = get_admin_context()
+                try:
+                    if migration_records.update(db, migration_uuid, expected_status=ms.FINISHED,
+                                                status=ms.CONFIRMING) is None:
+                        continue
+                    records.start_action(db, actx, instance_uuid, "confirmResize")
+                    self.confirm_resize(actx, instance_uuid, migration_uuid)
+                    confirmed.append(migration_uuid)
+                except Exception:  # noqa: BLE001 - one stuck move must not block the others
+                    LOG.exception("automatic confirmation of migration %s failed",
+                                  migration_uuid)
+        return confirmed
+
+    # -- shelve --------------------------------------------------------------------------
+
+    def unshelve_instance(self, ctxt, instance_uuid, host=None):
+        """``host``: the host asked for (2.91); the zone asked for is in the request spec."""
+        cell, cell_db, inst = self._instance(instance_uuid)
+        unshelve = shelve_tasks.Unshelve(self, ctxt, cell, inst,
+                                         self._request_spec(instance_uuid), host=host)
+        tasks = TaskList(f"unshelve {instance_uuid}", shelve_tasks.unshelve_tasks(unshelve),
+                         journal=self._journal("unshelve", ctxt, unshelve))
+        try:
+            with records.action_event(cell_db, ctxt, instance_uuid,
+                                      shelve_tasks.CONDUCTOR_EVENT):
+                tasks.run()
+        except Exception:  # noqa: BLE001 - undone: the server stays shelved, with a fault
+            pass
+        finally:
+            records.finish_action(cell_db, ctxt, instance_uuid)
+
+    # -- recovery ------------------------------------------------------------------------
+
+    def renew_leases(self, ctxt=None):
+        """This conductor lives: the operations it runs stay its own."""
+        return journal.renew_leases(self.api_db, self.owner, self.lease)
+
+    def recover_operations(self, ctxt=None, previous_owners=False):
+        """Finish or undo every operation whose conductor died (its lease ran out).
+
+        Run at start-up and periodically; of several conductors exactly one
+        takes each orphan (novella/conductor/operations.py says which way each
+        goes). ``previous_owners``: every other owner is known dead (the
+        all-in-one, its databases' only conductor, starting again).
+        """
+        if previous_owners:
+            journal.expire_others(self.api_db, self.owner)
+        recovered = []
+        for operation_uuid in journal.orphans(self.api_db):
+            operation = journal.take_over(self.api_db, operation_uuid, self.owner, self.lease)
+            if operation is None:
+                continue  # another conductor took it first
+            try:
+                operations.recover(self, operation)
+            except Exception:  # noqa: BLE001 - one stuck operation must not block the others
+                LOG.exception("recovery of operation %s (%s of %s) failed", operation_uuid,
+                              operation["kind"], operation["instance_uuid"])
+            recovered.append(operation_uuid)
+        return recovered
+
+    # -- lookups and notifications -------------------------------------------------------
+
+    def _instance(self, instance_uuid):
+        """(cell mapping, cell database, what the conductor reads of the server)."""
+        cell = cells_mod.instance_cell(self.api_db, instance_uuid)
+        cell_db = cells_mod.cell_database(cell)
+        with cell_db.read_session() as s:
+            row = records.get_instance(s, instance_uuid)
+            inst = types.SimpleNamespace(
+                flavor=records.flavor_of(row),
+                **{k: getattr(row, k) for k in ("uuid", "project_id", "user_id", "host", "node",
+                                                "availability_zone", "vm_state", "task_state",
+                                                "power_state")})
+        return cell, cell_db, inst
 
     def _load_build_request(self, instance_uuid, default_bdms, default_tags):
         """{"instance", "block_device_mappings", "tags"} of a build request, or None if gone."""
@@ -130,8 +344,24 @@ class ConductorManager(ConductorMoves, ConductorCrossCell, ConductorShelve):
                     "block_device_mappings": bdms if bdms is not None else list(default_bdms or []),
                     "tags": tags if tags is not None else list(default_tags or [])}
 
-    def _load_request_spec(self, instance_uuid):
-        with self.api_db.session() as s:
-            row = s.scalars(sa.select(am.RequestSpec).where(
-                am.RequestSpec.instance_uuid == instance_uuid)).one()
-            return json.loads(row.spec)
+    def _request_spec(self, instance_uuid):
+        return request_specs.get(self.api_db, instance_uuid)
+
+    def _notify_instance(self, ctxt, cell_db, instance_uuid, event_type):
+        try:
+            with cell_db.read_session() as s:
+                inst = records.get_instance(s, instance_uuid)
+                payload = notifier_mod.instance_payload(inst, records.flavor_of(inst), ctxt=ctxt)
+        except Exception:  # noqa: BLE001 - a notification never breaks an operation
+            LOG.exception("could not read %s for %s", instance_uuid, event_type)
+            return
+        self._notify(ctxt, event_type, payload)
+
+    def _notify(self, ctxt, event_type, payload):
+        if self.notifier is None:
+            return
+        try:
+            self.notifier(ctxt, f"nova-conductor:{self.conf.host or 'conductor'}", event_type,
+                          payload)
+        except Exception:  # noqa: BLE001 - a notification never breaks an operation
+            LOG.exception("could not send %s", event_type)

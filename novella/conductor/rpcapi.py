@@ -23,7 +23,7 @@ class ConductorAPI:
                             requested_networks=requested_networks,
                             block_device_mappings=block_device_mappings, tags=tags)
 
-    # -- resize and cold migrate (novella/conductor/moves.py) ---------------------------
+    # -- resize and cold migrate (conductor/tasks/resize.py, cross_cell.py) ------------
 
     def migrate_server(self, ctxt, instance_uuid, migration_uuid, flavor=None, host=None,
                        clean_shutdown=True, allow_cross_cell=False):
@@ -47,14 +47,14 @@ class ConductorAPI:
         self.transport.cast(ctxt, TOPIC, None, "revert_resize", instance_uuid=instance_uuid,
                             migration_uuid=migration_uuid)
 
-    # -- live migration (novella/conductor/live_migrate.py) ------------------------------
+    # -- live migration (novella/conductor/tasks/live_migrate.py) ------------------------
 
     def live_migrate_instance(self, ctxt, instance_uuid, migration_uuid, host=None):
         """Live-migrate a running server inside its cell, to ``host`` or a scheduled one (cast)."""
         self.transport.cast(ctxt, TOPIC, None, "live_migrate_instance",
                             instance_uuid=instance_uuid, migration_uuid=migration_uuid, host=host)
 
-    # -- shelve (novella/conductor/shelve.py) --------------------------------------------
+    # -- shelve (novella/conductor/tasks/shelve.py) --------------------------------------
 
     def unshelve_instance(self, ctxt, instance_uuid, host=None):
         """Run a shelved server again, scheduling it (to ``host`` if given) if it was

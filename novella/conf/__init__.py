@@ -6,11 +6,14 @@ that every compute-side service reads. Placement has its own ConfigOpts
 """
 from oslo_config import cfg
 
-from novella.conf import api, compute, database, embedded, messaging, rpc, scheduler, services
+from novella.conf import (api, compute, conductor, database, embedded, messaging, rpc,
+                          scheduler, services)
 
 CONF = cfg.CONF
 
-for _module in (api, compute, database, embedded, messaging, rpc, scheduler, services):
+MODULES = (api, compute, conductor, database, embedded, messaging, rpc, scheduler, services)
+
+for _module in MODULES:
     _module.register_opts(CONF)
 
 

@@ -7,16 +7,10 @@ api_opts = [
     cfg.IntOpt("max_limit", default=1000, help="Largest page a list returns."),
     cfg.StrOpt("compute_link_prefix"),
     cfg.BoolOpt("list_records_by_skipping_down_cells", default=True),
-    cfg.IntOpt("instance_list_per_project_cells", default=0),
     cfg.BoolOpt("enable_instance_password", default=True,
                 help="Return the server's admin password in the create response."),
-]
-wsgi_opts = [
-    cfg.StrOpt("osapi_compute_listen", default="127.0.0.1"),
-    cfg.PortOpt("osapi_compute_listen_port", default=8774),
 ]
 
 
 def register_opts(conf):
     conf.register_opts(api_opts, group="api")
-    conf.register_opts(wsgi_opts)

@@ -3,7 +3,8 @@ import os
 from oslo_config import cfg
 
 default_opts = [
-    cfg.StrOpt("host", help="Name of this service's host."),
+    cfg.HostDomainOpt("host", help="Name of this service's host (default: the "
+                                   "service's own role, e.g. 'conductor')."),
     cfg.StrOpt("state_path", default=os.path.join(os.getcwd(), "data"), sample_default="$pwd/data",
                help="Where the all-in-one keeps its databases and simulated disks."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
@@ -13,7 +14,8 @@ default_opts = [
     cfg.StrOpt("internal_service_availability_zone", default="internal"),
     cfg.BoolOpt("allow_resize_to_same_host", default=False),
     cfg.IntOpt("resize_confirm_window", default=0,
-               help="Seconds after which a resize left in VERIFY_RESIZE is confirmed (0: never)."),
+               help="Seconds after which a resize left in VERIFY_RESIZE is confirmed (0: never); "
+                    "the compute service looks for such resizes every 60 s."),
     cfg.IntOpt("report_interval", default=10, help="Seconds between service heartbeats."),
     cfg.IntOpt("service_down_time", default=60),
     cfg.FloatOpt("cpu_allocation_ratio"),
@@ -27,9 +29,14 @@ default_opts = [
     cfg.IntOpt("reserved_host_cpus", default=0),
     cfg.StrOpt("compute_driver", default="simulated"),
     cfg.IntOpt("update_resources_interval", default=60,
-               help="Seconds between resource tracker runs (update_available_resource)."),
-    cfg.IntOpt("reboot_timeout", default=0),
-    cfg.BoolOpt("resume_guests_state_on_host_boot", default=False),
+               help="Seconds between resource tracker runs (update_available_resource); "
+                    "0: the default period (60 s); negative: never."),
+    cfg.IntOpt("sync_power_state_interval", default=600,
+               help="Seconds between syncs of the guests' power states with the "
+                    "database; negative: never."),
+    cfg.IntOpt("shelved_poll_interval", default=3600,
+               help="Seconds between checks for shelved servers to offload after "
+                    "shelved_offload_time; negative: never."),
     cfg.IntOpt("shelved_offload_time", default=0,
                help="Seconds a shelved server stays on its host before it is offloaded "
                     "(the compute service's periodic task); 0: at once; -1: only by the "

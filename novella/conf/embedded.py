@@ -21,10 +21,6 @@ network_opts = [
     cfg.StrOpt("connection", secret=True,
                help="Database URL of the embedded network service "
                     "(default: the [api_database] connection)."),
-    cfg.StrOpt("default_network_name", default="private",
-               help="Name of the network created when the service starts empty."),
-    cfg.StrOpt("default_network_cidr", default="10.0.0.0/24",
-               help="CIDR of the default network's subnet."),
 ]
 
 

@@ -28,17 +28,13 @@ filter_scheduler_opts = [
                 help="Weigher plugin class names; 'all' enables every weigher."),
     cfg.IntOpt("host_subset_size", default=1, min=1,
                help="Pick at random among this many best-weighed hosts."),
-    cfg.BoolOpt("shuffle_best_same_weighed_hosts", default=False),
     cfg.FloatOpt("ram_weight_multiplier", default=1.0),
     cfg.FloatOpt("cpu_weight_multiplier", default=1.0),
     cfg.FloatOpt("disk_weight_multiplier", default=1.0),
-    cfg.FloatOpt("io_ops_weight_multiplier", default=-1.0),
     cfg.FloatOpt("build_failure_weight_multiplier", default=1000000.0),
     cfg.FloatOpt("soft_affinity_weight_multiplier", default=1.0, min=0.0),
     cfg.FloatOpt("soft_anti_affinity_weight_multiplier", default=1.0, min=0.0),
     cfg.FloatOpt("cross_cell_move_weight_multiplier", default=1000000.0),
-    cfg.StrOpt("aggregate_image_properties_isolation_namespace"),
-    cfg.StrOpt("aggregate_image_properties_isolation_separator", default="."),
 ]
 
 

@@ -5,6 +5,8 @@ requests, server groups, aggregates and key pairs. JSON documents (request
 specs, build requests) are stored as text so every backend treats them alike.
 """
 
+import datetime
+
 import sqlalchemy as sa
 from sqlalchemy import orm
 
@@ -89,6 +91,63 @@ class RequestSpec(Timestamps, Base):
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
     spec: orm.Mapped[str] = orm.mapped_column(sa.Text)  # JSON document
+
+
+class Operation(Timestamps, Base):
+    """One conductor operation in progress or ended: its steps, its state and its owner.
+
+    ``steps`` is the JSON list ``[[step name, status], ...]`` (status
+    started, done, undoing or undone), written before each step acts and
+    after it; ``state`` what the steps handed each other, as of the last
+    write; ``owner`` the conductor running it until ``lease_until``.
+    """
+    __tablename__ = "operations"
+    __table_args__ = (sa.Index("operations_status_lease_idx", "status", "lease_until"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
+    kind: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), index=True)
+    owner: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    lease_until: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(16))  # running, done, failed, undone
+    steps: orm.Mapped[str] = orm.mapped_column(sa.Text)
+    state: orm.Mapped[str] = orm.mapped_column(sa.Text)
+    context: orm.Mapped[str] = orm.mapped_column(sa.Text)
+
+
+class Quota(Base):
+    """A project's own limit of one resource (os-quota-sets)."""
+    __tablename__ = "quotas"
+    __table_args__ = (sa.UniqueConstraint("project_id", "resource",
+                                          name="uniq_quotas0project_id0resource"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    resource: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    hard_limit: orm.Mapped[int | None] = orm.mapped_column(sa.Integer)
+
+
+class ProjectUserQuota(Base):
+    """One user's limit of one resource within a project."""
+    __tablename__ = "project_user_quotas"
+    __table_args__ = (sa.UniqueConstraint(
+        "user_id", "project_id", "resource",
+        name="uniq_project_user_quotas0user_id0project_id0resource"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    resource: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    hard_limit: orm.Mapped[int | None] = orm.mapped_column(sa.Integer)
+
+
+class QuotaClass(Base):
+    """A quota class's limit of one resource (os-quota-class-sets; 'default')."""
+    __tablename__ = "quota_classes"
+    __table_args__ = (sa.UniqueConstraint("class_name", "resource",
+                                          name="uniq_quota_classes0class_name0resource"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    class_name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    resource: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    hard_limit: orm.Mapped[int | None] = orm.mapped_column(sa.Integer)
 
 
 class BuildRequest(Timestamps, Base):

@@ -254,3 +254,7 @@ class ComputeNode(Timestamps, SoftDelete, Base):
     mapped: orm.Mapped[int] = orm.mapped_column(default=0)
 
 metadata = Base.metadata
+
+# Where `novella manage db archive_deleted_rows` moves deleted rows (novella/db/shadow.py).
+from novella.db.shadow import add_shadow_tables  # noqa: E402
+SHADOW_TABLES = add_shadow_tables(metadata)

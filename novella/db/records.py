@@ -211,6 +211,23 @@ def finish_action(cell_db, ctxt, instance_uuid):
                      {"b_uuid": instance_uuid, "b_request_id": ctxt.request_id})
 
 
+def finish_open_events(cell_db, ctxt, instance_uuid, result):
+    """End the events of the request's action a dead process left open, with ``result``
+    ('Success' or 'Error'), and the action with them."""
+    now = utcnow()
+    with cell_db.connection(write=True) as conn:
+        action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
+                                                   "b_request_id": ctxt.request_id}).scalar()
+        if action_id is None:
+            return
+        conn.execute(sa.update(m.InstanceActionEvent).where(
+            m.InstanceActionEvent.action_id == action_id,
+            m.InstanceActionEvent.finish_time.is_(None)).values(finish_time=now, result=result))
+        if result == "Error":
+            conn.execute(_ACTION_FAILED, {"b_id": action_id})
+        conn.execute(_END_ACTION, {"b_id": action_id, "b_now": now})
+
+
 def system_metadata(cell_db, instance_uuid):
     """{key: value} the services noted about the instance (``set_system_metadata``)."""
     with cell_db.reader() as conn:
@@ -244,3 +261,30 @@ def flavor_of(instance, which="cur"):
     if instance.extra is None or not instance.extra.flavor:
         return None
     return json.loads(instance.extra.flavor).get(which)
+
+
+def flavors(cell_db, instance_uuid):
+    """{"cur", "old", "new"} flavors stored with the instance."""
+    with cell_db.session() as s:
+        extra = s.scalars(sa.select(m.InstanceExtra).where(
+            m.InstanceExtra.instance_uuid == instance_uuid)).first()
+        doc = json.loads(extra.flavor) if extra is not None and extra.flavor else {}
+    return {"cur": doc.get("cur"), "old": doc.get("old"), "new": doc.get("new")}
+
+
+def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, **instance_values):
+    """Store the flavors; the instance's size columns follow ``cur``."""
+    with cell_db.session(write=True) as s:
+        inst = get_instance(s, instance_uuid)
+        extra = inst.extra
+        if extra is None:
+            extra = inst.extra = m.InstanceExtra(instance_uuid=instance_uuid)
+            s.add(extra)
+        extra.flavor = json.dumps({"cur": cur, "old": old, "new": new})
+        inst.vcpus, inst.memory_mb = cur.get("vcpus", 0), cur.get("memory_mb", 0)
+        inst.root_gb, inst.ephemeral_gb = cur.get("root_gb", 0), cur.get("ephemeral_gb", 0)
+        if cur.get("id") is not None:
+            inst.instance_type_id = cur["id"]
+        for key, value in instance_values.items():
+            setattr(inst, key, value)
+        inst.updated_at = utcnow()

@@ -19,18 +19,14 @@ import random
 import socket
 import uuid
 
-import os_traits
 import sqlalchemy as sa
 
 from novella.db.engine import Database
 from novella.network import models
+from novella.network.qos import (BANDWIDTH_CLASSES, PACKET_RATE_CLASSES,  # noqa: F401
+                                 QosMixin, QosPolicyNotFound)
 
 ACTIVE, INACTIVE = "ACTIVE", "INACTIVE"
-BANDWIDTH_CLASSES = {"egress": "NET_BW_EGR_KILOBIT_PER_SEC",
-                     "ingress": "NET_BW_IGR_KILOBIT_PER_SEC"}
-PACKET_RATE_CLASSES = {"any": "NET_PACKET_RATE_KILOPACKET_PER_SEC",
-                       "egress": "NET_PACKET_RATE_EGR_KILOPACKET_PER_SEC",
-                       "ingress": "NET_PACKET_RATE_IGR_KILOPACKET_PER_SEC"}
 UPDATABLE = {"name", "device_id", "device_owner", "admin_state_up", "qos_policy_id",
              "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request"}
 
@@ -52,10 +48,6 @@ class SubnetNotFound(NotFound):
 
 
 class PortNotFound(NotFound):
-    pass
-
-
-class QosPolicyNotFound(NotFound):
     pass
 
 
@@ -147,7 +139,7 @@ def _is_admin(ctxt):
     return ctxt is None or ctxt.is_admin
 
 
-class NetworkAPI:
+class NetworkAPI(QosMixin):
     def __init__(self, db):
         self.db = db if isinstance(db, Database) else Database(db)
         self.db.require_schema("network")  # tables made by `novella manage api_db sync`
@@ -155,19 +147,6 @@ class NetworkAPI:
         self.unbindable_hosts = set()
         # {network id: {(subnet id, pool start): the lowest address free when last looked}}
         self._free_from = {}
-
-    # --- QoS policies --------------------------------------------------------------
-    def create_qos_policy(self, ctxt, name, rules, id=None):  # noqa: A002
-        """A policy whose minimum_bandwidth / minimum_packet_rate rules give ports a resource request."""
-        for r in rules:
-            kinds = {"minimum_bandwidth": BANDWIDTH_CLASSES, "minimum_packet_rate": PACKET_RATE_CLASSES}
-            if r.get("type") not in kinds or r.get("direction", "egress") not in kinds[r["type"]]:
-                raise NetworkError(f"unsupported QoS rule {r!r}")
-        row = models.QosPolicy(id=id or str(uuid.uuid4()), name=name, rules=list(rules),
-                               project_id=getattr(ctxt, "project_id", None))
-        with self.db.session(write=True) as s:
-            s.add(row)
-        return {"id": row.id, "name": row.name, "rules": row.rules, "project_id": row.project_id}
 
     # --- networks and subnets ---------------------------------------------------------
     @staticmethod
@@ -197,8 +176,10 @@ class NetworkAPI:
                            physical_network=physical_network, qos_policy_id=qos_policy_id,
                            network_type=network_type or ("flat" if physical_network else "vxlan"))
         with self.db.session(write=True) as s:
-            if qos_policy_id and s.get(models.QosPolicy, qos_policy_id) is None:
-                raise QosPolicyNotFound(f"QoS policy {qos_policy_id} could not be found")
+            if qos_policy_id:
+                self._check_policy_usable(s, ctxt, qos_policy_id)
+            else:  # the project's default policy, if it has one
+                n.qos_policy_id = self.default_qos_policy_id(s, n.project_id)
             s.add(n)
             s.flush()
             if cidr:
@@ -322,29 +303,7 @@ class NetworkAPI:
     def _resource_request(self, s, p):
         if p.resource_request is not None:
             return p.resource_request
-        network = self._network_of(s, p.network_id)
-        policy_id = p.qos_policy_id or network.qos_policy_id
-        policy = s.get(models.QosPolicy, policy_id) if policy_id else None
-        if policy is None:
-            return None
-        vnic_trait = os_traits.normalize_name("VNIC_TYPE_" + p.vnic_type)
-        bandwidth, packet_rate = {}, {}
-        for r in policy.rules:
-            if r["type"] == "minimum_bandwidth":
-                bandwidth[BANDWIDTH_CLASSES[r.get("direction", "egress")]] = r["min_kbps"]
-            else:
-                packet_rate[PACKET_RATE_CLASSES[r.get("direction", "egress")]] = r["min_kpps"]
-        groups = []
-        if bandwidth:
-            required = [vnic_trait]
-            if network.physical_network:
-                required.insert(0, os_traits.normalize_name("PHYSNET_" + network.physical_network))
-            groups.append({"id": _group_id(p.id, "minimum_bandwidth"), "required": required,
-                           "resources": bandwidth})
-        if packet_rate:
-            groups.append({"id": _group_id(p.id, "minimum_packet_rate"), "required": [vnic_trait],
-                           "resources": packet_rate})
-        return {"request_groups": groups, "same_subtree": [g["id"] for g in groups]}
+        return self._qos_resource_request(s, p)
 
     def _port_dict(self, s, p, known=None):
         """``known``: (active binding, IP allocations) when the caller just made them."""
@@ -436,8 +395,8 @@ class NetworkAPI:
     def _new_port(self, s, body, project_id=None):
         """A port, its IP allocations and its active binding: (port, binding, [allocations])."""
         network = self._network_of(s, body.get("network_id"))
-        if body.get("qos_policy_id") and s.get(models.QosPolicy, body["qos_policy_id"]) is None:
-            raise QosPolicyNotFound(f"QoS policy {body['qos_policy_id']} could not be found")
+        if body.get("qos_policy_id"):
+            self._check_policy_usable(s, None, body["qos_policy_id"])
         p = models.Port(id=body.get("id") or str(uuid.uuid4()), network_id=network.id,
                         name=body.get("name"),
                         project_id=body.get("project_id") or body.get("tenant_id") or project_id,
@@ -474,6 +433,8 @@ class NetworkAPI:
     def create_port(self, ctxt, body):
         """A port from a Neutron-style body (``network_id`` required)."""
         with self.db.session(write=True) as s:
+            if body.get("qos_policy_id"):
+                self._check_policy_usable(s, ctxt, body["qos_policy_id"])
             p = self._create_port(s, body, getattr(ctxt, "project_id", None))
             return self._port_dict(s, p)
 
@@ -511,6 +472,10 @@ class NetworkAPI:
             raise NetworkError(f"cannot update {sorted(unknown)}")
         with self.db.session(write=True) as s:
             p = self._port(s, port_id, lock=True)
+            if "qos_policy_id" in body:
+                if body["qos_policy_id"]:
+                    self._check_policy_usable(s, ctxt, body["qos_policy_id"])
+                self._change_port_policy(s, p, body["qos_policy_id"])
             for key in ("name", "admin_state_up", "qos_policy_id", "resource_request"):
                 if key in body:
                     setattr(p, key, body[key])
@@ -849,10 +814,6 @@ class NetworkAPI:
                                    "forbidden_traits": [], "member_of": [], "in_tree": None,
                                    "same_subtree": list(rr.get("same_subtree", []))})
             return groups
-
-
-def _group_id(port_id, kind):
-    return str(uuid.uuid5(uuid.NAMESPACE_OID, f"{port_id}:{kind}"))
 
 
 def _random_mac():

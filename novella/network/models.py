@@ -1,4 +1,4 @@
-"""The embedded network service's own database (Neutron's core and binding tables)."""
+"""The embedded network service's own database (Neutron's core, binding and QoS tables)."""
 
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -17,9 +17,36 @@ class QosPolicy(Timestamps, Base):
 
     id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
     name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
-    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
-    # [{"type": "minimum_bandwidth", "min_kbps": 1000, "direction": "egress"}, ...]
-    rules: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list)
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="",
+                                                     server_default="")
+    shared: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
+    # At most one per project: the policy of the project's new networks that name none.
+    is_default: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
+    revision_number: orm.Mapped[int] = orm.mapped_column(default=1, server_default="1")
+    # Where rules were kept before their own table (network revision 0002); empty since.
+    legacy_rules: orm.Mapped[list] = orm.mapped_column("rules", sa.JSON, default=list)
+
+
+class QosRule(Timestamps, Base):
+    """One rule of a policy: ``type`` says which of the value columns it uses.
+
+    minimum_bandwidth (min_kbps; egress|ingress), minimum_packet_rate (min_kpps;
+    egress|ingress|any), bandwidth_limit (max_kbps, max_burst_kbps; egress|ingress).
+    A policy has at most one rule of each type and direction.
+    """
+    __tablename__ = "qos_rules"
+    __table_args__ = (sa.UniqueConstraint("qos_policy_id", "type", "direction"),)
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    qos_policy_id: orm.Mapped[str] = orm.mapped_column(
+        sa.ForeignKey("qos_policies.id", ondelete="CASCADE"), index=True)
+    type: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    direction: orm.Mapped[str] = orm.mapped_column(sa.String(16), default="egress")
+    min_kbps: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    min_kpps: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    max_kbps: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    max_burst_kbps: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
 
 
 class Network(Timestamps, Base):

@@ -1,6 +1,5 @@
 """Request plumbing shared by the handlers: versions, errors, JSON, routing."""
 import json
-import re
 import uuid as uuidlib
 
 import jsonschema
@@ -11,6 +10,8 @@ except ImportError:  # pragma: no cover - the standard library is enough
 import webob
 import webob.dec
 import webob.exc
+
+from novella.api import router as router_mod
 
 SERVICE_TYPE = "placement"
 VERSIONS = ["1.%d" % i for i in range(40)]
@@ -44,7 +45,9 @@ def json_error_formatter(body, status, title, environ):
     code = int(status.split(None, 1)[0])
     error = {"status": code, "title": title, "detail": body}
     version = environ.get(ENV_VERSION)
-    if version is not None and version.matches((1, 23)):
+    if version is None or version.matches((1, 23)):
+        # Without a version (the one asked for could not be read) the
+        # body has every member of the latest error shape.
         error["code"] = environ.get(ENV_ERROR_CODE, DEFAULT)
     if ENV_REQUEST_ID in environ:
         error["request_id"] = environ[ENV_REQUEST_ID]
@@ -115,23 +118,30 @@ def extract_json(req, schema, quick=None):
     vouch for go through the (slower) schema validator.
     """
     try:
-        data = json.loads(req.body)
-    except ValueError as exc:
-        raise bad_request("Malformed JSON: %s" % exc)
-    if quick is not None and quick(data):
+        data = router_mod.loads(req.body)
+    except router_mod.InputError as exc:
+        raise bad_request("Malformed JSON: %s" % exc.message)
+    if quick is not None and isinstance(data, dict) and quick(data):
         return data
     try:
         validate(data, schema)
     except jsonschema.ValidationError as exc:
-        raise bad_request("JSON does not validate: %s" % exc)
+        raise bad_request("JSON does not validate: %s" % describe(exc))
     return data
+
+
+def describe(exc):
+    """A schema failure, quoting at most a short prefix of the bad value."""
+    message = router_mod.clip_message(exc.message, exc.instance)
+    where = "".join("[%r]" % p for p in list(exc.relative_schema_path)[:-1])
+    return "%s\n\nFailed validating %r in schema%s" % (message, exc.validator, where)
 
 
 def validate_query(req, schema):
     try:
         validate(dict(req.GET), schema)
-    except (jsonschema.ValidationError, UnicodeDecodeError) as exc:
-        raise bad_request("Invalid query string parameters: %s" % exc)
+    except jsonschema.ValidationError as exc:
+        raise bad_request("Invalid query string parameters: %s" % describe(exc))
 
 
 def require_json(req):
@@ -201,37 +211,32 @@ class Router:
 
     def __init__(self, routes, conf):
         self.conf = conf
-        self.routes = []
+        self.max_body = router_mod.max_body_size(conf)
+        self.router = router_mod.Router(trailing_slash=False)
         for template, methods in routes:
-            pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
-            self.routes.append((re.compile("^%s$" % pattern), methods))
+            for method, entry in methods.items():
+                self.router.add(method, template, entry)
 
     def _dispatch(self, req):
-        path = req.environ.get("PATH_INFO") or "/"
         try:
-            path = path.encode("latin-1").decode("utf-8")
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            pass
-        for pattern, methods in self.routes:
-            match = pattern.match(path)
-            if not match:
-                continue
-            entry = methods.get(req.method)
-            if entry is None:
-                allow = ", ".join(sorted(methods))
-                raise _error(webob.exc.HTTPMethodNotAllowed,
-                             "The method specified is not allowed for this resource.",
-                             headers={"allow": allow})
-            if isinstance(entry, tuple):
-                func, min_version = entry[0], entry[1]
-                status = entry[2] if len(entry) > 2 else 404
-                if not req.version.matches(tuple(int(x) for x in min_version.split("."))):
-                    raise _error(webob.exc.status_map[status])
-            else:
-                func = entry
-            req.environ["placement.path_args"] = match.groupdict()
-            return func(req)
-        raise not_found()
+            entry, args = self.router.match(
+                req.method, router_mod.request_path(req.environ, strict=False))
+        except router_mod.NoRoute:
+            raise not_found()
+        except router_mod.BadMethod as exc:
+            raise _error(webob.exc.HTTPMethodNotAllowed,
+                         "The method specified is not allowed for this resource.",
+                         headers={"allow": ", ".join(exc.allowed)})
+        if isinstance(entry, tuple):
+            func, min_version = entry[0], entry[1]
+            status = entry[2] if len(entry) > 2 else 404
+            if not req.version.matches(tuple(int(x) for x in min_version.split("."))):
+                raise _error(webob.exc.status_map[status])
+        else:
+            func = entry
+        req.environ["placement.path_args"] = args
+        router_mod.read_body(req, self.max_body)
+        return func(req)
 
     @webob.dec.wsgify(RequestClass=Request)
     def __call__(self, req):
@@ -242,7 +247,14 @@ class Router:
         except ValueError:
             raise bad_request("content-length header must be an integer")
         try:
-            return self._dispatch(req)
+            try:
+                return self._dispatch(req)
+            except Exception as exc:
+                bad = router_mod.input_error(exc)
+                if bad is None or isinstance(exc, webob.exc.HTTPException):
+                    raise
+                cls = webob.exc.status_map[bad.code]
+                raise _error(cls, bad.message) from None
         except webob.exc.HTTPException as exc:
             exc.json_formatter = json_error_formatter
             if exc.comment:

@@ -25,14 +25,14 @@ class Group:
 
 class Search:
     def __init__(self, state, groups, group_policy=None, same_subtrees=(),
-                 root_required=(), root_forbidden=(), nested=True):
+                 root_required=(), root_forbidden=(), nested=True, anchors=None):
         self.st = state
         self.groups = groups
         self.isolate = group_policy == "isolate"
         self.same_subtrees = [list(s) for s in same_subtrees]
         self.root_required, self.root_forbidden = set(root_required), set(root_forbidden)
         self.nested = nested
-        self._anchors = self._sharing_anchors()
+        self._anchors = self._sharing_anchors() if anchors is None else anchors
 
     # -- sharing providers ---------------------------------------------------------
     def _sharing_anchors(self):

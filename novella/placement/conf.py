@@ -8,8 +8,8 @@ from oslo_policy import opts as policy_opts
 
 _OPTS = {
     "placement_database": [
-        cfg.StrOpt("connection", default="sqlite://", secret=True,
-                   help="SQLAlchemy URL of the placement database."),
+        cfg.StrOpt("connection", required=True, secret=True,
+                   help="SQLAlchemy URL of the placement database (required)."),
         cfg.BoolOpt("sync_on_startup", default=True,
                     help="Create or upgrade the schema when the app starts."),
     ],
@@ -25,10 +25,6 @@ _OPTS = {
                    default="00000000-0000-0000-0000-000000000000"),
         cfg.StrOpt("incomplete_consumer_user_id",
                    default="00000000-0000-0000-0000-000000000000"),
-        cfg.IntOpt("max_allocation_candidates", default=-1,
-                   help="Upper bound of candidates computed per request (-1: none)."),
-        cfg.StrOpt("allocation_candidates_generation_strategy",
-                   default="depth-first", choices=("depth-first", "breadth-first")),
     ],
 }
 
@@ -42,6 +38,13 @@ def register_opts(conf):
     conf.register_opts(cors.CORS_OPTS, "cors")
 
 
+def list_opts():
+    """Placement's options by group, for ``oslo-config-generator --namespace
+    novella.placement`` (the library options it uses have their own namespaces:
+    oslo.policy, oslo.middleware.cors)."""
+    return [(group, list(opts)) for group, opts in _OPTS.items()]
+
+
 def make_conf(args=None, default_config_files=None, overrides=None):
     """Build and parse a ConfigOpts for placement.
 
@@ -49,9 +52,10 @@ def make_conf(args=None, default_config_files=None, overrides=None):
     """
     conf = cfg.ConfigOpts()
     register_opts(conf)
-    conf(args or [], project="placement",
-         default_config_files=default_config_files or [])
+    # Overrides are in place before parsing, which checks required options.
     for group, values in (overrides or {}).items():
         for name, value in values.items():
             conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+    conf(args or [], project="placement",
+         default_config_files=default_config_files or [])
     return conf

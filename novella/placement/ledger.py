@@ -218,7 +218,8 @@ class Ledger:
         st = State()
         self.state = st
         self._load_catalog(conn, st)
-        for r in conn.execute(sa.select(m.providers)):
+        # Providers in id order: the candidate searches list them in this order.
+        for r in conn.execute(sa.select(m.providers).order_by(m.providers.c.id)):
             p = Provider(r.id, r.uuid, r.name, r.generation, r.created_at, r.updated_at)
             st.by_id[r.id] = p
         self._relink(conn, st, None)
@@ -309,7 +310,8 @@ class Ledger:
             self._load_catalog(conn, st)
         if pids:
             present = set()
-            for r in self._select(conn, m.providers, m.providers.c.id, pids):
+            for r in sorted(self._select(conn, m.providers, m.providers.c.id, pids),
+                            key=lambda r: r.id):
                 present.add(r.id)
                 p = st.by_id.get(r.id)
                 if p is None:

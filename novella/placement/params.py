@@ -1,8 +1,10 @@
 """Parsing of the query parameters shared by several handlers."""
 import re
 
+from novella.api import router
 from novella.placement import base
 
+MAX_AMOUNT = 2147483647   # the largest inventory total or max_unit placement stores
 _FORM = "?resources=VCPU:2,MEMORY_MB:1024"
 
 
@@ -22,10 +24,12 @@ def resources(value):
                 "parameter in form: %s. Got: %s." % (_FORM, item))
         try:
             amount = int(amount)
+            if amount > MAX_AMOUNT:
+                raise ValueError(amount)
         except ValueError:
             raise base.bad_request(
                 "Requested resource %s expected positive integer amount. Got: %s."
-                % (name, amount))
+                % (router.clip(name), router.clip(amount)))
         if amount < 1:
             raise base.bad_request(
                 "Requested resource %s requires amount >= 1. Got: %d." % (name, amount))

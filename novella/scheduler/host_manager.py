@@ -216,7 +216,7 @@ class HostManager:
         """HostStates of the compute nodes whose uuid (or host) is given, from every cell."""
         # One after the other: each is one token query when nothing changed,
         # cheaper than handing it to a thread.
-        max_age = self.conf.update_resources_interval
+        max_age = self.conf.update_resources_interval or 60  # 0: the default period
         found = {c.uuid: self._try(_cell_hosts.get, cells_mod.cell_database(c), max_age)
                  for c in self.cells(cell_uuid)}
         wanted_uuids = None if provider_uuids is None else set(provider_uuids)
@@ -229,7 +229,15 @@ class HostManager:
                 continue  # a cell that does not answer has no host to offer
             nodes, services, failed = result
             service_states = self._service_states_of(cell_uuid_, services)
-            for uuid, template in nodes.items():
+            if wanted_uuids is not None and len(wanted_uuids) < len(nodes):
+                # Only the candidates' nodes: no work per host of the fleet.
+                get = nodes.get
+                picked = ((u, get(u)) for u in wanted_uuids)
+            else:
+                picked = nodes.items()
+            for uuid, template in picked:
+                if template is None:
+                    continue
                 if wanted_uuids is not None and uuid not in wanted_uuids:
                     continue
                 if wanted_hosts is not None and template.host not in wanted_hosts:

@@ -140,6 +140,12 @@ def resize_disk(path, size_gb):
 
 # -- the driver ------------------------------------------------------------------
 
+# The bandwidth entry of tunnelled (overlay) networks, as the reference's agents name it
+# (``rp_tunnelled``) or as this option has always called it; its provider has this trait.
+TUNNEL_NAMES = ("tunnel", "rp_tunnelled")
+TUNNEL_TRAIT = "CUSTOM_NETWORK_TUNNEL_PROVIDER"
+
+
 class SimulatedDriver(driver_mod.ComputeDriver):
     """One simulated host; sizes default to the ``[simulated]`` options.
 
@@ -343,7 +349,9 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                                                           ("NET_BW_IGR_KILOBIT_PER_SEC", ingress))
                            if int(kbps) > 0}
             traits = ["CUSTOM_VNIC_TYPE_NORMAL"]
-            if physnet != "tunnel":
+            if physnet in TUNNEL_NAMES:  # for networks without a physical network
+                traits.append(TUNNEL_TRAIT)
+            else:
                 traits.append(os_traits.normalize_name("PHYSNET_" + physnet))
             providers.append({"name": f"{agent}:{physnet}", "parent": agent,
                               "inventories": inventories, "traits": sorted(traits)})

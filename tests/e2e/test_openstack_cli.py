@@ -169,9 +169,14 @@ def test_openstack_cli(cloud):
         ("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "e2e.small"))
     assert {"m1.tiny", "m1.small", "m1.medium"} <= {f["Name"] for f in flavors}
     assert [(i["Name"], i["Status"]) for i in images] == [("cirros", "active")]
-    assert [n["Name"] for n in networks] == ["private"] and len(networks[0]["Subnets"]) == 1
-    rps = {p["name"]: p["uuid"] for p in providers}
+    # The demo's shared network, and the administrators' network on physnet1 (docs/qos.md).
+    assert [n["Name"] for n in networks] == ["private", "physnet1-net"]
+    assert len(networks[0]["Subnets"]) == 1
+    rps = {p["name"]: p["uuid"] for p in providers if ":" not in p["name"]}
     assert sorted(rps) == ["cell1-host1", "cell1-host2", "cell2-host1", "cell2-host2"]
+    # Each host's simulated network agent, with bandwidth on physnet1 and the tunnel.
+    assert sorted(p["name"] for p in providers if ":" in p["name"]) == sorted(
+        f"{h}:Open vSwitch agent{suffix}" for h in rps for suffix in ("", ":physnet1", ":tunnel"))
     assert (flavor["name"], flavor["ram"], flavor["vcpus"], flavor["disk"]) == \
         ("e2e.small", 256, 1, 1)
 
@@ -320,7 +325,8 @@ def test_openstacksdk(cloud):
     compute, placement = conn.compute, conn.placement
 
     assert "m1.tiny" in {f.name for f in compute.flavors()}
-    providers = {p.name: p.id for p in placement.resource_providers()}
+    # The compute nodes (their network agents' providers are named <host>:...).
+    providers = {p.name: p.id for p in placement.resource_providers() if ":" not in p.name}
     assert len(providers) == 4
     image = conn.image.find_image("cirros")
     net = conn.network.find_network("private")
@@ -386,6 +392,72 @@ def test_openstacksdk(cloud):
     compute.wait_for_delete(server, wait=DEADLINE, interval=0.5)
     assert allocations() == {}
     assert conn.block_storage.get_volume(volume.id).status == "available"
+
+
+def test_openstack_cli_qos(cloud):
+    """A QoS policy with a minimum-bandwidth rule, a port with it, a server with the port:
+    the server's allocation takes the bandwidth from its host's physnet1 provider."""
+    osc, admin = cloud.osc, cloud.connect()
+    policy = osc("network", "qos", "policy", "create", "--share", "e2e-bw")
+    rule = osc("network", "qos", "rule", "create", "--type", "minimum-bandwidth",
+               "--min-kbps", "250000", "--egress", "e2e-bw")
+    assert (rule["min_kbps"], rule["direction"]) == (250000, "egress")
+    types, shown, rules = cloud.parallel(
+        ("network", "qos", "rule", "type", "list"), ("network", "qos", "policy", "show", "e2e-bw"),
+        ("network", "qos", "rule", "list", "e2e-bw"))
+    assert {"minimum_bandwidth", "minimum_packet_rate", "bandwidth_limit"} <= \
+        {t["Type"] for t in types}
+    assert shown["id"] == policy["id"] and shown["shared"] is True
+    assert [(r["ID"], r["Min Kbps"]) for r in rules] == [(rule["id"], 250000)]
+
+    port = osc("port", "create", "--network", "physnet1-net", "--qos-policy", "e2e-bw",
+               "e2e-qos-port")
+    assert port["qos_policy_id"] == policy["id"]
+    [group] = port["resource_request"]["request_groups"]
+    assert group["resources"] == {"NET_BW_EGR_KILOBIT_PER_SEC": 250000}
+    assert group["required"] == ["CUSTOM_PHYSNET_PHYSNET1", "CUSTOM_VNIC_TYPE_NORMAL"]
+
+    sid = osc("--os-compute-api-version", "2.72", "server", "create", "--image", "cirros",
+              "--flavor", "m1.tiny", "--port", port["id"], "e2e-qos-vm")["id"]
+    host = _server_status(admin, sid, "ACTIVE").compute_host
+    rps = {p["name"]: p["uuid"] for p in osc("resource", "provider", "list")}
+    bw_rp = rps[f"{host}:Open vSwitch agent:physnet1"]
+    usage, allocs, bound = cloud.parallel(
+        ("resource", "provider", "usage", "show", bw_rp),
+        ("resource", "provider", "allocation", "show", sid), ("port", "show", port["id"]))
+    assert {u["resource_class"]: u["usage"] for u in usage} == \
+        {"NET_BW_EGR_KILOBIT_PER_SEC": 250000, "NET_BW_IGR_KILOBIT_PER_SEC": 0}
+    assert sorted((a["resource_provider"], a["resources"]) for a in allocs) == sorted(
+        [(rps[host], {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}),
+         (bw_rp, {"NET_BW_EGR_KILOBIT_PER_SEC": 250000})])
+    assert bound["binding_profile"]["allocation"] == {group["id"]: bw_rp}
+
+    osc("server", "delete", sid, fmt=False)
+    _wait("server deleted", lambda: admin.compute.find_server(sid) is None)
+    usage = osc("resource", "provider", "usage", "show", bw_rp)
+    assert {u["resource_class"]: u["usage"] for u in usage}["NET_BW_EGR_KILOBIT_PER_SEC"] == 0
+    osc("port", "delete", port["id"], fmt=False)
+    osc("network", "qos", "policy", "delete", "e2e-bw", fmt=False)
+
+
+def test_openstack_cli_quotas(cloud):
+    """The unmodified `openstack quota set/show` and `openstack limits show --absolute`."""
+    osc = cloud.osc
+    before = osc("quota", "show", "--compute")
+    assert _quota(before, "instances") == 10
+    osc("quota", "set", "--instances", "7", "--cores", "15", "admin", fmt=False)
+    after = osc("quota", "show", "--compute")
+    assert (_quota(after, "instances"), _quota(after, "cores")) == (7, 15)
+    absolute = {row["Name"]: row["Value"] for row in osc("limits", "show", "--absolute")}
+    assert (absolute["max_total_instances"], absolute["max_total_cores"]) == (7, 15)
+    osc("quota", "set", "--instances", "10", "--cores", "20", "admin", fmt=False)
+
+
+def _quota(listing, name):
+    """A limit from `openstack quota show -f json` (a mapping, or rows in newer clients)."""
+    if isinstance(listing, dict):
+        return listing[name]
+    return {row["Resource"]: row["Limit"] for row in listing}[name]
 
 
 def test_openstack_cli_evacuate(cloud):

@@ -21,6 +21,14 @@ def limit_and_marker(req, max_limit=None):
     return limit, req.GET.get("marker")
 
 
+def db_int(text):
+    """``int(text)``; ValueError unless a 32-bit column can hold it."""
+    value = int(text)
+    if not -validation.MAX_INT - 1 <= value <= validation.MAX_INT:
+        raise ValueError(text)
+    return value
+
+
 def next_link(req, collection_parts, items, limit, id_key="id", name=None):
     """``[{"rel": "next", "href": ...}]`` when a full page was returned."""
     if not items or len(items) < limit:

@@ -7,10 +7,39 @@ changes. Failures are 400s worded as the reference words them.
 import jsonschema
 from jsonschema import validators
 
+from novella.api import router
 from novella.api.compute import errors
 
-_Validator = validators.validator_for({"$schema": "http://json-schema.org/draft-04/schema#"})
+_Draft4 = validators.validator_for({"$schema": "http://json-schema.org/draft-04/schema#"})
+
+
+def _numeric_string(keyword):
+    """``minimum`` / ``maximum`` that also bound the digits of an integer given
+    as a string (the reference's schemas accept ``"2"`` where they accept 2)."""
+    check = _Draft4.VALIDATORS[keyword]
+
+    def bound(validator, value, instance, schema):
+        if isinstance(instance, str) and instance.strip().lstrip("-").isdigit() \
+                and len(instance) < 4300:
+            instance = int(instance)
+        return check(validator, value, instance, schema)
+    return bound
+
+
+_Validator = validators.extend(_Draft4, {"minimum": _numeric_string("minimum"),
+                                         "maximum": _numeric_string("maximum")})
 _FORMATS = jsonschema.FormatChecker()
+MAX_INT = 2147483647   # the largest integer the databases store (a signed 32-bit column)
+
+
+@_FORMATS.checks("int32")
+def _int32(value):
+    """An integer, or the digits of one, that a 32-bit column can hold."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, str):
+        return len(value) <= 10 and (not value.isdigit() or int(value) <= MAX_INT)
+    return not isinstance(value, int) or -MAX_INT - 1 <= value <= MAX_INT
 
 
 def pick(schema, version):
@@ -26,12 +55,13 @@ def pick(schema, version):
 
 
 def _describe(error):
-    path = "/".join(str(p) for p in error.path)
+    path = "/".join(router.clip(str(p)) for p in error.path)
+    message = router.clip_message(error.message, error.instance)
     if error.validator == "additionalProperties" or not path:
-        return f"Invalid input for field/attribute {path or 'body'}. {error.message}" \
-            if path else error.message
-    return (f"Invalid input for field/attribute {error.path[-1]}. Value: {error.instance!r}. "
-            f"{error.message}")
+        return f"Invalid input for field/attribute {path or 'body'}. {message}" \
+            if path else message
+    return (f"Invalid input for field/attribute {router.clip(str(error.path[-1]))}. "
+            f"Value: {router.clip(error.instance)}. {message}")
 
 
 def validate(schema, document, version=None):
@@ -59,8 +89,10 @@ uuid = {"type": "string", "format": "uuid"}
 boolean = {"type": ["boolean", "string"],
            "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes",
                     False, "False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no"]}
-positive_int = {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "minimum": 1}
-non_negative_int = {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "minimum": 0}
+positive_int = {"type": ["integer", "string"], "pattern": r"^0*[1-9][0-9]*$", "minimum": 1,
+                "minLength": 1, "maximum": MAX_INT, "format": "int32"}
+non_negative_int = {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "minimum": 0,
+                    "minLength": 1, "maximum": MAX_INT, "format": "int32"}
 metadata = {"type": "object",
             "patternProperties": {r"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
             "additionalProperties": False}

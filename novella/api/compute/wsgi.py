@@ -9,17 +9,16 @@ the path's variables and returns ``(status, body[, headers])``.
 """
 import json
 import logging
-import re
 import uuid as uuid_mod
 
 import webob
 
-from novella.api import auth
+from novella.api import auth, router as router_mod
 from novella.api.compute import errors, microversion
 from novella.api.compute.handlers import (
     aggregates, availability_zones, flavors, hypervisors, instance_actions, keypairs, limits,
     migrate, migrations, server_actions, server_groups, server_tags, servers, services, shelve,
-    versions, volume_attachments)
+    versions, volume_attachments, admin_actions, quota_sets)
 from novella.policies import compute as compute_policies, make_enforcer
 
 LOG = logging.getLogger(__name__)
@@ -27,7 +26,7 @@ LOG = logging.getLogger(__name__)
 HANDLER_MODULES = [versions, servers, server_actions, server_tags, instance_actions,
                    migrations, flavors, keypairs, services, hypervisors,
                    availability_zones, aggregates, server_groups, limits, migrate,
-                   shelve, volume_attachments]
+                   shelve, volume_attachments, admin_actions, quota_sets]
 
 
 class Request(webob.Request):
@@ -69,8 +68,8 @@ class Request(webob.Request):
             data = None
         else:
             try:
-                data = json.loads(self.body)
-            except ValueError:
+                data = router_mod.loads(self.body)
+            except router_mod.InputError:
                 raise errors.BadRequest("Malformed request body")
         if schema is not None:
             from novella.api.compute import validation
@@ -97,33 +96,11 @@ class Request(webob.Request):
                 {"rel": "bookmark", "href": "/".join([bookmark] + [str(p) for p in parts])}]
 
 
-class Router:
-    """Method + path template -> function; 404 or 405 when nothing fits."""
-
-    def __init__(self):
-        self.routes = []
-
-    def add(self, method, template, fn):
-        pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template.rstrip("/") or "/")
-        self.routes.append((method, re.compile("^" + pattern + "/?$"), fn))
-
-    def match(self, method, path):
-        allowed = False
-        for m, regex, fn in self.routes:
-            found = regex.match(path)
-            if found:
-                if m == method:
-                    return fn, found.groupdict()
-                allowed = True
-        if allowed:
-            raise errors.MethodNotAllowed("The method specified is not allowed for this resource.")
-        raise errors.NotFound("The resource could not be found.")
-
-
 # First path segments that are collections, not a project id in the URL.
 _COLLECTIONS = {"servers", "flavors", "os-keypairs", "os-services", "os-hypervisors",
                 "os-availability-zone", "os-aggregates", "os-server-groups",
-                "os-migrations", "limits", "extensions", "images"}
+                "os-migrations", "limits", "extensions", "images", "os-quota-sets",
+                "os-quota-class-sets"}
 
 
 class API:
@@ -148,8 +125,9 @@ class API:
             from novella.api.compute.placement_sync import PlacementSync
             self.placement_sync = PlacementSync(self, placement)
         self.aggregate_hook = aggregate_hook or self.placement_sync
-        self.enforcer = make_enforcer(conf, compute_policies.list_rules())
-        self.router = Router()
+        self.enforcer = make_enforcer(conf, compute_policies.list_rules() + quota_sets.POLICIES)
+        self.max_body = router_mod.max_body_size(conf)
+        self.router = router_mod.Router()
         for module in HANDLER_MODULES:
             for method, template, fn in module.ROUTES:
                 self.router.add(method, template, fn)
@@ -181,11 +159,17 @@ class ComputeApp:
         except errors.APIError as exc:
             status, body = exc.code, exc.body()
             headers.update(exc.headers)
-        except Exception:  # noqa: BLE001 - every failure becomes a fault body
-            LOG.exception("Unexpected error in %s %s", req.method, req.path)
-            exc = errors.APIError("Unexpected API Error. Please report this at "
-                                  "the project's issue tracker and attach the API log if possible.")
-            status, body = 500, exc.body()
+        except router_mod.NoRoute:
+            status, body = 404, errors.NotFound("The resource could not be found.").body()
+        except router_mod.BadMethod:
+            status, body = 405, errors.MethodNotAllowed(
+                "The method specified is not allowed for this resource.").body()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a fault body
+            bad = router_mod.input_error(exc)
+            if bad is not None:
+                status, body = bad.code, errors.APIError(bad.message, bad.code).body()
+            else:
+                status, body = self._fault(req)
         if req.negotiated:
             headers.update(microversion.response_headers(req.version))
         if body:
@@ -197,8 +181,16 @@ class ComputeApp:
             resp.headers.pop("Content-Type", None)
         return resp(environ, start_response)
 
+    @staticmethod
+    def _fault(req):
+        LOG.exception("Unexpected error in %s %s", req.method, req.environ.get("PATH_INFO"))
+        exc = errors.APIError("Unexpected API Error. Please report this at "
+                              "the project's issue tracker and attach the API log if possible.")
+        return 500, exc.body()
+
     def _handle(self, req):
-        path = req.path_info.rstrip("/")
+        path = router_mod.request_path(req.environ).rstrip("/")
+        router_mod.read_body(req, self.api.max_body)
         if path in ("", "/v2.1"):
             result = versions.root(req) if not path else versions.show_v21(req)
         elif not path.startswith("/v2.1/"):

@@ -11,7 +11,10 @@ import uuid
 import webob
 import webob.dec
 
-from novella.api.identity.store import AuthError
+from novella.api import router as router_mod
+import sqlalchemy as sa
+
+from novella.api.identity.store import AuthError, Project
 
 V3 = {"id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
       "media-types": [{"base": "application/json",
@@ -31,11 +34,22 @@ def _error(status, title, message):
 
 
 class IdentityApp:
-    """``catalog``: {service type: (service name, public URL)}."""
+    """``catalog``: {service type: (service name, public URL)}; ``conf``
+    (optional) gives ``[oslo_middleware] max_request_body_size``."""
 
-    def __init__(self, store, catalog, region="RegionOne"):
+    def __init__(self, store, catalog, region="RegionOne", conf=None):
         self.store = store
         self.region = region
+        self.max_body = router_mod.max_body_size(conf)
+        self.router = router_mod.Router(head_as_get=True)
+        for method, template, fn in (
+                ("GET", "/", self._versions), ("GET", "/v3", self._version),
+                ("POST", "/v3/auth/tokens", self._issue), ("GET", "/v3/auth/tokens", self._check),
+                ("DELETE", "/v3/auth/tokens", lambda req: webob.Response(status=204)),
+                ("GET", "/v3/auth/catalog", self._catalog),
+                ("GET", "/v3/projects", self._projects),
+                ("GET", "/v3/projects/{project_id}", self._project)):
+            self.router.add(method, template, fn)
         self.catalog = [
             {"type": stype, "name": name, "id": uuid.uuid5(uuid.NAMESPACE_URL, stype).hex,
              "endpoints": [{"id": uuid.uuid5(uuid.NAMESPACE_URL, f"{stype}/{iface}").hex,
@@ -51,23 +65,62 @@ class IdentityApp:
 
     @webob.dec.wsgify
     def __call__(self, req):
-        path = req.path_info.rstrip("/")
-        if path == "" and req.method == "GET":
-            return _json(300, {"versions": {"values": [self._v3(req)]}})
-        if path == "/v3" and req.method == "GET":
-            return _json(200, {"version": self._v3(req)})
-        if path == "/v3/auth/tokens":
-            if req.method == "POST":
-                return self._issue(req)
-            if req.method in ("GET", "HEAD"):
-                return self._check(req)
-            if req.method == "DELETE":
-                return webob.Response(status=204)
-        if path == "/v3/auth/catalog" and req.method == "GET":
-            if self._caller(req) is None:
-                return _error(401, "Unauthorized", "The request you have made requires authentication.")
-            return _json(200, {"catalog": self.catalog, "links": {"self": req.url}})
-        return _error(404, "Not Found", f"The resource {req.path} could not be found.")
+        try:
+            fn, args = self.router.match(req.method, router_mod.request_path(req.environ))
+            router_mod.read_body(req, self.max_body)
+            return fn(req, **args)
+        except router_mod.NoRoute:
+            return _error(404, "Not Found",
+                          f"The resource {router_mod.clip(req.environ.get('PATH_INFO'))} "
+                          "could not be found.")
+        except router_mod.BadMethod:
+            return _error(405, "Method Not Allowed",
+                          "The method specified is not allowed for this resource.")
+        except Exception as exc:  # noqa: BLE001 - bad input has the API's error shape
+            bad = router_mod.input_error(exc)
+            if bad is None:
+                raise
+            title = "Request Entity Too Large" if bad.code == 413 else "Bad Request"
+            return _error(bad.code, title, bad.message)
+
+    def _versions(self, req):
+        return _json(300, {"versions": {"values": [self._v3(req)]}})
+
+    def _version(self, req):
+        return _json(200, {"version": self._v3(req)})
+
+    # -- projects (what clients look a project up by: id, or ?name=) ------------------
+    def _project_doc(self, req, project):
+        return {"id": project.id, "name": project.name, "description": project.description or "",
+                "enabled": project.enabled, "domain_id": "default", "parent_id": "default",
+                "is_domain": False, "tags": [], "options": {},
+                "links": {"self": self._base(req) + "/v3/projects/" + project.id}}
+
+    def _project(self, req, project_id):
+        if self._caller(req) is None:
+            return _error(401, "Unauthorized", "The request you have made requires authentication.")
+        with self.store.db.session() as s:
+            project = s.get(Project, project_id)
+            if project is None:
+                return _error(404, "Not Found",
+                              f"Could not find project: {router_mod.clip(project_id)}.")
+            return _json(200, {"project": self._project_doc(req, project)})
+
+    def _projects(self, req):
+        if self._caller(req) is None:
+            return _error(401, "Unauthorized", "The request you have made requires authentication.")
+        q = sa.select(Project)
+        if "name" in req.GET:
+            q = q.where(Project.name == req.GET["name"])
+        with self.store.db.session() as s:
+            docs = [self._project_doc(req, p) for p in s.scalars(q)]
+        return _json(200, {"projects": docs, "links": {"self": req.url, "next": None,
+                                                       "previous": None}})
+
+    def _catalog(self, req):
+        if self._caller(req) is None:
+            return _error(401, "Unauthorized", "The request you have made requires authentication.")
+        return _json(200, {"catalog": self.catalog, "links": {"self": req.url}})
 
     def _caller(self, req):
         try:
@@ -77,13 +130,17 @@ class IdentityApp:
 
     def _issue(self, req):
         try:
-            auth = req.json_body["auth"]
+            auth = router_mod.loads(req.body)["auth"]
             identity = auth["identity"]
             if "password" not in identity.get("methods", []):
                 return _error(401, "Unauthorized", "Only password authentication is supported.")
             user = identity["password"]["user"]
             scope = (auth.get("scope") or {}).get("project") or {}
-        except (ValueError, KeyError, TypeError):
+            for value in (user.get("name"), user.get("id"), user.get("password"),
+                          scope.get("name"), scope.get("id")):
+                if value is not None and not isinstance(value, str):
+                    raise TypeError(value)
+        except (router_mod.InputError, KeyError, TypeError, AttributeError):
             return _error(400, "Bad Request", "Malformed authentication request.")
         try:
             token, doc = self.store.authenticate(

@@ -8,22 +8,36 @@
     /v2.0/ports[/{id}]         list, create, show, update, delete; binding:* fields and
                                resource_request as the service returns them
     /v2.0/ports/{id}/bindings[/{host}[/activate]]   the extended port-bindings API
+    /v2.0/qos/policies[/{id}]  list, create, show, update, delete (admins change them)
+    /v2.0/qos/policies/{id}/{bandwidth_limit|minimum_bandwidth|minimum_packet_rate}_rules[/{rule}]
+    /v2.0/qos/alias-{bandwidth-limit|minimum-bandwidth|minimum-packet-rate}-rules/{rule}
+    /v2.0/qos/rule-types[/{type}]   (docs/qos.md)
 
 Lists take Neutron-style filters (any field of the resource; a repeated
 parameter matches any of its values) and ``fields``. Setting ``binding:*``
 fields, shared networks and provider attributes need the admin role.
 """
+import functools
+
 from novella.api import rest
+from novella.network import qos
 
 EXTENSIONS = [
     ("binding", "Port Binding", "Expose port bindings of a virtual port to external application"),
     ("binding-extended", "Port Bindings Extended", "Expose port bindings of a virtual port to external application"),
     ("port-resource-request", "Port Resource Request", "Expose resource request to Port"),
     ("port-resource-request-groups", "Port Resource Request Groups", "Support requesting multiple groups of resources per port"),
-    ("qos", "Quality of Service", "The Quality of Service extension."),
-    ("qos-bw-minimum-ingress", "Ingress minimum bandwidth rule", "Allow to configure QoS minumum bandwidth rule with ingress direction."),
+    ("qos", "Quality of Service", "QoS policies and their rules, on ports and networks."),
+    ("qos-bw-minimum-ingress", "Ingress minimum bandwidth rule", "Minimum bandwidth rules for ingress traffic too."),
+    ("qos-bw-limit-direction", "Direction for QoS bandwidth limit rule", "Bandwidth limit rules for either direction."),
+    ("qos-pps-minimum", "QoS minimum packet rate rule", "Minimum packet rate rules (egress, ingress or any)."),
+    ("qos-pps-minimum-rule-alias", "QoS minimum packet rate rule alias", "Minimum packet rate rules by id, without their policy."),
+    ("qos-rules-alias", "QoS rules alias API", "QoS rules by id, without their policy."),
+    ("qos-default", "QoS default policy", "A project's default QoS policy, given to its new networks."),
+    ("qos-rule-type-details", "Details of QoS rule types", "What each rule type's parameters may be."),
+    ("qos-rule-type-filter", "QoS rule type filter", "Rule types listed with all_rules or all_supported."),
+    ("qos-port-network-policy", "QoS port network policy", "A port shows its network's QoS policy (qos_network_policy_id)."),
     ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
-    ("multi-provider", "Multi Provider Network", "Expose mapping of virtual networks to multiple physical networks"),
     ("external-net", "Neutron external network", "Adds external network attribute to network resource."),
     ("network-mtu", "Network MTU", "Provides MTU attribute for a network resource."),
     ("port-security", "Port Security", "Provides port security"),
@@ -42,6 +56,14 @@ PORT_EXTRA = {"allowed_address_pairs": [], "extra_dhcp_opts": [], "dns_name": ""
               "propagate_uplink_status": False, "ip_allocation": "immediate"}
 PAGING = {"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"}
 ADMIN_PORT_FIELDS = ("binding:host_id", "binding:profile")
+
+
+QOS_RULE_KINDS = {  # collection in the URL: rule type
+    "bandwidth_limit_rules": "bandwidth_limit",
+    "minimum_bandwidth_rules": "minimum_bandwidth",
+    "minimum_packet_rate_rules": "minimum_packet_rate",
+}
+SUPPORTED_VNIC_TYPES = ["normal", "direct", "macvtap", "direct-physical"]
 
 
 def error_body(code, title, message, kind):
@@ -282,6 +304,140 @@ def delete_binding(req, port_id, host):
     return 204, None
 
 
+# --- QoS -------------------------------------------------------------------------
+def list_qos_policies(req):
+    return 200, {"policies": _filtered(req, _api(req).list_qos_policies(req.context))}
+
+
+def create_qos_policy(req):
+    body = req.field("policy")
+    unknown = set(body) - qos.POLICY_FIELDS
+    if unknown:
+        raise rest.bad_request(f"Unrecognized attribute(s) '{', '.join(sorted(unknown))}'",
+                               "HTTPBadRequest")
+    if not req.is_admin():
+        raise rest.HTTPError(403, "rule:create_policy is disallowed by policy",
+                             "PolicyNotAuthorized")
+    shared = qos._bool("shared", body.get("shared", False))
+    is_default = qos._bool("is_default", body.get("is_default", False))
+    policy = _api(req).create_qos_policy(
+        req.context, body.get("name") or "", description=body.get("description") or "",
+        shared=shared, is_default=is_default,
+        project_id=body.get("project_id") or body.get("tenant_id"))
+    return 201, {"policy": policy}
+
+
+def show_qos_policy(req, policy_id):
+    return 200, {"policy": _fields(req, _api(req).get_qos_policy(req.context, policy_id))}
+
+
+def update_qos_policy(req, policy_id):
+    body = req.field("policy")
+    return 200, {"policy": _api(req).update_qos_policy(req.context, policy_id, dict(body))}
+
+
+def delete_qos_policy(req, policy_id):
+    _api(req).delete_qos_policy(req.context, policy_id)
+    return 204, None
+
+
+def _rule_key(kind):
+    return kind[:-1]  # minimum_bandwidth_rules -> minimum_bandwidth_rule
+
+
+def _public_rule(rule):
+    return {k: v for k, v in rule.items() if k != "type"}
+
+
+def list_qos_rules(req, policy_id, kind):
+    rules = _api(req).list_qos_rules(req.context, policy_id, QOS_RULE_KINDS[kind])
+    return 200, {kind: _filtered(req, [_public_rule(r) for r in rules])}
+
+
+def create_qos_rule(req, policy_id, kind):
+    body = req.field(_rule_key(kind))
+    rule = _api(req).create_qos_rule(req.context, policy_id, QOS_RULE_KINDS[kind], body)
+    return 201, {_rule_key(kind): _public_rule(rule)}
+
+
+def show_qos_rule(req, policy_id, rule_id, kind):
+    rule = _api(req).get_qos_rule(req.context, policy_id, QOS_RULE_KINDS[kind], rule_id)
+    return 200, {_rule_key(kind): _fields(req, _public_rule(rule))}
+
+
+def update_qos_rule(req, policy_id, rule_id, kind):
+    body = req.field(_rule_key(kind))
+    rule = _api(req).update_qos_rule(req.context, policy_id, QOS_RULE_KINDS[kind], rule_id, body)
+    return 200, {_rule_key(kind): _public_rule(rule)}
+
+
+def delete_qos_rule(req, policy_id, rule_id, kind):
+    _api(req).delete_qos_rule(req.context, policy_id, QOS_RULE_KINDS[kind], rule_id)
+    return 204, None
+
+
+def _aliased(fn):
+    """The rules-alias API: a rule by its id alone, through its policy's handler."""
+    def handler(req, rule_id, kind):
+        policy_id = _api(req).find_qos_rule(req.context, QOS_RULE_KINDS[kind], rule_id)
+        return fn(req, policy_id, rule_id, kind)
+    return handler
+
+
+def _rule_type_details(rule_type):
+    spec = qos.RULE_TYPES[rule_type]
+    params = [{"parameter_name": field, "parameter_type": "range",
+               "parameter_values": {"start": 0, "end": qos.MAX_INT}} for field in spec["fields"]]
+    params.append({"parameter_name": "direction", "parameter_type": "choices",
+                   "parameter_values": list(spec["directions"])})
+    return {"type": rule_type, "drivers": [{"name": "openvswitch",
+                                            "supported_parameters": params}]}
+
+
+def list_qos_rule_types(req):
+    for flag in ("all_rules", "all_supported"):
+        if flag in req.GET:
+            qos._bool(flag, req.GET[flag])
+    types = [{"type": t} for t in sorted(qos.RULE_TYPES)]
+    return 200, {"rule_types": _filtered(req, types)}
+
+
+def show_qos_rule_type(req, rule_type):
+    if not req.is_admin():
+        raise rest.HTTPError(403, "rule:get_rule_type is disallowed by policy",
+                             "PolicyNotAuthorized")
+    if rule_type not in qos.RULE_TYPES:
+        raise rest.not_found(f"QoS rule type {rule_type} could not be found.",
+                             "QosRuleTypeNotFound")
+    return 200, {"rule_type": _rule_type_details(rule_type)}
+
+
+def _qos_routes():
+    routes = [
+        ("GET", "/v2.0/qos/policies", list_qos_policies),
+        ("POST", "/v2.0/qos/policies", create_qos_policy),
+        ("GET", "/v2.0/qos/policies/{policy_id}", show_qos_policy),
+        ("PUT", "/v2.0/qos/policies/{policy_id}", update_qos_policy),
+        ("DELETE", "/v2.0/qos/policies/{policy_id}", delete_qos_policy),
+        ("GET", "/v2.0/qos/rule-types", list_qos_rule_types),
+        ("GET", "/v2.0/qos/rule-types/{rule_type}", show_qos_rule_type),
+    ]
+    for kind in QOS_RULE_KINDS:
+        base = f"/v2.0/qos/policies/{{policy_id}}/{kind}"
+        alias = "/v2.0/qos/alias-" + kind.replace("_", "-") + "/{rule_id}"
+        routes += [
+            ("GET", base, functools.partial(list_qos_rules, kind=kind)),
+            ("POST", base, functools.partial(create_qos_rule, kind=kind)),
+            ("GET", base + "/{rule_id}", functools.partial(show_qos_rule, kind=kind)),
+            ("PUT", base + "/{rule_id}", functools.partial(update_qos_rule, kind=kind)),
+            ("DELETE", base + "/{rule_id}", functools.partial(delete_qos_rule, kind=kind)),
+            ("GET", alias, functools.partial(_aliased(show_qos_rule), kind=kind)),
+            ("PUT", alias, functools.partial(_aliased(update_qos_rule), kind=kind)),
+            ("DELETE", alias, functools.partial(_aliased(delete_qos_rule), kind=kind)),
+        ]
+    return routes
+
+
 ROUTES = [
     ("GET", "/", versions),
     ("GET", "/v2.0", resources),
@@ -304,7 +460,7 @@ ROUTES = [
     ("GET", "/v2.0/ports/{port_id}/bindings/{host}", show_binding),
     ("DELETE", "/v2.0/ports/{port_id}/bindings/{host}", delete_binding),
     ("PUT", "/v2.0/ports/{port_id}/bindings/{host}/activate", activate_binding),
-]
+] + _qos_routes()
 
 
 def make_app(conf, network_api):

@@ -27,7 +27,8 @@ _VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
 
 def error_body(code, title, message, kind):
     key = {400: "badRequest", 403: "forbidden", 404: "itemNotFound", 409: "conflictingRequest",
-           405: "badMethod"}.get(code, "computeFault")
+           405: "badMethod", 406: "notAcceptable", 413: "overLimit",
+           415: "badMediaType"}.get(code, "computeFault")
     return {key: {"code": code, "message": message}}
 
 
@@ -263,7 +264,19 @@ def show_type(req, type_id):
     return 200, {"volume_type": DEFAULT_TYPE}
 
 
+def show_limits(req):
+    """Absolute limits: the embedded service enforces no volume quotas (-1)."""
+    vols = _api(req).list(req.context, {})
+    absolute = {"maxTotalVolumes": -1, "maxTotalSnapshots": -1, "maxTotalVolumeGigabytes": -1,
+                "maxTotalBackups": -1, "maxTotalBackupGigabytes": -1,
+                "totalVolumesUsed": len(vols),
+                "totalGigabytesUsed": sum(int(v.get("size") or 0) for v in vols),
+                "totalSnapshotsUsed": 0, "totalBackupsUsed": 0, "totalBackupGigabytesUsed": 0}
+    return 200, {"limits": {"rate": [], "absolute": absolute}}
+
+
 _RESOURCE_ROUTES = [
+    ("GET", "/limits", show_limits),
     ("GET", "/volumes", list_volumes),
     ("GET", "/volumes/detail", list_volumes_detail),
     ("POST", "/volumes", create_volume),

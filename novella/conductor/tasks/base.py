@@ -1,15 +1,32 @@
 """The task framework every conductor operation is written in.
 
-A Task is one step: ``execute()`` does it, ``rollback(exc)`` undoes it. A
-TaskList runs its tasks in order; when one raises, the tasks that completed
-are rolled back in reverse order and the exception propagates, carrying the
-name of the step that failed. An operation is a list of task instances, so
-what it does, in which order and what each step undoes is read in one place:
+A Task is one step of an operation: ``execute()`` does it; ``undo(exc)``
+takes back what a *completed* execute() did when a later step fails (``exc``
+is why). A step that fails takes back its own half-done work before raising.
+A TaskList runs its tasks in order; when one raises, the completed ones are
+undone newest first and the exception propagates, carrying the name of the
+step that failed. An operation is a list of task instances, so what it does,
+in which order and what each step undoes is read in one place:
 
-    TaskList("build", [ClaimedAllocation(b), CreateInstanceInCell(b), ...]).run()
+    TaskList("build", [ClaimedAllocation(build), CreateInstanceInCell(build), ...]).run()
 
 Tasks of one operation share a plain state object (passed to each
 constructor) through which a step hands its results to the next.
+
+Two kinds of step shape the list as it runs:
+
+- a step whose ``execute()`` returns tasks has them run next (a route: which
+  steps follow depends on what an earlier step found, such as the cell the
+  scheduler chose);
+- a step with ``no_return = True`` is the point of no return: once it has
+  completed, the operation only goes forward and nothing up to it is undone.
+
+Given a journal (novella/conductor/journal.py), the list records each step as
+started before it acts, done after it, and undoing/undone around its undo,
+so that a conductor that dies anywhere leaves in the database exactly where
+the operation stands. ``resume`` is how a fresh conductor carries on from
+there (novella/conductor/recovery.py): forward from the first step not done,
+or back through every step that started.
 """
 import logging
 
@@ -19,47 +36,90 @@ LOG = logging.getLogger(__name__)
 class Task:
     """One step of an operation."""
 
+    no_return = False
+
+    def settled(self):
+        """Whether this step's effect is there though its end was never recorded
+        (asked by a fresh conductor of a step of no return its owner died in)."""
+        return False
+
     @property
     def name(self):
         return type(self).__name__
 
     def execute(self):
+        """Do the step; may return the tasks that come next."""
         raise NotImplementedError
 
-    def rollback(self, exc):
-        """Undo what execute() did; ``exc`` is why the operation failed."""
+    def undo(self, exc):
+        """Take back what execute() did; ``exc`` is why the operation failed."""
 
 
 class TaskList:
-    def __init__(self, name, tasks):
+    def __init__(self, name, tasks, journal=None):
         self.name = name
         self.tasks = list(tasks)
+        self.journal = journal
         self.completed = []       # names of the tasks whose execute() returned
-        self.rolled_back = []     # names, in the order they were undone
-        self.rollback_errors = []  # (task name, exception) of rollbacks that failed
+        self.undone = []          # names, in the order they were undone
+        self.undo_errors = []     # (task name, exception) of undos that failed
         self.failed_task = None
 
-    def run(self):
-        """Execute every task; on failure undo the completed ones, newest first, and re-raise."""
+    def run(self, start=0):
+        """Execute every task (from index ``start``, the ones before it being done);
+        on failure undo the completed ones, newest first, and re-raise."""
         done = []
-        for task in self.tasks:
+        committed = False  # a step of no return completed
+        for index, task in enumerate(self.tasks[:start]):
+            done = [] if task.no_return else done + [(index, task)]
+            committed = committed or task.no_return
+        index = start
+        while index < len(self.tasks):
+            task = self.tasks[index]
+            self._boundary(index, task, "started")
             try:
-                task.execute()
+                following = task.execute()
             except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    raise  # the process is going away: nothing more is written
                 self.failed_task = task.name
                 LOG.info("%s: step %s failed: %s", self.name, task.name, exc)
-                self._rollback(done, exc)
+                self._boundary(index, task, "failed")
+                self._undo(done, exc)
+                self._end("failed" if committed else "undone")
                 exc.failed_task = task.name
                 raise
-            done.append(task)
+            if following:
+                self.tasks[index + 1:index + 1] = following
+            self._boundary(index, task, "done")
+            done = [] if task.no_return else done + [(index, task)]
+            committed = committed or task.no_return
             self.completed.append(task.name)
+            index += 1
+        self._end("done")
         return self
 
-    def _rollback(self, done, exc):
-        for task in reversed(done):
+    def undo(self, steps, exc):
+        """Undo ``steps`` ((index, task) pairs a dead conductor had started), newest first."""
+        self._undo(steps, exc)
+        self._end("undone")
+
+    def _undo(self, done, exc):
+        for index, task in reversed(done):
             try:
-                task.rollback(exc)
-                self.rolled_back.append(task.name)
-            except Exception as rb_exc:  # noqa: BLE001 - undo the others regardless
-                LOG.exception("%s: rollback of %s failed", self.name, task.name)
-                self.rollback_errors.append((task.name, rb_exc))
+                self._boundary(index, task, "undoing")
+                task.undo(exc)
+                self._boundary(index, task, "undone")
+                self.undone.append(task.name)
+            except Exception as undo_exc:  # noqa: BLE001 - undo the others regardless
+                LOG.exception("%s: undo of %s failed", self.name, task.name)
+                self.undo_errors.append((task.name, undo_exc))
+
+    def _boundary(self, index, task, status):
+        """Step ``index`` is now ``status``: recorded before it acts and after."""
+        if self.journal is not None:
+            self.journal.step(index, task.name, status)
+
+    def _end(self, status):
+        if self.journal is not None:
+            self.journal.end(status)

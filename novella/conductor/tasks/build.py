@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from novella import rpc
 from novella.compute import exceptions as compute_exc
 from novella.compute import states
-from novella.conductor import utils
+from novella.conductor.tasks import common
 from novella.conductor.tasks.base import Task
 from novella.db import aggregates
 from novella.db import api_models as am
@@ -32,7 +32,6 @@ from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db.engine import insert_row, insert_rows
-from novella.placement import client as placement_client
 from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
@@ -86,20 +85,15 @@ class Build:
         return self.request_spec.get("user_id") or self.ctxt.user_id
 
 
-def build_tasks(b):
-    """The steps of building server ``b`` (a Build), in order."""
-    return [
-        ClaimedAllocation(b),
-        CreateInstanceInCell(b),
-        MapInstanceToCell(b),
-        AddToServerGroup(b),
-        BuildOnHost(b),
-    ]
+def build_tasks(build):
+    """The steps of building one server (a Build), in order."""
+    return [ClaimedAllocation(build), CreateInstanceInCell(build), MapInstanceToCell(build),
+            AddToServerGroup(build), BuildOnHost(build)]
 
 
 class BuildTask(Task):
     def __init__(self, build):
-        self.b = build
+        self.build = build
 
 
 class ClaimedAllocation(BuildTask):
@@ -108,107 +102,98 @@ class ClaimedAllocation(BuildTask):
     def execute(self):
         pass
 
-    def rollback(self, exc):
-        self.b.placement.delete_allocations(self.b.instance_uuid)
+    def undo(self, exc):
+        self.build.placement.delete_allocations(self.build.instance_uuid)
 
 
 class CreateInstanceInCell(BuildTask):
     def execute(self):
-        b = self.b
+        build = self.build
         # The scheduler's answer carries the host's zone; a selection without
         # one (from an older scheduler) is looked up here.
-        zone = b.selection.get("availability_zone") or aggregates.host_availability_zone(
-            b.api_db, b.selection["service_host"], b.conf.default_availability_zone)
-        b.action_id = create_instance(
-            b.cell_db, b.ctxt, b.instance_uuid, b.build_request, b.request_spec,
+        zone = build.selection.get("availability_zone") or aggregates.host_availability_zone(
+            build.api_db, build.selection["service_host"], build.conf.default_availability_zone)
+        build.action_id = create_instance(
+            build.cell_db, build.ctxt, build.instance_uuid, build.build_request, build.request_spec,
             vm_state=states.BUILDING, task_state=states.task_states.SCHEDULING,
-            launch_index=b.launch_index, availability_zone=zone, action="create")
+            launch_index=build.launch_index, availability_zone=zone, action="create")
 
-    def rollback(self, exc):
-        soft_delete_instance(self.b.cell_db, self.b.instance_uuid)
+    def undo(self, exc):
+        soft_delete_instance(self.build.cell_db, self.build.instance_uuid)
 
 
 class MapInstanceToCell(BuildTask):
     def execute(self):
-        b = self.b
-        with b.api_db.connection(write=True) as conn:
-            if not _delete_build_request(conn, b.instance_uuid):
-                raise BuildRequestNotFound(f"Build request for {b.instance_uuid} is gone")
-            self.previous = _map_instance(conn, b.instance_uuid, b.cell.id)
+        build = self.build
+        with build.api_db.connection(write=True) as conn:
+            if not _delete_build_request(conn, build.instance_uuid):
+                raise BuildRequestNotFound(f"Build request for {build.instance_uuid} is gone")
+            self.previous = _map_instance(conn, build.instance_uuid, build.cell.id)
 
-    def rollback(self, exc):
-        map_instance(self.b.api_db, self.b.instance_uuid, self.previous)
+    def undo(self, exc):
+        map_instance(self.build.api_db, self.build.instance_uuid, self.previous)
 
 
 class AddToServerGroup(BuildTask):
     def execute(self):
-        group = self.b.request_spec.get("instance_group") or {}
+        group = self.build.request_spec.get("instance_group") or {}
         self.added = bool(group.get("uuid")) and add_group_member(
-            self.b.api_db, group["uuid"], self.b.instance_uuid)
+            self.build.api_db, group["uuid"], self.build.instance_uuid)
 
-    def rollback(self, exc):
+    def undo(self, exc):
         if self.added:
-            remove_group_member(self.b.api_db, self.b.request_spec["instance_group"]["uuid"],
-                                self.b.instance_uuid)
+            remove_group_member(self.build.api_db,
+                                self.build.request_spec["instance_group"]["uuid"],
+                                self.build.instance_uuid)
 
 
 class BuildOnHost(BuildTask):
     """Ask compute to build; on RescheduledException free the claim, claim the next alternate."""
 
     def execute(self):
-        b = self.b
+        build = self.build
         try:
-            with records.action_event(b.cell_db, b.ctxt, b.instance_uuid, CONDUCTOR_EVENT,
-                                      finish_action=True, action_id=b.action_id):
+            with records.action_event(build.cell_db, build.ctxt, build.instance_uuid,
+                                      CONDUCTOR_EVENT, finish_action=True,
+                                      action_id=build.action_id):
                 self._build_with_alternates()
         except (compute_exc.BuildAbortException, records.InstanceNotFound):
             # Deleted by its user during the build: the delete owns the server now.
-            b.placement.delete_allocations(b.instance_uuid)
+            build.placement.delete_allocations(build.instance_uuid)
         except (MaxRetriesExceeded, compute_exc.ComputeException, rpc.RemoteError,
                 rpc.Timeout) as exc:
             # The host list is spent or the build failed for good: ERROR, nothing held.
-            b.placement.delete_allocations(b.instance_uuid)
+            build.placement.delete_allocations(build.instance_uuid)
             try:
-                records.update_instance(b.cell_db, b.instance_uuid, vm_state=states.ERROR,
-                                        task_state=None, host=None, node=None, reload=False)
+                records.update_instance(build.cell_db, build.instance_uuid,
+                                        vm_state=states.ERROR, task_state=None, host=None,
+                                        node=None, reload=False)
             except records.InstanceNotFound:
                 return  # deleted by its user meanwhile
-            records.add_fault(b.cell_db, b.instance_uuid, exc)
+            records.add_fault(build.cell_db, build.instance_uuid, exc)
 
     def _build_with_alternates(self):
-        b = self.b
-        for attempt, sel in enumerate(b.host_list):
-            if attempt and not self._claim(sel):
+        build = self.build
+        for attempt, sel in enumerate(build.host_list):
+            if attempt and not common.claim_alternate(build, sel):
                 continue
-            b.selection = sel
+            build.selection = sel
             try:  # compute sets the host and node, and clears them when it gives up
-                utils.compute_api(b.conf, b.cell).build_and_run_instance(
-                    b.ctxt, sel["service_host"], instance_uuid=b.instance_uuid,
-                    request_spec=b.request_spec, node=sel["nodename"],
+                common.compute_api(build.conf, build.cell).build_and_run_instance(
+                    build.ctxt, sel["service_host"], instance_uuid=build.instance_uuid,
+                    request_spec=build.request_spec, node=sel["nodename"],
                     allocations=sel["allocation_request"]["allocations"],
-                    requested_networks=b.requested_networks,
-                    block_device_mappings=b.build_request.get("block_device_mappings") or [],
-                    port_profiles=scheduler_utils.selection_port_profiles(b.request_spec, sel))
+                    requested_networks=build.requested_networks,
+                    block_device_mappings=build.build_request.get("block_device_mappings") or [],
+                    port_profiles=scheduler_utils.selection_port_profiles(build.request_spec,
+                                                                          sel))
                 return
             except compute_exc.RescheduledException as exc:
-                LOG.info("build of %s on %s rescheduled: %s", b.instance_uuid,
+                LOG.info("build of %s on %s rescheduled: %s", build.instance_uuid,
                          sel["service_host"], exc)
-            b.failed_hosts.append(sel["service_host"])
-            b.placement.delete_allocations(b.instance_uuid)
-        raise MaxRetriesExceeded(b.instance_uuid)
-
-    def _claim(self, sel):
-        """Claim an alternate's allocation request; False if placement refuses it."""
-        b = self.b
-        request = sel["allocation_request"]
-        try:
-            b.placement.put_allocations(b.instance_uuid, request["allocations"], b.project_id,
-                                        b.user_id, consumer_generation=None,
-                                        mappings=request.get("mappings"))
-            return True
-        except placement_client.Conflict as exc:
-            LOG.info("alternate %s for %s refused: %s", sel["service_host"], b.instance_uuid, exc)
-            return False
+            build.failed_hosts.append(sel["service_host"])
+            build.placement.delete_allocations(build.instance_uuid)
+        raise MaxRetriesExceeded(build.instance_uuid)
 
 
 # --- rows -----------------------------------------------------------------------------

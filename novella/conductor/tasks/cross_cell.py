@@ -1,10 +1,17 @@
-"""Resize and cold migrate between cells: snapshot-based, driven by the super-conductor.
+"""Resize and cold migrate that may cross cells: snapshot-based, driven by the super-conductor.
 
-A move starts as inside a cell (tasks/migrate.py: MigrationRecord,
-MigrationAllocation, then the scheduler's choice). When the chosen host is
-in another cell, CrossCellMigrationTask does the rest; the composition, in
-order, and what each step undoes when a later one fails:
+A move crosses cells only when the API found the policy
+``compute:servers:resize:cross_cell`` passing and every compute service of
+every cell is at least at MIN_VERSION_FOR_CROSS_CELL_MOVE.
 
+The composition (``migrate_tasks``), in order, and what each step undoes
+when a later one fails:
+
+    MigrationRecord          \\                                     (tasks/common.py; the
+    MigrationAllocation       > the first steps of every move,      |  scheduler may choose any
+    SelectDestination        /                                      |  cell the request allows)
+    RouteByCell              the cell-local steps (tasks/resize.py) when the chosen host is in
+                             the server's cell, else the steps below
     TargetDBSetupTask        copy the server (extra, info cache,  | undo: attachments deleted, every
                              metadata, tags, BDMs, actions and    |   row of the copy hard-deleted
                              events, faults) and the migration    |
@@ -21,85 +28,117 @@ order, and what each step undoes when a later one fails:
                              servers); prep_snapshot_based_resize_|   resize_at_source(rollback): volumes
                              at_source: power off, root disk      |   back, powered on as it was; the
                              uploaded, volumes disconnected       |   snapshot deleted
-    FinishResizeAtDestTask   finish_snapshot_based_resize_at_dest:| (last step; a failure is undone by
-                             spawn from the snapshot, ports       |   the steps above, the snapshot
-                             active on the dest, volumes attached;|   deleted here)
-                             snapshot deleted; instance mapping   |
-                             -> target cell; the source copy      |
-                             hidden, the target copy shown        |
+    FinishResizeAtDestTask   finish_snapshot_based_resize_at_dest:| undo: nothing of its own (the guest
+                             spawn from the snapshot, ports       |   goes with the destination's
+                             active on the dest, volumes attached;|   revert above)
+                             snapshot deleted                     |
+    SwitchToTargetCell       instance mapping -> target cell; the | undo: mapping and hidden flags
+                             source copy hidden, the target copy  |   back
+                             shown; migration 'finished'          |
+    RecordNewFlavor          (tasks/resize.py)
 
 Placement is booked as inside a cell: the migration holds the source
 allocation, the instance the destination's (MigrationAllocation's undo
-hands the source back). Every compute call uses ``long_rpc_timeout``.
+hands the source back).
 
-Confirm and revert (``confirm_tasks``, ``revert_tasks``) are task lists too.
+Confirm (``confirm_tasks``):
+
+    ConfirmAtSourceTask      confirm_snapshot_based_resize_at_source: the old guest, its bindings
+                             and attachments and the migration's allocation go
+    DeleteSourceCopy         the source cell's events join the server's; its copy hard-deleted
+    FinishConfirm            the server's flavors and state settle; migration 'confirmed'
+
+Revert (``revert_tasks``):
+
+    CopyChangesBack          tags, metadata, detached volumes and events | undo: nothing (the
+                             the server gained while resized go to the   |   source copy is hidden)
+                             source copy
+    MapBackToSource          migration 'reverting'; mapping -> source;   | undo: mapping and
+                             the source copy shown (resize_reverting),   |   hidden flags back
+                             the target copy hidden                      |
+    RevertAtDestTask         revert_snapshot_based_resize_at_dest: guest, bindings, attachments,
+                             claim and the instance's allocation go
+    DeleteTargetCopy         the target cell's events join; its copy hard-deleted
+    FinishRevertAtSourceTask finish_revert_snapshot_based_resize_at_source: the old guest back,
+                             ports and volumes there, the allocation back; migration 'reverted'
+    RecordOldFlavor          (tasks/resize.py)
 """
 import logging
 
 import sqlalchemy as sa
 
-from novella.compute.cross_cell_rpcapi import CrossCellComputeAPI
-from novella.compute.states import migration_status as ms, power_state
+from novella.compute import MIN_VERSION_FOR_CROSS_CELL_MOVE
 from novella.compute import states as vm_states
-from novella import rpc
-from novella.conductor.tasks.base import Task
-from novella.conductor.tasks.migrate import on_a_destination
+from novella.compute.states import migration_status as ms, task_states
+from novella.conductor.tasks import common, resize
+from novella.conductor.tasks.common import MoveTask, ResizedTask
 from novella.db import aggregates
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db import cross_cell as dbx
-from novella.db import moves as dbmoves
+from novella.db import instance_copy
+from novella.db import migration_records
 from novella.db import records
-from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
 
-
-def compute_api(conf, cell):
-    return CrossCellComputeAPI(rpc.get_transport(cell.transport_url),
-                               timeout=conf.rpc_response_timeout,
-                               long_timeout=conf.long_rpc_timeout)
+COMPUTE_BINARY = "nova-compute"
 
 
-def cross_cell_tasks(x):
-    """The steps of moving ``x`` (a CrossCellMove) into its target cell, in order."""
-    return [TargetDBSetupTask(x), PrepResizeAtDestTask(x), PrepResizeAtSourceTask(x),
-            FinishResizeAtDestTask(x)]
+def cross_cell_move_allowed(api_db):
+    """A move may cross cells only when every compute service of every cell can."""
+    return minimum_compute_version(api_db) >= MIN_VERSION_FOR_CROSS_CELL_MOVE
 
 
-class CrossCellMove:
-    """What one cross-cell move knows, shared by its tasks (beside the cell-local Move)."""
+def minimum_compute_version(api_db):
+    """The lowest version of any live compute service in any cell (0 when none)."""
+    def lowest(cell, db):
+        with db.session() as s:
+            return s.scalar(sa.select(sa.func.min(cm.Service.version)).where(
+                cm.Service.binary == COMPUTE_BINARY, cm.Service.deleted == 0))
+    found = cells_mod.scatter(cells_mod.list_cells(api_db, include_cell0=False), lowest)
+    if any(isinstance(v, Exception) for v in found.values()):
+        return 0  # a cell that cannot answer might hold old hosts
+    values = [v for v in found.values() if isinstance(v, int)]
+    return min(values) if values else 0
 
-    def __init__(self, mv, api_db, image_api, volume_api, target_cell):
-        self.mv = mv
-        self.api_db = api_db
-        self.image_api = image_api
-        self.volume_api = volume_api
-        self.source_cell = mv.cell
-        self.source_db = mv.cell_db
-        self.target_cell = target_cell
-        self.target_db = cells_mod.cell_database(target_cell)
-        self.source_compute = compute_api(mv.conf, mv.cell)
-        self.dest_compute = compute_api(mv.conf, target_cell)
-        self.target_attachments = []
-        self.snapshot_id = None
-        self.dest_reverted = False
-        self.moved = False
 
-    def delete_snapshot(self):
-        if self.snapshot_id and self.image_api is not None:
-            try:
-                self.image_api.delete(self.mv.ctxt, self.snapshot_id)
-            except Exception:  # noqa: BLE001 - already gone is as good
-                LOG.exception("could not delete snapshot %s", self.snapshot_id)
-        self.snapshot_id = None
+def migrate_tasks(move):
+    """The steps of a resize or cold migration that may leave the cell, in order."""
+    return common.first_steps(move, across_cells=True) + [RouteByCell(move)]
+
+
+def cross_cell_steps(move):
+    """The steps after the destination is chosen, when it is in another cell."""
+    return [TargetDBSetupTask(move), PrepResizeAtDestTask(move), PrepResizeAtSourceTask(move),
+            FinishResizeAtDestTask(move), SwitchToTargetCell(move),
+            resize.RecordNewFlavor(move)]
+
+
+class RouteByCell(MoveTask):
+    """The cell-local steps, or the cross-cell ones when the host is in another cell."""
+
+    routes = True  # it acts on nothing: a recovering conductor runs it again to rebuild
+
+    def execute(self):
+        move = self.move
+        cell_uuid = move.selection.get("cell_uuid")
+        if not cell_uuid or cell_uuid == move.cell.uuid:
+            return resize.in_cell_steps(move)
+        move.enter_cell(cells_mod.cell_by_uuid(move.api_db, cell_uuid))
+        return cross_cell_steps(move)
 
 
 def set_mapping(api_db, instance_uuid, cell):
     with api_db.session(write=True) as s:
         s.execute(sa.update(am.InstanceMapping).where(
             am.InstanceMapping.instance_uuid == instance_uuid).values(cell_id=cell.id))
+
+
+def show_copy_in(shown_db, hidden_db, instance_uuid, migration_uuid):
+    """The copy in ``shown_db`` becomes the server; the one in ``hidden_db`` is hidden."""
+    instance_copy.set_hidden(shown_db, instance_uuid, migration_uuid, False)
+    instance_copy.set_hidden(hidden_db, instance_uuid, migration_uuid, True)
 
 
 def is_volume_backed(cell_db, instance_uuid):
@@ -110,213 +149,237 @@ def is_volume_backed(cell_db, instance_uuid):
             cm.BlockDeviceMapping.destination_type == "volume")).first() is not None
 
 
-class CrossCellTask(Task):
-    def __init__(self, x):
-        self.x = x
-        self.mv = x.mv
+def delete_attachments(volume_api, ctxt, attachment_ids):
+    for attachment_id in attachment_ids:
+        if attachment_id and volume_api is not None:
+            try:
+                volume_api.attachment_delete(ctxt, attachment_id)
+            except Exception:  # noqa: BLE001 - already gone is as good
+                LOG.info("attachment %s was already gone", attachment_id)
 
 
-class TargetDBSetupTask(CrossCellTask):
+def delete_snapshot(move):
+    if move.snapshot_id and move.image_api is not None:
+        try:
+            move.image_api.delete(move.ctxt, move.snapshot_id)
+        except Exception:  # noqa: BLE001 - already gone is as good
+            LOG.exception("could not delete snapshot %s", move.snapshot_id)
+    move.snapshot_id = None
+
+
+# -- the move ------------------------------------------------------------------------------
+
+class TargetDBSetupTask(MoveTask):
     """The server's hidden copy in the target cell, with its own volume attachments."""
 
     def execute(self):
         try:
             self._copy()
         except Exception as exc:
-            self.rollback(exc)  # a half-made copy goes too
+            self.undo(exc)  # a half-made copy goes too
             raise
 
     def _copy(self):
-        x, mv = self.x, self.mv
-        dbx.copy_instance(x.source_db, x.target_db, mv.instance_uuid, mv.migration_uuid,
-                          hidden=True)
-        with x.target_db.session(write=True) as s:
+        move = self.move
+        instance_copy.copy_instance(move.cell_db, move.target_db, move.instance_uuid,
+                                    move.migration_uuid, hidden=True)
+        with move.target_db.session(write=True) as s:
             for bdm in s.scalars(sa.select(cm.BlockDeviceMapping).where(
-                    cm.BlockDeviceMapping.instance_uuid == mv.instance_uuid,
+                    cm.BlockDeviceMapping.instance_uuid == move.instance_uuid,
                     cm.BlockDeviceMapping.deleted == 0,
                     cm.BlockDeviceMapping.destination_type == "volume")):
                 bdm.attachment_id = bdm.connection_info = None
-                if bdm.volume_id and x.volume_api is not None:
-                    att = x.volume_api.attachment_create(mv.ctxt, bdm.volume_id, mv.instance_uuid)
-                    x.target_attachments.append(att["id"])
+                if bdm.volume_id and move.volume_api is not None:
+                    att = move.volume_api.attachment_create(move.ctxt, bdm.volume_id,
+                                                            move.instance_uuid)
+                    move.target_attachments.append(att["id"])
                     bdm.attachment_id = att["id"]
 
-    def rollback(self, exc):
-        x, mv = self.x, self.mv
-        for attachment_id in x.target_attachments:
-            try:
-                x.volume_api.attachment_delete(mv.ctxt, attachment_id)
-            except Exception:  # noqa: BLE001 - deleted by the destination already
-                pass
-        dbx.hard_delete_instance(x.target_db, mv.instance_uuid, mv.migration_uuid)
+    def undo(self, exc):
+        move = self.move
+        delete_attachments(move.volume_api, move.ctxt, move.target_attachments)
+        instance_copy.hard_delete_instance(move.target_db, move.instance_uuid,
+                                           move.migration_uuid)
 
 
-class PrepResizeAtDestTask(CrossCellTask):
+class PrepResizeAtDestTask(MoveTask):
     """prep_snapshot_based_resize_at_dest on the chosen host, else on each alternate."""
 
     def execute(self):
-        x, mv = self.x, self.mv
-        dest = on_a_destination(mv, "prep_snapshot_based_resize_at_dest", lambda sel:
-                                x.dest_compute.prep_snapshot_based_resize_at_dest(
-                                    mv.ctxt, sel["service_host"], mv.instance_uuid,
-                                    mv.migration_uuid, mv.new_flavor,
-                                    port_profiles=scheduler_utils.selection_port_profiles(
-                                        mv.request_spec, sel)))
-        dbmoves.update_migration(x.source_db, mv.migration_uuid, dest_compute=dest["host"],
+        move = self.move
+        dest = common.prepare_destination(
+            move, move.target_compute.prep_snapshot_based_resize_at_dest, move.new_flavor)
+        migration_records.update(move.cell_db, move.migration_uuid, dest_compute=dest["host"],
                                  dest_node=dest["node"], dest_host=dest["dest_host"])
         # The copy shows the zone it lands in (a server without a requested zone
         # may change zones); the source copy keeps its own for a revert.
-        records.update_instance(x.target_db, mv.instance_uuid,
+        records.update_instance(move.target_db, move.instance_uuid,
                                 availability_zone=aggregates.host_availability_zone(
-                                    x.api_db, dest["host"], mv.conf.default_availability_zone))
+                                    move.api_db, dest["host"],
+                                    move.conf.default_availability_zone))
 
-    def rollback(self, exc):
-        x, mv = self.x, self.mv
-        if not x.dest_reverted:
-            x.dest_compute.revert_snapshot_based_resize_at_dest(
-                mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid, rollback=True)
-            x.dest_reverted = True
+    def undo(self, exc):
+        move = self.move
+        if not move.dest_reverted:
+            move.target_compute.revert_snapshot_based_resize_at_dest(
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+                rollback=True)
+            move.dest_reverted = True
 
 
-class PrepResizeAtSourceTask(CrossCellTask):
+class PrepResizeAtSourceTask(MoveTask):
     """Power off and snapshot on the source; the guest stays there for a revert."""
 
     def execute(self):
-        x, mv = self.x, self.mv
-        if x.image_api is not None and not is_volume_backed(x.source_db, mv.instance_uuid):
-            with x.source_db.session() as s:
-                inst = s.scalars(sa.select(cm.Instance).where(
-                    cm.Instance.uuid == mv.instance_uuid, cm.Instance.deleted == 0)).one()
+        move = self.move
+        if move.image_api is not None and not is_volume_backed(move.cell_db,
+                                                               move.instance_uuid):
+            with move.cell_db.read_session() as s:
+                inst = records.get_instance(s, move.instance_uuid)
                 name, image_ref = inst.display_name, inst.image_ref
-            image = x.image_api.create_snapshot(
-                mv.ctxt, mv.instance_uuid, f"{name}-resize-temp", base_image_ref=image_ref,
-                owner=mv.project_id)
-            x.snapshot_id = image["id"]
+            image = move.image_api.create_snapshot(
+                move.ctxt, move.instance_uuid, f"{name}-resize-temp", base_image_ref=image_ref,
+                owner=move.project_id)
+            move.snapshot_id = image["id"]
         try:
-            x.source_compute.prep_snapshot_based_resize_at_source(
-                mv.ctxt, mv.source_host, mv.instance_uuid, mv.migration_uuid,
-                snapshot_id=x.snapshot_id, clean_shutdown=mv.clean_shutdown)
+            move.compute.prep_snapshot_based_resize_at_source(
+                move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid,
+                snapshot_id=move.snapshot_id, clean_shutdown=move.clean_shutdown)
         except Exception:
-            x.delete_snapshot()  # the host put the guest back; the image is ours to drop
+            delete_snapshot(move)  # the host put the guest back; the image is ours to drop
             raise
 
-    def rollback(self, exc):
-        x, mv = self.x, self.mv
+    def undo(self, exc):
+        move = self.move
         try:
-            x.source_compute.finish_revert_snapshot_based_resize_at_source(
-                mv.ctxt, mv.source_host, mv.instance_uuid, mv.migration_uuid,
-                power_on=mv.was_running, rollback=True)
+            move.compute.finish_revert_snapshot_based_resize_at_source(
+                move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid,
+                power_on=move.was_running, rollback=True)
         finally:
-            x.delete_snapshot()
+            delete_snapshot(move)
 
 
-class FinishResizeAtDestTask(CrossCellTask):
-    """Spawn at the destination, then the target cell's copy becomes the server."""
+class FinishResizeAtDestTask(MoveTask):
+    """Spawn at the destination from the snapshot, which then goes."""
 
     def execute(self):
-        x, mv = self.x, self.mv
+        move = self.move
         try:
-            x.dest_compute.finish_snapshot_based_resize_at_dest(
-                mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
-                snapshot_id=x.snapshot_id, power_on=mv.was_running)
+            move.target_compute.finish_snapshot_based_resize_at_dest(
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+                snapshot_id=move.snapshot_id, power_on=move.was_running)
         finally:
-            x.delete_snapshot()
-        dbmoves.update_migration(x.source_db, mv.migration_uuid, status=ms.FINISHED)
-        set_mapping(x.api_db, mv.instance_uuid, x.target_cell)
-        dbx.set_hidden(x.target_db, mv.instance_uuid, mv.migration_uuid, False)
-        dbx.set_hidden(x.source_db, mv.instance_uuid, mv.migration_uuid, True)
-        x.moved = True
-
-    def rollback(self, exc):
-        x, mv = self.x, self.mv
-        if x.moved:
-            set_mapping(x.api_db, mv.instance_uuid, x.source_cell)
-            dbx.set_hidden(x.source_db, mv.instance_uuid, mv.migration_uuid, False)
-            dbx.set_hidden(x.target_db, mv.instance_uuid, mv.migration_uuid, True)
-            x.moved = False
+            delete_snapshot(move)
 
 
-# -- confirm and revert ------------------------------------------------------------------
+class SwitchToTargetCell(MoveTask):
+    """The target cell's copy becomes the server."""
 
-class Resized:
-    """A cross-cell move in VERIFY_RESIZE: the server in the target cell, its copy in the source."""
+    def execute(self):
+        move = self.move
+        migration_records.update(move.cell_db, move.migration_uuid, status=ms.FINISHED)
+        set_mapping(move.api_db, move.instance_uuid, move.target_cell)
+        show_copy_in(move.target_db, move.cell_db, move.instance_uuid, move.migration_uuid)
+        move.moved = True
 
-    def __init__(self, conf, api_db, ctxt, instance_uuid, migration, target_cell, volume_api):
-        self.conf, self.api_db, self.ctxt = conf, api_db, ctxt
-        self.instance_uuid = instance_uuid
-        self.migration = migration
-        self.migration_uuid = migration["uuid"]
-        self.target_cell = target_cell
-        self.target_db = cells_mod.cell_database(target_cell)
-        self.source_cell = cells_mod.host_cell(api_db, migration["source_compute"])
-        self.source_db = cells_mod.cell_database(self.source_cell)
-        self.source_compute = compute_api(conf, self.source_cell)
-        self.dest_compute = compute_api(conf, target_cell)
-        self.volume_api = volume_api
-        with self.target_db.session() as s:
-            inst = s.scalars(sa.select(cm.Instance).where(
-                cm.Instance.uuid == instance_uuid, cm.Instance.deleted == 0)).one()
-            self.power_on = inst.power_state == power_state.RUNNING
-        self.mapped_back = False
+    def undo(self, exc):
+        move = self.move
+        set_mapping(move.api_db, move.instance_uuid, move.cell)
+        show_copy_in(move.cell_db, move.target_db, move.instance_uuid, move.migration_uuid)
+        move.moved = False
 
 
-def confirm_tasks(r):
+# -- confirm ---------------------------------------------------------------------------
+
+def confirm_tasks(resized):
     """Confirm: the source host lets go, then the source cell's copy is removed."""
-    return [ConfirmResizeTask(r)]
+    return [ConfirmAtSourceTask(resized), DeleteSourceCopy(resized), FinishConfirm(resized)]
 
 
-def revert_tasks(r):
-    """Revert: changes copied back, mapping back, destination cleaned, source restarted."""
-    return [RevertResizeTask(r)]
-
-
-class ConfirmResizeTask(Task):
-    def __init__(self, r):
-        self.r = r
-
+class ConfirmAtSourceTask(ResizedTask):
     def execute(self):
-        r = self.r
+        r = self.resized
         r.source_compute.confirm_snapshot_based_resize_at_source(
-            r.ctxt, r.migration["source_compute"], r.instance_uuid, r.migration_uuid)
-        dbx.sync_actions(r.source_db, r.target_db, r.instance_uuid)
-        dbx.hard_delete_instance(r.source_db, r.instance_uuid, r.migration_uuid)
-        cur = dbmoves.flavors(r.target_db, r.instance_uuid)["cur"]
-        dbmoves.set_flavors(r.target_db, r.instance_uuid, cur,
+            r.ctxt, r.source_host, r.instance_uuid, r.migration_uuid)
+
+
+def delete_copy(resized, copy_db, server_db):
+    """The copy left in ``copy_db`` goes; its events join the server's in ``server_db``."""
+    instance_copy.sync_actions(copy_db, server_db, resized.instance_uuid)
+    instance_copy.hard_delete_instance(copy_db, resized.instance_uuid, resized.migration_uuid)
+
+
+class DeleteSourceCopy(ResizedTask):
+    def execute(self):
+        delete_copy(self.resized, self.resized.source_db, self.resized.cell_db)
+
+
+class FinishConfirm(ResizedTask):
+    def execute(self):
+        r = self.resized
+        cur = records.flavors(r.cell_db, r.instance_uuid)["cur"]
+        records.set_flavors(r.cell_db, r.instance_uuid, cur,
                             vm_state=vm_states.ACTIVE if r.power_on else vm_states.STOPPED,
                             task_state=None)
-        with r.target_db.session(write=True) as s:
+        with r.cell_db.session(write=True) as s:
             s.execute(sa.update(cm.InstanceExtra).where(
                 cm.InstanceExtra.instance_uuid == r.instance_uuid).values(migration_context=None))
-        dbmoves.update_migration(r.target_db, r.migration_uuid, status=ms.CONFIRMED)
+        migration_records.update(r.cell_db, r.migration_uuid, status=ms.CONFIRMED)
 
 
-class RevertResizeTask(Task):
-    def __init__(self, r):
-        self.r = r
+# -- revert ----------------------------------------------------------------------------
+
+def revert_tasks(resized):
+    """Revert: changes copied back, mapping back, destination cleaned, source restarted."""
+    return [CopyChangesBack(resized), MapBackToSource(resized), RevertAtDestTask(resized),
+            DeleteTargetCopy(resized), FinishRevertAtSourceTask(resized),
+            resize.RecordOldFlavor(resized)]
+
+
+class CopyChangesBack(ResizedTask):
+    """What changed while resized (tags, metadata, a volume detached) goes back first."""
 
     def execute(self):
-        r = self.r
-        ctxt = r.ctxt
-        # What changed while resized (tags, metadata, a volume detached) goes back first.
-        gone = dbx.sync_changes_back(r.target_db, r.source_db, r.instance_uuid)
-        for bdm in gone:
-            if bdm["attachment_id"] and r.volume_api is not None:
-                try:
-                    r.volume_api.attachment_delete(ctxt, bdm["attachment_id"])
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
-        dbx.sync_actions(r.target_db, r.source_db, r.instance_uuid)
-        dbmoves.update_migration(r.source_db, r.migration_uuid, status=ms.REVERTING)
+        r = self.resized
+        gone = instance_copy.sync_changes_back(r.cell_db, r.source_db, r.instance_uuid)
+        delete_attachments(r.volume_api, r.ctxt, [bdm["attachment_id"] for bdm in gone])
+        instance_copy.sync_actions(r.cell_db, r.source_db, r.instance_uuid)
+
+
+class MapBackToSource(ResizedTask):
+    """The source cell's copy is the server again, reverting."""
+
+    def execute(self):
+        r = self.resized
+        migration_records.update(r.source_db, r.migration_uuid, status=ms.REVERTING)
         set_mapping(r.api_db, r.instance_uuid, r.source_cell)
         r.mapped_back = True
-        dbx.set_hidden(r.source_db, r.instance_uuid, r.migration_uuid, False)
-        dbx.set_hidden(r.target_db, r.instance_uuid, r.migration_uuid, True)
+        show_copy_in(r.source_db, r.cell_db, r.instance_uuid, r.migration_uuid)
         records.update_instance(r.source_db, r.instance_uuid, vm_state=vm_states.RESIZED,
-                                task_state="resize_reverting")
+                                task_state=task_states.RESIZE_REVERTING)
+
+    def undo(self, exc):
+        r = self.resized
+        set_mapping(r.api_db, r.instance_uuid, r.cell)
+        r.mapped_back = False
+        show_copy_in(r.cell_db, r.source_db, r.instance_uuid, r.migration_uuid)
+
+
+class RevertAtDestTask(ResizedTask):
+    def execute(self):
+        r = self.resized
         r.dest_compute.revert_snapshot_based_resize_at_dest(
-            ctxt, r.migration["dest_compute"], r.instance_uuid, r.migration_uuid)
-        dbx.sync_actions(r.target_db, r.source_db, r.instance_uuid)
-        dbx.hard_delete_instance(r.target_db, r.instance_uuid, r.migration_uuid)
+            r.ctxt, r.dest_host, r.instance_uuid, r.migration_uuid)
+
+
+class DeleteTargetCopy(ResizedTask):
+    def execute(self):
+        delete_copy(self.resized, self.resized.cell_db, self.resized.source_db)
+
+
+class FinishRevertAtSourceTask(ResizedTask):
+    def execute(self):
+        r = self.resized
         r.source_compute.finish_revert_snapshot_based_resize_at_source(
-            ctxt, r.migration["source_compute"], r.instance_uuid, r.migration_uuid,
-            power_on=r.power_on)
+            r.ctxt, r.source_host, r.instance_uuid, r.migration_uuid, power_on=r.power_on)
+

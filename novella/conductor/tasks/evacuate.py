@@ -1,8 +1,8 @@
 """Evacuation inside one cell: a server whose host is down, rebuilt elsewhere.
 
-    MigrationRecord       (as for a cold migration,  | undo: migration 'error', the server
-    MigrationAllocation    tasks/migrate.py)         |   as it was, on its down host, with a
-    SelectDestination                                |   fault; its allocation back to it
+    MigrationRecord       \\                         (tasks/common.py; the server goes back
+    MigrationAllocation    > the first steps of      |  to its down host on undo)
+    SelectDestination     /  every move
     RebuildAtDestination  rebuild_instance on the    | (last step: a destination that fails
                           chosen host, else on each  |   gives back what it made first)
                           alternate
@@ -12,30 +12,26 @@ host may still have the guest on its disk. When that host's compute service
 starts again it removes what is left there and deletes the allocation; the
 migration is then 'completed' (novella/compute/evacuate.py).
 """
-from novella.conductor.tasks.migrate import (
-    MigrationAllocation, MigrationRecord, MoveTask, SelectDestination, on_a_destination)
+from novella.conductor.tasks import common
+from novella.conductor.tasks.common import MoveTask
 from novella.scheduler import utils as scheduler_utils
 
 CONDUCTOR_EVENT = "conductor_rebuild_server"
 
 
-def evacuate_tasks(mv):
-    """The steps of evacuating ``mv`` (a migrate.Move), in order."""
-    return [
-        MigrationRecord(mv),
-        MigrationAllocation(mv),
-        SelectDestination(mv),
-        RebuildAtDestination(mv),
-    ]
+def evacuate_tasks(move):
+    """The steps of evacuating ``move`` (a common.Move), in order."""
+    return common.first_steps(move) + [RebuildAtDestination(move)]
 
 
 class RebuildAtDestination(MoveTask):
     def execute(self):
-        mv = self.mv
-        on_a_destination(mv, "rebuild_instance", lambda sel: mv.compute.rebuild_instance(
-            mv.ctxt, sel["service_host"], mv.instance_uuid, mv.migration_uuid,
-            port_profiles=scheduler_utils.selection_port_profiles(mv.request_spec, sel),
-            availability_zone=sel.get("availability_zone")))
+        move = self.move
+        common.on_a_destination(move, "rebuild_instance", lambda sel: (
+            move.compute.rebuild_instance(
+                move.ctxt, sel["service_host"], move.instance_uuid, move.migration_uuid,
+                port_profiles=scheduler_utils.selection_port_profiles(move.request_spec, sel),
+                availability_zone=sel.get("availability_zone"))))
 
-    def rollback(self, exc):
+    def undo(self, exc):
         pass  # the last step; a failing destination gives back what it made

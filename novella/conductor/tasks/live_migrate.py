@@ -2,9 +2,9 @@
 
 The composition, in order, and what each step undoes when a later one fails:
 
-    MigrationRecord       (as for a cold migration,  | undo: migration 'error', the server
-    MigrationAllocation    tasks/migrate.py)         |   as it was on the source with a fault;
-    SelectDestination                                |   its allocation back to the instance
+    MigrationRecord       \\                         (tasks/common.py)
+    MigrationAllocation    > the first steps of every move
+    SelectDestination     /
     PrepareAtDestination  claim, INACTIVE bindings   | undo: destination rollback (the guest
                           naming the destination's   |   copy, bindings, attachments, claim)
                           providers, attachments,    |
@@ -12,81 +12,79 @@ The composition, in order, and what each step undoes when a later one fails:
                           next alternate on refusal  |
     LiveMigrate           the source moves the       | undo: nothing of its own (the source
                           running guest              |   guest runs on; the copy goes above)
-    PostAtDestination     the destination takes the  | (last undoable step)
-                          server: bindings active,   |
-                          attachments, host
-
-After the last step the move cannot be undone: ``complete`` removes what is
-left on the source, deletes the migration's allocation (the source's) and
-marks the migration completed.
+    PostAtDestination     the destination takes the  | (the point of no return: a failure
+                          server: bindings active,   |   here is undone above; once done,
+                          attachments, host          |   the move only goes forward)
+    CleanUpSource         what is left on the source goes, the migration's allocation (the
+                          source's) is deleted, migration 'completed'
 """
 from novella.compute import cleanup
 from novella.compute.states import migration_status as ms
-from novella.conductor.tasks.migrate import (
-    MigrationAllocation, MigrationRecord, MoveTask, SelectDestination, on_a_destination)
-from novella.db import moves as dbmoves
-from novella.scheduler import utils as scheduler_utils
+from novella.conductor.tasks import common
+from novella.conductor.tasks.common import MoveTask
+from novella.db import migration_records
+from novella.db import records
 
 CONDUCTOR_EVENT = "conductor_live_migrate_instance"
 
 
-def live_migrate_tasks(mv):
-    """The steps of live-migrating ``mv`` (a migrate.Move), in order."""
-    return [
-        MigrationRecord(mv),
-        MigrationAllocation(mv),
-        SelectDestination(mv),
-        PrepareAtDestination(mv),
-        LiveMigrate(mv),
-        PostAtDestination(mv),
-    ]
+def live_migrate_tasks(move):
+    """The steps of live-migrating ``move`` (a common.Move), in order."""
+    return common.first_steps(move) + [PrepareAtDestination(move), LiveMigrate(move),
+                                       PostAtDestination(move), CleanUpSource(move)]
 
 
 class PrepareAtDestination(MoveTask):
     """The destination readies itself, else each alternate in turn."""
 
     def execute(self):
-        mv = self.mv
-        prepared = on_a_destination(mv, "prepare_live_migration_at_destination", lambda sel:
-                                    mv.compute.prepare_live_migration_at_destination(
-                                        mv.ctxt, sel["service_host"], mv.instance_uuid,
-                                        mv.migration_uuid,
-                                        port_profiles=scheduler_utils.selection_port_profiles(
-                                            mv.request_spec, sel)))
-        mv.attachments = prepared["attachments"]
+        move = self.move
+        prepared = common.prepare_destination(
+            move, move.compute.prepare_live_migration_at_destination)
+        move.attachments = prepared["attachments"]
 
-    def rollback(self, exc):
-        mv = self.mv
-        mv.compute.rollback_live_migration_at_destination(
-            mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
-            attachments=mv.attachments)
+    def undo(self, exc):
+        move = self.move
+        move.compute.rollback_live_migration_at_destination(
+            move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+            attachments=move.attachments)
 
 
 class LiveMigrate(MoveTask):
     def execute(self):
-        mv = self.mv
-        mv.compute.live_migration(mv.ctxt, mv.source_host, mv.instance_uuid,
-                                  mv.migration_uuid, mv.dest_host)
+        move = self.move
+        move.compute.live_migration(move.ctxt, move.source_host, move.instance_uuid,
+                                    move.migration_uuid, move.dest_host)
 
-    def rollback(self, exc):
+    def undo(self, exc):
         pass  # the source's guest never stopped; the destination's copy goes above
 
 
 class PostAtDestination(MoveTask):
+    """The point of no return: the server is the destination's."""
+
+    no_return = True
+
     def execute(self):
-        mv = self.mv
-        mv.compute.post_live_migration_at_destination(
-            mv.ctxt, mv.dest_host, mv.instance_uuid, mv.migration_uuid,
-            attachments=mv.attachments)
+        move = self.move
+        move.compute.post_live_migration_at_destination(
+            move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+            attachments=move.attachments)
 
-    def rollback(self, exc):
-        pass  # a failing destination undoes its own half-done step
+    def settled(self):
+        move = self.move
+        with move.cell_db.read_session() as s:
+            inst = records.get_instance(s, move.instance_uuid)
+            return inst.host == move.dest_host and inst.task_state is None
 
 
-def complete(mv):
+class CleanUpSource(MoveTask):
     """Past the point of no return: the source cleaned up, its allocation freed."""
-    with cleanup.step("clean up the source after a live migration"):
-        mv.compute.post_live_migration_at_source(mv.ctxt, mv.source_host, mv.instance_uuid,
-                                                 mv.migration_uuid)
-    mv.placement.delete_allocations(mv.migration_uuid)
-    dbmoves.update_migration(mv.cell_db, mv.migration_uuid, status=ms.COMPLETED)
+
+    def execute(self):
+        move = self.move
+        with cleanup.step("clean up the source after a live migration"):
+            move.compute.post_live_migration_at_source(
+                move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid)
+        move.placement.delete_allocations(move.migration_uuid)
+        migration_records.update(move.cell_db, move.migration_uuid, status=ms.COMPLETED)

@@ -127,8 +127,8 @@ def list_candidates(req):
             raise base.bad_request("No such trait(s): %s." % ", ".join(unknown))
         ordered = sorted(groups.values(), key=lambda g: (g.suffix != "", g.suffix))
         if fastpath.applies(st, ordered, subtrees):
-            body = fastpath.render(st, ordered[0], v, limit,
-                                   conf.randomize_allocation_candidates, root_req, root_forb)
+            body = fastpath.render(st, ordered, v, limit, conf.randomize_allocation_candidates,
+                                   root_req, root_forb, policy)
         else:
             body = _general(req, st, ordered, groups, limit, conf, policy, subtrees,
                             root_req, root_forb)

@@ -86,4 +86,4 @@ def test_limits_count_usage_across_cells_and_build_requests(cloud):
                                             "imageRef": "155d900f-4e14-4e4c-a73d-069cbf4541e6"}})
     absolute = cloud.user.get("/limits").json["limits"]["absolute"]
     assert (absolute["totalInstancesUsed"], absolute["totalCoresUsed"], absolute["totalRAMUsed"]) == (3, 3, 1536)
-    assert absolute["maxTotalInstances"] == -1
+    assert (absolute["maxTotalInstances"], absolute["maxTotalCores"]) == (10, 20)  # [quota] defaults

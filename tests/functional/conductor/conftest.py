@@ -68,8 +68,7 @@ class FakeCompute:
 
 def _conf(super_url, overrides):
     conf = cfg.ConfigOpts()
-    for module in (conf_pkg.api, conf_pkg.compute, conf_pkg.database, conf_pkg.rpc,
-                   conf_pkg.scheduler, conf_pkg.services):
+    for module in conf_pkg.MODULES:
         module.register_opts(conf)
     conf([], default_config_files=[])
     conf.set_override("transport_url", super_url)

@@ -124,12 +124,12 @@ def test_reschedule_to_an_alternate_in_the_target_cell(make_xcloud):
 
 def _fail_target_db_setup(cloud, monkeypatch):
     from novella.conductor.tasks import cross_cell as xtasks
-    real = xtasks.dbx.copy_instance
+    real = xtasks.instance_copy.copy_instance
 
     def copy_then_fail(*args, **kwargs):
         real(*args, **kwargs)
         raise RuntimeError("injected fault: target cell database went away")
-    monkeypatch.setattr(xtasks.dbx, "copy_instance", copy_then_fail)
+    monkeypatch.setattr(xtasks.instance_copy, "copy_instance", copy_then_fail)
 
 
 def _fail_prep_at_dest(cloud, monkeypatch):

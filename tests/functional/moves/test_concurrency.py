@@ -1,6 +1,12 @@
 """Moves racing for the last room on a host: twenty resizes, twenty live migrations."""
 TINY = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
 BIG = {"VCPU": 1, "MEMORY_MB": 4096, "DISK_GB": 1}
+TWENTY_SERVERS = {"instances": 20, "cores": 40}   # the [quota] defaults allow ten
+
+
+def setup_module():
+    from novella.conf import CONF, quota
+    quota.register_opts(CONF)
 
 
 def _twenty_racers(cloud, room_mb):
@@ -24,7 +30,7 @@ def _twenty_racers(cloud, room_mb):
 def test_twenty_resizes_race_for_three_places(make_cloud):
     # Casts run one at a time in the all-in-one by default; eight threads make
     # the twenty moves really overlap.
-    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8})
+    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8}, quota=TWENTY_SERVERS)
     from novella import rpc
     from novella.allinone import SUPER_TRANSPORT
     assert rpc.get_transport(SUPER_TRANSPORT)._pool._max_workers == 8
@@ -56,7 +62,7 @@ def test_twenty_resizes_race_for_three_places(make_cloud):
 
 
 def test_twenty_live_migrations_race_for_five_places(make_cloud):
-    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8})
+    cloud = make_cloud(hosts=2, DEFAULT={"inprocess_cast_threads": 8}, quota=TWENTY_SERVERS)
     src, dest, ids, _inv = _twenty_racers(cloud, room_mb=5 * 512)   # five tiny servers
 
     for sid in ids:

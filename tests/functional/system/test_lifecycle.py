@@ -58,6 +58,13 @@ def test_unschedulable_server_lands_in_cell0_with_fault(cloud):
     status, _ = cloud.api("POST", "/flavors", {"flavor": {
         "name": "huge", "ram": 10 ** 7, "vcpus": 1, "disk": 1, "id": "huge"}})
     assert status == 200
+    # (within the project's quota, which the default would refuse before scheduling)
+    probe = cloud.boot(name="probe")
+    project = cloud.server(probe)["tenant_id"]
+    assert cloud.api("DELETE", f"/servers/{probe}")[0] == 204
+    cloud.aio.wait_idle()
+    status, _ = cloud.api("PUT", f"/os-quota-sets/{project}", {"quota_set": {"ram": -1}})
+    assert status == 200
     sid = cloud.boot(name="too-big", flavor="huge")
     srv = cloud.server(sid)
     assert srv["status"] == "ERROR"

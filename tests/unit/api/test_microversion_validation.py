@@ -68,7 +68,7 @@ def test_keystone_headers():
 def test_policy_defaults_carry_reference_names():
     rules = {r.name: r.check_str for r in compute_policies.list_rules()}
     assert rules["compute:servers:resize:cross_cell"] == "!"
-    assert rules["os_compute_api:os-migrate-server:migrate"] == "rule:admin_api"
+    assert rules["os_compute_api:os-migrate-server:migrate"] == "rule:project_manager_or_admin"
     assert rules["os_compute_api:servers:resize"] == "rule:project_member_or_admin"
     assert rules["project_reader_api"] == "role:reader and project_id:%(project_id)s"
 

@@ -5,6 +5,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from novella.api.compute import common, errors, validation
+from novella.api.router import clip
 from novella.api.compute.schemas import flavors as schemas
 from novella.db import api_models as am
 
@@ -65,9 +66,9 @@ def _list(req, detail):
         for param, col in (("minRam", am.Flavor.memory_mb), ("minDisk", am.Flavor.root_gb)):
             if req.GET.get(param):
                 try:
-                    q = q.where(col >= int(req.GET[param]))
+                    q = q.where(col >= common.db_int(req.GET[param]))
                 except ValueError:
-                    raise errors.BadRequest(f"Invalid {param} filter [{req.GET[param]}]")
+                    raise errors.BadRequest(f"Invalid {param} filter [{clip(req.GET[param])}]")
         col = getattr(am.Flavor, sort_key)
         if marker:
             m = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == marker)).first()

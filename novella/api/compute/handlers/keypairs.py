@@ -4,7 +4,7 @@ import hashlib
 
 import sqlalchemy as sa
 
-from novella.api.compute import errors, validation as v
+from novella.api.compute import errors, quotas, validation as v
 from novella.db import api_models as am
 
 P = "os_compute_api:os-keypairs:"
@@ -77,6 +77,9 @@ def create(req):
         private, public = _generate()
     key_type = body.get("type", "ssh")
     fp = fingerprint(public) if key_type == "ssh" else hashlib.sha1(public.encode()).hexdigest()
+    quotas.check_count(req.api, req.context, "key_pairs",
+                       quotas.count_rows(req.api, am.KeyPair, am.KeyPair.user_id == user_id),
+                       user_id=user_id, message="Quota exceeded, too many key pairs.")
     with req.api.api_db.session(write=True) as s:
         if s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id,
                                                  am.KeyPair.name == body["name"])).first():

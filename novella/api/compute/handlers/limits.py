@@ -1,11 +1,10 @@
-"""/limits: absolute limits of the caller's project.
-
-Novella enforces no quotas, so every maximum is -1 (unlimited, as the
-reference shows an unlimited quota); the used figures are counted from the
+"""/limits: absolute limits of the caller's project: the maximums of its
+quotas (novella/api/compute/quotas.py) and what it uses, counted from the
 cells and the API database.
 """
 import sqlalchemy as sa
 
+from novella.api.compute import quotas
 from novella.db import api_models as am, cell_models as cm, cells as cells_mod
 
 
@@ -29,19 +28,26 @@ def _usage(api, project_id):
 
 
 def index(req):
-    project_id = req.GET.get("tenant_id") if req.is_admin() and req.GET.get("tenant_id") \
-        else req.context.project_id
+    req.authorize("os_compute_api:limits", {})
+    project_id = req.context.project_id
+    if "tenant_id" in req.GET:
+        project_id = req.GET["tenant_id"]
+        req.authorize("os_compute_api:limits:other_project")
     instances, cores, ram, groups = _usage(req.api, project_id)
-    absolute = {"maxTotalInstances": -1, "maxTotalCores": -1, "maxTotalRAMSize": -1,
-                "maxServerMeta": -1, "maxTotalKeypairs": -1, "maxServerGroups": -1,
-                "maxServerGroupMembers": -1, "totalInstancesUsed": instances,
-                "totalCoresUsed": cores, "totalRAMUsed": ram, "totalServerGroupsUsed": groups}
+    user_id = req.context.user_id if project_id == req.context.project_id else None
+    limits = quotas.project_limits(req.api, project_id, user_id)
+    absolute = {name: limits[resource] for resource, name in quotas.LIMIT_NAMES.items()}
+    absolute.update({"totalInstancesUsed": instances, "totalCoresUsed": cores,
+                     "totalRAMUsed": ram, "totalServerGroupsUsed": groups})
     if not req.at_least("2.36"):
         absolute.update({"maxTotalFloatingIps": -1, "maxSecurityGroups": -1,
                          "maxSecurityGroupRules": -1, "totalFloatingIpsUsed": 0,
                          "totalSecurityGroupsUsed": 0})
     if not req.at_least("2.57"):
-        absolute.update({"maxImageMeta": -1, "maxPersonality": -1, "maxPersonalitySize": -1})
+        absolute.update({"maxImageMeta": limits["metadata_items"]})
+    else:
+        absolute.pop("maxPersonality")
+        absolute.pop("maxPersonalitySize")
     return 200, {"limits": {"rate": [], "absolute": absolute}}
 
 

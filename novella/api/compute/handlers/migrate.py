@@ -3,12 +3,12 @@ confirmResize, revertResize, os-migrateLive, evacuate.
 
 Each validates, checks policy and state, writes the migration row and the
 instance action, sets the task state and casts to the conductor, which owns
-the rest (novella/conductor/moves.py, docs/moves.md).
+the rest (novella/conductor/manager.py, docs/moves.md).
 """
 import logging
 import secrets
 
-from novella.api.compute import errors, hosts
+from novella.api.compute import errors, hosts, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.api.compute.handlers.servers import _flavor
@@ -16,7 +16,7 @@ from novella.compute import states
 from novella.compute.states import migration_status as ms, task_states
 from novella.conductor.rpcapi import ConductorAPI
 from novella.db import cells as cells_mod
-from novella.db import moves as dbmoves
+from novella.db import migration_records
 from novella.db import records
 
 LOG = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, h
     """The migration row, the task state (guarded) and the action; then the cast."""
     cell_db = sa_mod.start_task(req, rec, action_name, task_states.RESIZE_PREP,
                                 expected_task_state=(None,))
-    migration = dbmoves.create_migration(cell_db, rec, migration_type, old_flavor, new_flavor)
+    migration = migration_records.create(cell_db, rec, migration_type, old_flavor, new_flavor)
     _conductor(req).migrate_server(req.context, rec["uuid"], migration["uuid"],
                                    flavor=new_flavor, host=host,
                                    allow_cross_cell=_cross_cell_allowed(req, rec))
@@ -97,6 +97,8 @@ def resize(req, rec, body):
     volume_backed = any(vol for vol in rec.get("volumes") or []) and not rec.get("image_ref")
     if not volume_backed and new["root_gb"] < (old.get("root_gb") or 0):
         raise errors.BadRequest("Resizing to a smaller disk flavor is not allowed.")
+    quotas.check_resize(req.api, req.context, rec.get("project_id") or req.context.project_id,
+                        rec.get("user_id") or None, old, new)
     return _start_move(req, rec, "resize", "resize", old, new)
 
 
@@ -122,8 +124,9 @@ def live_migrate(req, rec, body):
     difference (the simulated hosts copy local disks either way); ``force``
     (2.30-2.67) still runs the scheduler's checks on the host asked for.
     """
-    req.authorize("os_compute_api:os-migrate-server:migrate_live", sa_mod.target(rec))
     host = body["os-migrateLive"].get("host")
+    req.authorize("os_compute_api:os-migrate-server:migrate_live" + (":host" if host else ""),
+                  sa_mod.target(rec))
     sa_mod.check_unlocked(req, rec)
     sa_mod.check_state(rec, "os-migrateLive", vm_states=(states.ACTIVE, states.PAUSED))
     if host:
@@ -161,7 +164,7 @@ def evacuate(req, rec, body):
 def _accept(req, rec, action_name, task_state, migration_type):
     """The task state (guarded), the instance action, an 'accepted' migration row."""
     cell_db = sa_mod.start_task(req, rec, action_name, task_state, expected_task_state=(None,))
-    return dbmoves.create_migration(cell_db, rec, migration_type, rec["flavor"], rec["flavor"],
+    return migration_records.create(cell_db, rec, migration_type, rec["flavor"], rec["flavor"],
                                     status=ms.ACCEPTED)
 
 
@@ -193,7 +196,7 @@ def _check_target_host(req, rec, host, other_cells=True):
 def _finished_migration(rec, action_name):
     sa_mod.check_state(rec, action_name, vm_states=(states.RESIZED,))
     cell_db = cells_mod.cell_database(rec["cell"])
-    migration = dbmoves.unconfirmed_migration(cell_db, rec["uuid"])
+    migration = migration_records.unconfirmed(cell_db, rec["uuid"])
     if migration is None:
         raise errors.BadRequest(f"Migration for instance {rec['uuid']} with status "
                                 f"{ms.FINISHED} could not be found.")
@@ -205,7 +208,7 @@ def confirm_resize(req, rec, body):
     req.authorize("os_compute_api:servers:confirm_resize", sa_mod.target(rec))
     sa_mod.check_unlocked(req, rec)
     cell_db, migration = _finished_migration(rec, "confirmResize")
-    if dbmoves.update_migration(cell_db, migration["uuid"], expected_status=ms.FINISHED,
+    if migration_records.update(cell_db, migration["uuid"], expected_status=ms.FINISHED,
                                 status=ms.CONFIRMING) is None:
         raise errors.invalid_state("confirmResize", rec["uuid"], "task_state",
                                    task_states.RESIZE_CONFIRMING)
@@ -221,7 +224,7 @@ def revert_resize(req, rec, body):
     cell_db, migration = _finished_migration(rec, "revertResize")
     sa_mod.start_task(req, rec, "revertResize", task_states.RESIZE_REVERTING,
                       expected_task_state=(None,))
-    if dbmoves.update_migration(cell_db, migration["uuid"], expected_status=ms.FINISHED,
+    if migration_records.update(cell_db, migration["uuid"], expected_status=ms.FINISHED,
                                 status=ms.REVERTING) is None:
         records.update_instance(cell_db, rec["uuid"], task_state=None)
         raise errors.invalid_state("revertResize", rec["uuid"], "task_state",
@@ -236,8 +239,8 @@ def confirm_before_delete(api, ctxt, rec):
     The delete goes on even if the confirmation fails; the error is logged.
     """
     cell_db = cells_mod.cell_database(rec["cell"])
-    migration = dbmoves.unconfirmed_migration(cell_db, rec["uuid"])
-    if migration is None or dbmoves.update_migration(
+    migration = migration_records.unconfirmed(cell_db, rec["uuid"])
+    if migration is None or migration_records.update(
             cell_db, migration["uuid"], expected_status=ms.FINISHED,
             status=ms.CONFIRMING) is None:
         return

@@ -13,7 +13,10 @@ from novella.db import cell_models as cm, cells as cells_mod
 IN_PROGRESS_LIVE = ("queued", "preparing", "running", "post-migrating")
 
 
-def view(req, m, cell=None):
+_HOST_FIELDS = ("source_node", "dest_node", "source_compute", "dest_compute", "dest_host")
+
+
+def view(req, m, cell=None, hosts=True):
     out = {"id": m.id, "source_node": m.source_node, "dest_node": m.dest_node,
            "source_compute": m.source_compute, "dest_compute": m.dest_compute,
            "dest_host": m.dest_host, "status": m.status, "instance_uuid": m.instance_uuid,
@@ -29,6 +32,8 @@ def view(req, m, cell=None):
     if req.at_least("2.80"):
         out["user_id"] = m.user_id
         out["project_id"] = m.project_id
+    if not hosts:
+        out.update(dict.fromkeys(_HOST_FIELDS))
     return out
 
 
@@ -117,9 +122,12 @@ def _one(db, *where):
 
 def index(req):
     req.authorize("os_compute_api:os-migrations:index")
+    if req.GET.get("project_id") != req.context.project_id:
+        req.authorize("os_compute_api:os-migrations:index:all_projects")
+    hosts = req.can("os_compute_api:os-migrations:index:host")
     limit, marker = (common.limit_and_marker(req) if req.at_least("2.59") else (None, None))
     rows = list_migrations(req, _filters(req), limit, marker)
-    items = [view(req, m, c) for c, m in rows]
+    items = [view(req, m, c, hosts) for c, m in rows]
     body = {"migrations": items}
     if limit is not None:
         links = common.next_link(req, ["os-migrations"], items, limit, id_key="uuid")
@@ -129,7 +137,7 @@ def index(req):
 
 
 # --- /servers/{id}/migrations: in-progress live migrations -----------------------------------
-def server_view(req, m):
+def server_view(req, m, hosts=True):
     out = {"id": m.id, "server_uuid": m.instance_uuid, "source_node": m.source_node,
            "dest_node": m.dest_node, "source_compute": m.source_compute,
            "dest_compute": m.dest_compute, "dest_host": m.dest_host, "status": m.status,
@@ -142,6 +150,8 @@ def server_view(req, m):
     if req.at_least("2.80"):
         out["user_id"] = m.user_id
         out["project_id"] = m.project_id
+    if not hosts:
+        out.update(dict.fromkeys(_HOST_FIELDS))
     return out
 
 
@@ -160,9 +170,11 @@ def _server_migrations(req, server_id, *where):
 def server_index(req, server_id):
     if not req.at_least("2.23"):
         raise errors.NotFound("The resource could not be found.")
-    req.authorize("os_compute_api:servers:migrations:index")
-    _rec, rows = _server_migrations(req, server_id)
-    return 200, {"migrations": [server_view(req, m) for m in rows]}
+    rec, rows = _server_migrations(req, server_id)
+    target = {"project_id": rec["project_id"], "user_id": rec["user_id"]}
+    req.authorize("os_compute_api:servers:migrations:index", target)
+    hosts = req.can("os_compute_api:servers:migrations:index:host", target)
+    return 200, {"migrations": [server_view(req, m, hosts) for m in rows]}
 
 
 def server_show(req, server_id, migration_id):

@@ -4,7 +4,7 @@ import uuid as uuid_mod
 
 import sqlalchemy as sa
 
-from novella.api.compute import errors, validation as v
+from novella.api.compute import common, errors, quotas, validation as v
 from novella.db import api_models as am
 
 P = "os_compute_api:os-server-groups:"
@@ -23,8 +23,7 @@ def _create_schema(version):
         group = v.obj({"name": v.name,
                        "policy": {"type": "string", "enum": _POLICIES + _SOFT},
                        "rules": {"type": "object", "properties": {
-                           "max_server_per_host": {"type": ["integer", "string"],
-                                                   "pattern": "^[0-9]*$", "minimum": 1}},
+                           "max_server_per_host": v.positive_int},
                            "additionalProperties": False}},
                       ["name", "policy"])
     return v.obj({"server_group": group}, ["server_group"])
@@ -52,7 +51,7 @@ def index(req):
         all_projects = req.can(P + "index:all_projects")
     try:
         limit = int(req.GET.get("limit", req.api.conf.api.max_limit))
-        offset = int(req.GET.get("offset", 0))
+        offset = common.db_int(req.GET.get("offset", 0))
     except ValueError:
         raise errors.BadRequest("limit and offset must be integers")
     if limit < 0 or offset < 0:
@@ -75,6 +74,9 @@ def create(req):
             raise errors.BadRequest("Only anti-affinity policy supports rules.")
         rules["max_server_per_host"] = int(rules["max_server_per_host"])
     ctxt = req.context
+    quotas.check_count(req.api, ctxt, "server_groups", quotas.count_rows(
+        req.api, am.InstanceGroup, am.InstanceGroup.project_id == ctxt.project_id),
+        message="Quota exceeded, too many server groups.")
     with req.api.api_db.session(write=True) as s:
         g = am.InstanceGroup(uuid=str(uuid_mod.uuid4()), name=body["name"],
                              project_id=ctxt.project_id, user_id=ctxt.user_id,

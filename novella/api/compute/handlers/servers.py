@@ -8,7 +8,8 @@ import uuid as uuid_mod
 
 import sqlalchemy as sa
 
-from novella.api.compute import common, errors, hosts, instances, rpcclients, validation, views
+from novella.api.compute import (common, errors, hosts, instances, quotas, rpcclients,
+                                 validation, views)
 from novella.api.compute.handlers import availability_zones
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
@@ -403,7 +404,7 @@ def _availability_zone(req, server):
         if zone not in known and zone != conf.default_availability_zone:
             raise errors.BadRequest("The requested availability zone is not available")
     if server.get("host") or server.get("hypervisor_hostname"):
-        req.authorize(P + "create:requested_destination")
+        req.authorize("compute:servers:create:requested_destination")
         _check_requested_destination(req, server.get("host"), server.get("hypervisor_hostname"))
     return zone, host, node
 
@@ -449,6 +450,19 @@ def _check_user_data(value):
                                 f"'{value}' is not a 'base64'")
 
 
+# One request creates at most this many servers (docs/limits.md): as many as
+# fit between min_count and max_count, else 403 as when over quota.
+MAX_SERVERS_PER_REQUEST = 1000
+
+
+def _bounded_count(min_count, max_count):
+    if min_count > MAX_SERVERS_PER_REQUEST:
+        raise errors.Forbidden(
+            f"Quota exceeded for instances: Requested {min_count}, but one request may "
+            f"create at most {MAX_SERVERS_PER_REQUEST} instances.")
+    return min_count, min(max_count, MAX_SERVERS_PER_REQUEST)
+
+
 def create(req):
     body = req.body_json(schemas.create)
     ctxt = req.context
@@ -459,8 +473,12 @@ def create(req):
     max_count = int(server.get("max_count", min_count))
     if min_count > max_count:
         raise errors.BadRequest("min_count must be <= max_count")
+    min_count, max_count = _bounded_count(min_count, max_count)
     _check_user_data(server.get("user_data"))
     flavor = _flavor(req, server["flavorRef"])
+    max_count = quotas.servers_that_fit(req.api, ctxt, flavor, min_count, max_count)
+    quotas.check_metadata(req.api, ctxt, server.get("metadata"))
+    quotas.check_injected_files(req.api, ctxt, server.get("personality"))
     image_ref = server.get("imageRef") or None
     bdms, is_bfv = _bdms(req, server, image_ref)
     image = _image(req, image_ref, flavor, is_bfv)
@@ -472,6 +490,9 @@ def create(req):
     key_pair = _key_pair(req, server.get("key_name"))
     zone, force_host, force_node = _availability_zone(req, server)
     group = _server_group(req, hints)
+    if group is not None:
+        quotas.check_count(req.api, ctxt, "server_group_members", len(group["members"]),
+                           adding=max_count, message="Quota exceeded, too many servers in group")
     tags = list(server.get("tags") or [])
     reservation_id = "r-" + secrets.token_hex(4)
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
@@ -518,8 +539,11 @@ def create(req):
         }
         build_requests.append(inst)
         specs.append(spec)
-    uuids = [inst["uuid"] for inst in build_requests]
     with req.api.api_db.connection(write=True) as conn:  # plain INSERTs, one per table
+        room = quotas.instances_room(req.api, ctxt, conn, min_count)
+        if room is not None and room < len(build_requests):
+            del build_requests[room:], specs[room:]
+        uuids = [inst["uuid"] for inst in build_requests]
         insert_rows(conn, am.BuildRequest, [
             {"instance_uuid": inst["uuid"], "project_id": ctxt.project_id,
              "instance": json.dumps(inst), "tags": json.dumps(tags),
@@ -533,6 +557,11 @@ def create(req):
         if group is not None:
             insert_rows(conn, am.InstanceGroupMember, [
                 {"group_id": group["id"], "instance_uuid": u} for u in uuids])
+    try:
+        quotas.recheck_servers(req.api, ctxt)
+    except errors.Forbidden:
+        _forget(req.api.api_db, uuids)
+        raise
     try:
         rpcclients.schedule_and_build_instances(
             req.api.transport, ctxt,

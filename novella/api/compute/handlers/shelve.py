@@ -16,7 +16,7 @@ from novella.compute.states import task_states
 from novella.conductor.rpcapi import ConductorAPI
 from novella.db import api_models as am
 from novella.db import cell_models as cm
-from novella.db import moves as dbmoves
+from novella.db import request_specs
 
 _shelve_schema = v.obj({"shelve": {"type": "null"}}, ["shelve"])
 _offload_schema = v.obj({"shelveOffload": {"type": "null"}}, ["shelveOffload"])
@@ -86,7 +86,7 @@ def unshelve(req, rec, body):
     sa_mod.start_task(req, rec, "unshelve", task_states.UNSHELVING,
                       expected_task_state=(None,), on_a_host=False)
     if zone_given:  # later schedulings keep it (None: the server is pinned to none)
-        dbmoves.update_request_spec(req.api.api_db, rec["uuid"], availability_zone=zone)
+        request_specs.update(req.api.api_db, rec["uuid"], availability_zone=zone)
     ConductorAPI(req.api.transport).unshelve_instance(req.context, rec["uuid"], host=host)
     return 202, None
 

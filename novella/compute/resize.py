@@ -25,9 +25,10 @@ import sqlalchemy as sa
 
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
+from novella.compute import steps
 from novella.context import get_admin_context
 from novella.db import cell_models as m
-from novella.db import moves as dbmoves
+from novella.db import migration_records
 from novella.db import records
 
 LOG = logging.getLogger(__name__)
@@ -38,35 +39,31 @@ def _zone(availability_zone):
     return {"availability_zone": availability_zone} if availability_zone else {}
 
 
-class ComputeMoves:
+class ComputeResize:
     """The move steps of one host; needs the attributes of ComputeManager."""
 
     # -- helpers ------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _move_step(self, ctxt, instance_uuid, event, notification=None, flavor=None):
-        """One step of a move: the instance lock, its action event and notifications."""
-        with self._locked(instance_uuid):
-            inst = self._get(instance_uuid)
-            with records.action_event(self.cell_db, ctxt, instance_uuid, event, host=self.host):
-                if notification:
-                    self._notify(ctxt, inst, notification + ".start", flavor=flavor)
-                box = [inst]
-                try:
-                    yield box
-                except Exception as exc:
-                    if notification:
-                        self._notify(ctxt, box[0], notification + ".error", fault=exc,
-                                     flavor=flavor)
-                    raise
-                if notification:
-                    self._notify(ctxt, self._get(instance_uuid), notification + ".end",
-                                 flavor=flavor)
-
     def _migration(self, migration_uuid, **values):
         if values:
-            return dbmoves.update_migration(self.cell_db, migration_uuid, **values)
-        return dbmoves.get_migration(self.cell_db, migration_uuid)
+            return migration_records.update(self.cell_db, migration_uuid, **values)
+        return migration_records.get(self.cell_db, migration_uuid)
+
+    def _back_on_source(self, instance_uuid, migration_uuid, old_flavor, power_on, rollback,
+                        **instance_values):
+        """The server is this host's again, with its old flavor. Unless
+        ``rollback``, the migration's allocation (this host's) goes back to the
+        instance in one POST /allocations and the migration is 'reverted'."""
+        if not rollback:
+            self.placement.move_allocations(migration_uuid, instance_uuid,
+                                            target_consumer_type="INSTANCE", retries=3)
+        records.set_flavors(self.cell_db, instance_uuid, old_flavor, host=self.host,
+                            node=self.rt.nodename,
+                            vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
+                            task_state=None, power_state=self._power(instance_uuid),
+                            **instance_values)
+        if not rollback:
+            self._migration(migration_uuid, status=ms.REVERTED)
 
     def _power(self, instance_uuid):
         return self.driver.get_info({"uuid": instance_uuid})["state"]
@@ -112,18 +109,18 @@ class ComputeMoves:
         claim is given back and the error raised, so the conductor can try an
         alternate host.
         """
-        with self._move_step(ctxt, instance_uuid, "compute_prep_resize",
-                             "instance.resize_prep", flavor=new_flavor) as box:
+        with steps.step(self, ctxt, instance_uuid, "compute_prep_resize",
+                             "instance.resize_prep", flavor=new_flavor) as st:
             mig = self._migration(migration_uuid)
-            cur = dbmoves.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
-            dbmoves.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
+            cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
+            records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
             claim = None
             try:
                 claim = self.rt.resize_claim(
                     ctxt, instance_uuid, new_flavor,
                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
                      "source_node": mig["source_node"]})
-                self.driver.prep_resize(ctxt, self.instance_dict(box[0]), new_flavor, mig)
+                self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
             except Exception:
                 if claim is not None:  # the driver refused the host: give the claim back
                     try:
@@ -131,11 +128,10 @@ class ComputeMoves:
                     except Exception:  # noqa: BLE001 - keep the original error
                         LOG.exception("could not give back the resize claim of %s",
                                       instance_uuid)
-                dbmoves.set_flavors(self.cell_db, instance_uuid, cur)
+                records.set_flavors(self.cell_db, instance_uuid, cur)
                 raise
             self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
-            # (no reload here: _move_step reads the instance for the .end notification)
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: power off and move the disks ---------------------------------------------
@@ -146,10 +142,10 @@ class ComputeMoves:
         Returns the driver's disk_info for finish_resize. On failure the guest
         is put back as it was (disks, power) before the error is raised.
         """
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
-        with self._move_step(ctxt, instance_uuid, "compute_resize_instance", "instance.resize",
-                             flavor=flavors["new"]) as box:
-            inst = box[0]
+        flavors = records.flavors(self.cell_db, instance_uuid)
+        with steps.step(self, ctxt, instance_uuid, "compute_resize_instance", "instance.resize",
+                             flavor=flavors["new"]) as st:
+            inst = st.instance
             was_running = self._power(instance_uuid) == power_state.RUNNING
             mig = self._migration(migration_uuid, status=ms.MIGRATING)
             self._update(instance_uuid, expected_task_state=task_states.RESIZE_PREP,
@@ -167,7 +163,7 @@ class ComputeMoves:
                         power_on=was_running)
                 raise
             self._migration(migration_uuid, status=ms.POST_MIGRATING)
-            box[0] = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+            st.instance = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                                   power_state=power_state.SHUTDOWN)
         return disk_info
 
@@ -180,9 +176,9 @@ class ComputeMoves:
         ``availability_zone``: this host's zone, which the server shows from now on.
         ``port_profiles``: ``{port id: binding profile}`` for this host (its providers).
         """
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        flavors = records.flavors(self.cell_db, instance_uuid)
         new = flavors["new"] or flavors["cur"]
-        with self._move_step(ctxt, instance_uuid, "compute_finish_resize",
+        with steps.step(self, ctxt, instance_uuid, "compute_finish_resize",
                              "instance.resize_finish", flavor=new):
             mig = self._migration(migration_uuid)
             inst = self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
@@ -196,14 +192,13 @@ class ComputeMoves:
                 ctxt, mig, self.instance_dict(inst, new), disk_info or [], network_info,
                 {"id": inst.image_ref, "properties": {}}, resized,
                 block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
-            dbmoves.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
+            records.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
                                 host=self.host, node=self.rt.nodename,
                                 vm_state=vm_states.RESIZED, task_state=None,
                                 power_state=self._power(instance_uuid),
                                 **_zone(availability_zone))
             self._migration(migration_uuid, status=ms.FINISHED)
             self.rt.refresh_usage()
-            # (no reload here: _move_step reads the instance for the .end notification)
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: confirm ----------------------------------------------------------------
@@ -214,21 +209,20 @@ class ComputeMoves:
         if mig["status"] not in (ms.FINISHED, ms.CONFIRMING):
             LOG.info("migration %s is %s: nothing to confirm", migration_uuid, mig["status"])
             return mig["status"]
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
-        with self._move_step(ctxt, instance_uuid, "compute_confirm_resize",
-                             "instance.resize_confirm", flavor=flavors["cur"]) as box:
-            inst = box[0]
+        flavors = records.flavors(self.cell_db, instance_uuid)
+        with steps.step(self, ctxt, instance_uuid, "compute_confirm_resize",
+                             "instance.resize_confirm", flavor=flavors["cur"]) as st:
+            inst = st.instance
             self._migration(migration_uuid, status=ms.CONFIRMING)
             self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
                                           self.network_info(inst))
             self.rt.drop_move_claim(ctxt, instance_uuid)
             self.placement.delete_allocations(migration_uuid)
             stopped = inst.power_state == power_state.SHUTDOWN
-            dbmoves.set_flavors(self.cell_db, instance_uuid, flavors["cur"],
+            records.set_flavors(self.cell_db, instance_uuid, flavors["cur"],
                                 vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE,
                                 task_state=None)
             self._migration(migration_uuid, status=ms.CONFIRMED)
-            # (no reload here: _move_step reads the instance for the .end notification)
         return ms.CONFIRMED
 
     # -- destination, then source: revert ----------------------------------------------------
@@ -240,9 +234,9 @@ class ComputeMoves:
         instance's); the migration keeps the source's until finish_revert_resize.
         """
         mig = self._migration(migration_uuid)
-        with self._move_step(ctxt, instance_uuid, "compute_revert_resize",
-                             None if rollback else "instance.resize_revert") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_revert_resize",
+                             None if rollback else "instance.resize_revert") as st:
+            inst = st.instance
             same_host = mig["source_compute"] == self.host
             # On the same host the guest directory is the original until the
             # disks were moved aside (post-migrating and later).
@@ -266,10 +260,10 @@ class ComputeMoves:
         ``availability_zone``: this host's zone, which the server shows again;
         ``port_profiles`` as for ``finish_resize``.
         """
-        flavors = dbmoves.flavors(self.cell_db, instance_uuid)
+        flavors = records.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
-        with self._move_step(ctxt, instance_uuid, "compute_finish_revert_resize") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_finish_revert_resize") as st:
+            inst = st.instance
             mig = self._migration(migration_uuid)
             # Ports and volumes first: until then the bindings and the volumes'
             # connections are the destination's, and the driver must be given
@@ -280,20 +274,12 @@ class ComputeMoves:
                 ctxt, self.instance_dict(inst, old), network_info, migration=mig,
                 block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
             self.rt.revert_migration_context(ctxt, instance_uuid)
-            if not rollback:
-                self.placement.move_allocations(migration_uuid, instance_uuid,
-                                                target_consumer_type="INSTANCE", retries=3)
-            dbmoves.set_flavors(self.cell_db, instance_uuid, old, host=self.host,
-                                node=self.rt.nodename,
-                                vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
-                                task_state=None, power_state=self._power(instance_uuid),
-                                **_zone(availability_zone))
-            if not rollback:
-                self._migration(migration_uuid, status=ms.REVERTED)
+            self._back_on_source(instance_uuid, migration_uuid, old, power_on, rollback,
+                                 **_zone(availability_zone))
             self.rt.refresh_usage()
-            box[0] = self._get(instance_uuid)
+            st.instance = self._get(instance_uuid)
             if not rollback:
-                self._notify(ctxt, box[0], "instance.resize_revert.end", flavor=old)
+                self._notify(ctxt, st.instance, "instance.resize_revert.end", flavor=old)
 
     # -- periodic -------------------------------------------------------------------------
 

@@ -1,17 +1,14 @@
-"""Rows of a move shared by the API, the conductor and compute: the migration
-record, the instance's flavors, and the request spec later schedulings use.
+"""Migration records: the row of each move in the server's cell database.
 
 A migration row is the move's authority: its uuid is the placement consumer
 that owns the source allocation while the move is in progress, its status
 says how far the move got (pre-migrating, migrating, post-migrating,
 finished, confirming, confirmed, reverting, reverted, error).
 """
-import json
 import uuid as uuid_mod
 
 import sqlalchemy as sa
 
-from novella.db import api_models as am
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -20,7 +17,7 @@ class MigrationNotFound(Exception):
     code = 404
 
 
-def create_migration(cell_db, instance, migration_type, old_flavor, new_flavor,
+def create(cell_db, instance, migration_type, old_flavor, new_flavor,
                      status="pre-migrating", dest_host=None):
     """A migration row for ``instance`` (an ORM row or a dict of its columns)."""
     get = (lambda k: instance.get(k)) if isinstance(instance, dict) else (
@@ -44,7 +41,7 @@ def as_dict(row):
 _GET_MIGRATION = sa.select(m.Migration).where(m.Migration.uuid == sa.bindparam("uuid"))  # built once
 
 
-def get_migration(cell_db, migration_uuid):
+def get(cell_db, migration_uuid):
     with cell_db.session() as s:
         row = s.scalars(_GET_MIGRATION, {"uuid": migration_uuid}).first()
         if row is None:
@@ -52,7 +49,7 @@ def get_migration(cell_db, migration_uuid):
         return as_dict(row)
 
 
-def update_migration(cell_db, migration_uuid, expected_status=None, **values):
+def update(cell_db, migration_uuid, expected_status=None, **values):
     """Update a migration; with ``expected_status`` (a value or tuple) only from those.
 
     Returns the row as a dict, or None when the status did not match.
@@ -69,7 +66,7 @@ def update_migration(cell_db, migration_uuid, expected_status=None, **values):
         return as_dict(s.scalars(_GET_MIGRATION, {"uuid": migration_uuid}).one())
 
 
-def unconfirmed_migration(cell_db, instance_uuid):
+def unconfirmed(cell_db, instance_uuid):
     """The instance's move waiting in VERIFY_RESIZE (status 'finished'), or None."""
     with cell_db.session() as s:
         row = s.scalars(sa.select(m.Migration).where(
@@ -78,40 +75,3 @@ def unconfirmed_migration(cell_db, instance_uuid):
             m.Migration.migration_type.in_(("resize", "migration")))
             .order_by(m.Migration.id.desc())).first()
         return as_dict(row) if row is not None else None
-
-
-def flavors(cell_db, instance_uuid):
-    """{"cur", "old", "new"} flavors stored with the instance."""
-    with cell_db.session() as s:
-        extra = s.scalars(sa.select(m.InstanceExtra).where(
-            m.InstanceExtra.instance_uuid == instance_uuid)).first()
-        doc = json.loads(extra.flavor) if extra is not None and extra.flavor else {}
-    return {"cur": doc.get("cur"), "old": doc.get("old"), "new": doc.get("new")}
-
-
-def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, **instance_values):
-    """Store the flavors; the instance's size columns follow ``cur``."""
-    with cell_db.session(write=True) as s:
-        inst = records.get_instance(s, instance_uuid)
-        extra = inst.extra
-        if extra is None:
-            extra = inst.extra = m.InstanceExtra(instance_uuid=instance_uuid)
-            s.add(extra)
-        extra.flavor = json.dumps({"cur": cur, "old": old, "new": new})
-        inst.vcpus, inst.memory_mb = cur.get("vcpus", 0), cur.get("memory_mb", 0)
-        inst.root_gb, inst.ephemeral_gb = cur.get("root_gb", 0), cur.get("ephemeral_gb", 0)
-        if cur.get("id") is not None:
-            inst.instance_type_id = cur["id"]
-        for key, value in instance_values.items():
-            setattr(inst, key, value)
-        inst.updated_at = records.utcnow()
-
-
-def update_request_spec(api_db, instance_uuid, **values):
-    """Later schedulings of the server use ``values`` (its flavor after a resize,
-    the zone asked for at unshelve, ...)."""
-    with api_db.session(write=True) as s:
-        row = s.scalars(sa.select(am.RequestSpec).where(
-            am.RequestSpec.instance_uuid == instance_uuid)).first()
-        if row is not None:
-            row.spec = json.dumps(dict(json.loads(row.spec), **values))

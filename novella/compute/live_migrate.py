@@ -23,6 +23,7 @@ import json
 from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
+from novella.compute import steps
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -39,9 +40,9 @@ class ComputeLiveMigration:
         ``{"host", "node", "attachments": {volume id: attachment id}}``. On
         failure everything made here is given back and the error raised.
         """
-        with self._move_step(ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
-                             "instance.live_migration_pre") as box:
-            inst = box[0]
+        with steps.step(self, ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
+                             "instance.live_migration_pre") as st:
+            inst = st.instance
             made = {"claim": None, "bindings": False, "attachments": {}}
             try:
                 block_device_info = self._take_in(ctxt, inst, migration_uuid, port_profiles,
@@ -107,11 +108,11 @@ class ComputeLiveMigration:
     def rollback_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
                                                attachments=None):
         """A failed live migration: nothing of the server stays on this host."""
-        with self._move_step(ctxt, instance_uuid,
-                             "compute_rollback_live_migration_at_destination") as box:
+        with steps.step(self, ctxt, instance_uuid,
+                             "compute_rollback_live_migration_at_destination") as st:
             with cleanup.step("remove the guest copy"):
                 self.driver.rollback_live_migration_at_destination(
-                    ctxt, self.instance_dict(box[0]))
+                    ctxt, self.instance_dict(st.instance))
             self._undo_destination(ctxt, instance_uuid, True, attachments, True)
 
     def post_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
@@ -121,10 +122,10 @@ class ComputeLiveMigration:
         The driver's step comes first: until it succeeds nothing has changed
         hands, and the conductor's rollback finds the move as it was.
         """
-        with self._move_step(ctxt, instance_uuid,
+        with steps.step(self, ctxt, instance_uuid,
                              "compute_post_live_migration_at_destination",
-                             "instance.live_migration_post_dest") as box:
-            inst = box[0]
+                             "instance.live_migration_post_dest") as st:
+            inst = st.instance
             self.driver.post_live_migration_at_destination(ctxt, self.instance_dict(inst),
                                                            self.network_info(inst))
             if self.network_api is not None:
@@ -159,17 +160,17 @@ class ComputeLiveMigration:
 
     def live_migration(self, ctxt, instance_uuid, migration_uuid, dest):
         """Move the running guest to ``dest`` (its copy here stays until the cleanup)."""
-        with self._move_step(ctxt, instance_uuid, "compute_live_migration",
-                             "instance.live_migration_pre_start") as box:
+        with steps.step(self, ctxt, instance_uuid, "compute_live_migration",
+                             "instance.live_migration_pre_start") as st:
             self._migration(migration_uuid, status=ms.RUNNING)
-            self.driver.live_migration(ctxt, self.instance_dict(box[0]), dest)
+            self.driver.live_migration(ctxt, self.instance_dict(st.instance), dest)
 
     def post_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
         """The server runs elsewhere now: what is left of it here goes."""
-        with self._move_step(ctxt, instance_uuid, "compute_post_live_migration_at_source",
-                             "instance.live_migration_post") as box:
+        with steps.step(self, ctxt, instance_uuid, "compute_post_live_migration_at_source",
+                             "instance.live_migration_post") as st:
             with cleanup.step("remove the source guest"):
-                self.driver.cleanup_live_migration_source(ctxt, self.instance_dict(box[0]))
+                self.driver.cleanup_live_migration_source(ctxt, self.instance_dict(st.instance))
             if self.network_api is not None:
                 with cleanup.step("delete the source's port bindings"):
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)

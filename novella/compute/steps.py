@@ -1,0 +1,71 @@
+"""The one way a compute host runs a step on an instance.
+
+    with steps.step(self, ctxt, uuid, "compute_prep_resize", "instance.resize_prep",
+                    flavor=new_flavor) as st:
+        ... st.instance ...      # the row as read under the lock
+        st.instance = updated    # what the .end notification reports
+
+Under the instance's lock the step records its action event and sends the
+``.start`` and ``.end`` (or ``.error``) notifications. A step of a move is
+driven by the conductor, which records faults and finishes the instance
+action. A step that is a whole user action on this host (``standalone=True``:
+stop, start, reboot, delete, shelve, volume attach and detach) does that
+itself: on failure a fault, the task state cleared (or ``error_vm_state``
+set); in every case the instance action finished.
+"""
+import contextlib
+
+from novella.db import records
+
+
+class Step:
+    """What the body of a step sees and hands back: the instance row."""
+
+    def __init__(self, instance):
+        self._instance = instance
+        self.replaced = False  # the body said what the row is now
+
+    @property
+    def instance(self):
+        return self._instance
+
+    @instance.setter
+    def instance(self, row):
+        self._instance = row
+        self.replaced = True
+
+
+@contextlib.contextmanager
+def step(compute, ctxt, instance_uuid, event, notification=None, flavor=None,
+         standalone=False, error_vm_state=None):
+    with compute._locked(instance_uuid):
+        read = compute._get(instance_uuid)
+        st = Step(read)
+        with records.action_event(compute.cell_db, ctxt, instance_uuid, event,
+                                  host=compute.host):
+            if notification:
+                compute._notify(ctxt, read, notification + ".start", flavor=flavor)
+            try:
+                yield st
+            except Exception as exc:
+                if standalone:
+                    _failed(compute, instance_uuid, st, exc, error_vm_state)
+                if notification:
+                    compute._notify(ctxt, st.instance, notification + ".error", fault=exc,
+                                    flavor=flavor)
+                raise
+            if notification:
+                # The row as the body left it; read again if the body did not say.
+                done = st.instance if st.replaced else compute._get(instance_uuid)
+                compute._notify(ctxt, done, notification + ".end", flavor=flavor)
+        if standalone:
+            records.finish_action(compute.cell_db, ctxt, instance_uuid)
+
+
+def _failed(compute, instance_uuid, st, exc, error_vm_state):
+    records.add_fault(compute.cell_db, instance_uuid, exc, host=compute.host)
+    values = {"task_state": None}
+    if error_vm_state:
+        values["vm_state"] = error_vm_state
+    with contextlib.suppress(records.InstanceNotFound):
+        st.instance = compute._update(instance_uuid, **values)

@@ -1,0 +1,134 @@
+"""The durable record of every conductor operation (API database ``operations``).
+
+A TaskList given a Journal writes, before each step acts, that the step
+started, and after it, that it is done together with the operation's state
+(what the steps hand each other: the scheduler's choice, the snapshot, the
+target cell...). Undoing writes the same way. So at any instant the
+database says which steps completed and which one was in flight, and a
+fresh conductor can rebuild the operation's task list and state from it.
+
+Each running operation has one owner, a conductor, holding a lease it
+renews while it lives (``[conductor] operation_lease`` seconds). A
+conductor takes over an operation whose lease ran out: one conditional
+UPDATE, so of several conductors exactly one wins.
+"""
+import datetime
+import json
+import logging
+import os
+import socket
+import uuid as uuid_mod
+
+import sqlalchemy as sa
+
+from novella.db import api_models as am
+from novella.db.timestamps import utcnow
+
+LOG = logging.getLogger(__name__)
+
+RUNNING, DONE, FAILED, UNDONE = "running", "done", "failed", "undone"
+STARTED, UNDOING = "started", "undoing"
+
+
+def conductor_id():
+    """A name for this conductor process, unique across restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid_mod.uuid4().hex[:8]}"
+
+
+def _json(value):
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+class Journal:
+    """The record of one operation; written by its TaskList at each step boundary."""
+
+    def __init__(self, api_db, owner, lease_seconds, kind, instance_uuid, ctxt, state,
+                 operation_uuid=None, steps=None):
+        self.api_db = api_db
+        self.owner = owner
+        self.lease = datetime.timedelta(seconds=lease_seconds)
+        self.kind = kind
+        self.instance_uuid = instance_uuid
+        self.ctxt = ctxt
+        self.state = state          # the operation's state object (has .record())
+        self.uuid = operation_uuid
+        self.steps = list(steps or [])
+
+    def begin(self):
+        """Record the operation before its first step."""
+        self.uuid = str(uuid_mod.uuid4())
+        with self.api_db.session(write=True) as s:
+            s.add(am.Operation(uuid=self.uuid, kind=self.kind, instance_uuid=self.instance_uuid,
+                               owner=self.owner, lease_until=utcnow() + self.lease,
+                               status=RUNNING, steps="[]", state=_json(self.state.record()),
+                               context=_json(self.ctxt.to_dict())))
+        return self
+
+    # -- step boundaries (called by TaskList) -------------------------------------------
+
+    def step(self, index, name, status):
+        """Step ``index`` (``name``) is now ``status``; the state is saved with it."""
+        if index < len(self.steps):
+            self.steps[index] = [name, status]
+        else:
+            self.steps.append([name, status])
+        self._write(steps=_json(self.steps), state=_json(self.state.record()))
+
+    def end(self, status):
+        self._write(status=status, steps=_json(self.steps), state=_json(self.state.record()),
+                    lease_until=None)
+
+    def _write(self, **values):
+        with self.api_db.session(write=True) as s:
+            s.execute(sa.update(am.Operation).where(am.Operation.uuid == self.uuid)
+                      .values(lease_until=values.pop("lease_until", utcnow() + self.lease),
+                              updated_at=utcnow(), **values))
+
+
+def renew_leases(api_db, owner, lease_seconds):
+    """Every running operation of ``owner`` keeps its lease (the owner lives)."""
+    with api_db.session(write=True) as s:
+        return s.execute(sa.update(am.Operation).where(
+            am.Operation.owner == owner, am.Operation.status == RUNNING).values(
+            lease_until=utcnow() + datetime.timedelta(seconds=lease_seconds))).rowcount
+
+
+def expire_others(api_db, owner):
+    """End the leases of every other owner's running operations (known dead)."""
+    with api_db.session(write=True) as s:
+        s.execute(sa.update(am.Operation).where(
+            am.Operation.status == RUNNING, am.Operation.owner != owner).values(
+            lease_until=utcnow() - datetime.timedelta(seconds=1)))
+
+
+def orphans(api_db):
+    """Running operations whose owner's lease ran out, oldest first."""
+    with api_db.read_session() as s:
+        return list(s.scalars(sa.select(am.Operation.uuid).where(
+            am.Operation.status == RUNNING, am.Operation.lease_until < utcnow())
+            .order_by(am.Operation.id)))
+
+
+def take_over(api_db, operation_uuid, owner, lease_seconds):
+    """Own the orphan ``operation_uuid``; its row as a dict, or None if another did first."""
+    now = utcnow()
+    with api_db.session(write=True) as s:
+        taken = s.execute(sa.update(am.Operation).where(
+            am.Operation.uuid == operation_uuid, am.Operation.status == RUNNING,
+            am.Operation.lease_until < now).values(
+            owner=owner, lease_until=now + datetime.timedelta(seconds=lease_seconds),
+            updated_at=now)).rowcount
+        if not taken:
+            return None
+        row = s.scalars(sa.select(am.Operation).where(
+            am.Operation.uuid == operation_uuid)).one()
+        return {"uuid": row.uuid, "kind": row.kind, "instance_uuid": row.instance_uuid,
+                "steps": json.loads(row.steps), "state": json.loads(row.state),
+                "context": json.loads(row.context)}
+
+
+def running_for(api_db, instance_uuid):
+    """The uuids of the running operations of a server."""
+    with api_db.read_session() as s:
+        return list(s.scalars(sa.select(am.Operation.uuid).where(
+            am.Operation.instance_uuid == instance_uuid, am.Operation.status == RUNNING)))

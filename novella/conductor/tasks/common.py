@@ -1,0 +1,348 @@
+"""What every move shares: its state, its first three steps, the alternates loop.
+
+Every move (resize, cold migrate, live migration, evacuation; in a cell or
+across cells) starts the same way, and each of its step tables begins with:
+
+    MigrationRecord       nothing to do              | undo: migration 'error', server back to
+                                                     |   its flavor and state on the source, fault
+    MigrationAllocation   the instance's source      | undo: hand it back to the instance,
+                          allocation -> migration    |   replacing any destination claim
+                          (one POST /allocations)    |   (one POST /allocations)
+    SelectDestination     the scheduler claims the   | undo: nothing of its own (the claim is
+                          destination for the        |   replaced by the step above)
+                          instance; alternates kept  |
+
+A step that asks a host to take the server (``on_a_destination``) tries the
+chosen host, then each alternate in turn, claiming each in Placement first.
+"""
+import logging
+
+from novella import rpc
+from novella.compute.rpcapi import ComputeAPI
+from novella.compute.states import migration_status as ms, power_state, task_states
+from novella.conductor.tasks.base import Task
+from novella.db import cells as cells_mod
+from novella.db import migration_records
+from novella.db import records
+from novella.placement import client as placement_client
+from novella.scheduler import utils as scheduler_utils
+
+LOG = logging.getLogger(__name__)
+
+
+def compute_api(conf, cell_mapping):
+    """The compute RPC client on the cell's own transport."""
+    return ComputeAPI(rpc.get_transport(cell_mapping.transport_url),
+                      timeout=conf.rpc_response_timeout, long_timeout=conf.long_rpc_timeout)
+
+
+def held_port_profiles(placement, request_spec, consumer):
+    """The binding profiles of the server's ports as ``consumer``'s allocation
+    provides them (e.g. the migration's, holding the source host's), or None
+    when no port asks for resources."""
+    groups = [g for g in request_spec.get("requested_resources") or [] if g.get("requester_id")]
+    if not groups:
+        return None
+    allocations = placement.get_allocations(consumer).get("allocations") or {}
+    return scheduler_utils.port_profiles(
+        groups, allocations=allocations, traits_of=lambda rp: placement.get_traits(rp)[1])
+
+
+class MaxRetriesExceeded(Exception):
+    code = 500
+
+    def __init__(self, instance_uuid, reasons=()):
+        self.message = ("Exceeded maximum number of retries. Exhausted all hosts available "
+                        f"for retrying migration of instance {instance_uuid}"
+                        + (f": {'; '.join(reasons)}" if reasons else "."))
+        super().__init__(self.message)
+
+
+class Recorded:
+    """A state object the journal saves at each step and a fresh conductor restores.
+
+    Everything it holds is saved as JSON but what ``attach`` makes from the
+    conductor (``SERVICES``: its conf, databases and clients); a cell mapping
+    (``CELLS``) is saved as its uuid.
+    """
+
+    SERVICES = ()
+    CELLS = ()
+
+    def attach(self, services, ctxt):
+        raise NotImplementedError
+
+    def record(self):
+        saved = {}
+        for key, value in vars(self).items():
+            if key in self.SERVICES:
+                continue
+            saved[key] = value.uuid if key in self.CELLS and value is not None else value
+        return saved
+
+    @classmethod
+    def restore(cls, services, ctxt, saved):
+        state = cls.__new__(cls)
+        state.__dict__.update(saved)
+        for key in cls.CELLS:
+            if saved.get(key):
+                setattr(state, key, cells_mod.cell_by_uuid(services.api_db, saved[key]))
+        state.attach(services, ctxt)
+        return state
+
+
+class Move(Recorded):
+    """What one move knows, shared by its tasks.
+
+    ``services``: the conductor (its conf, databases and clients).
+    Filled in as it goes: the scheduler's ``host_list`` and ``selection``;
+    for a move into another cell, ``target_cell`` and what lives there.
+    """
+
+    SERVICES = ("conf", "api_db", "placement", "scheduler", "image_api", "volume_api", "ctxt",
+                "cell_db", "compute", "target_db", "target_compute")
+    CELLS = ("cell", "target_cell")
+
+    def __init__(self, services, ctxt, cell, instance, migration, new_flavor, request_spec,
+                 target_host=None, clean_shutdown=True):
+        self.cell = cell
+        self.target_cell = None
+        self.attach(services, ctxt)
+        self.instance_uuid = instance.uuid
+        self.project_id, self.user_id = instance.project_id, instance.user_id
+        self.source_host, self.source_node = instance.host, instance.node
+        self.source_zone = instance.availability_zone
+        self.vm_state = instance.vm_state
+        self.was_running = instance.power_state == power_state.RUNNING
+        self.migration = migration
+        self.migration_uuid = migration["uuid"]
+        self.old_flavor = instance.flavor
+        self.new_flavor = new_flavor
+        self.request_spec = request_spec
+        self.target_host = target_host
+        self.clean_shutdown = clean_shutdown
+        self.host_list = []
+        self.selection = None
+        self.disk_info = None
+        self.dest_reverted = False
+        self.attachments = {}  # live migration: {volume id: the destination's attachment}
+        # A move into another cell (tasks/cross_cell.py):
+        self.target_attachments = []
+        self.snapshot_id = None
+        self.moved = False     # the instance mapping points at the target cell
+
+    def attach(self, services, ctxt):
+        self.conf, self.api_db = services.conf, services.api_db
+        self.placement, self.scheduler = services.placement, services.scheduler
+        self.image_api, self.volume_api = services.image_api, services.volume_api
+        self.ctxt = ctxt
+        self.cell_db = cells_mod.cell_database(self.cell)
+        self.compute = compute_api(self.conf, self.cell)
+        self.target_db = self.target_compute = None
+        if self.target_cell is not None:
+            self.enter_cell(self.target_cell)
+
+    @property
+    def is_resize(self):
+        return self.migration["migration_type"] == "resize"
+
+    @property
+    def dest_host(self):
+        return self.selection["service_host"]
+
+    def enter_cell(self, target_cell):
+        """The scheduler chose a host in ``target_cell``, another cell."""
+        self.target_cell = target_cell
+        self.target_db = cells_mod.cell_database(target_cell)
+        self.target_compute = compute_api(self.conf, target_cell)
+
+
+class MoveTask(Task):
+    def __init__(self, move):
+        self.move = move
+
+
+def first_steps(move, across_cells=False):
+    """The steps every move begins with."""
+    return [MigrationRecord(move), MigrationAllocation(move),
+            SelectDestination(move, across_cells=across_cells)]
+
+
+class MigrationRecord(MoveTask):
+    """On failure: the migration in error, the server as it was, with a fault."""
+
+    def execute(self):
+        pass
+
+    def undo(self, exc):
+        move = self.move
+        migration_records.update(move.cell_db, move.migration_uuid, status=ms.ERROR)
+        try:
+            records.set_flavors(move.cell_db, move.instance_uuid, move.old_flavor,
+                                host=move.source_host, node=move.source_node,
+                                availability_zone=move.source_zone,
+                                vm_state=move.vm_state, task_state=None)
+        except records.InstanceNotFound:
+            return
+        records.add_fault(move.cell_db, move.instance_uuid, exc)
+
+
+class MigrationAllocation(MoveTask):
+    """The migration owns the source allocation while the server moves."""
+
+    def execute(self):
+        move = self.move
+        if not move.placement.move_allocations(move.instance_uuid, move.migration_uuid,
+                                               retries=3):
+            raise placement_client.PlacementError(
+                "PUT", f"/allocations/{move.instance_uuid}", 409,
+                detail=f"Instance {move.instance_uuid} has no allocation to move")
+
+    def undo(self, exc):
+        move = self.move
+        move.placement.move_allocations(move.migration_uuid, move.instance_uuid,
+                                        target_consumer_type="INSTANCE", retries=3)
+        # A delete that came in during the move may already have freed the
+        # instance's allocation: what was just handed back must not outlive it.
+        if _being_deleted(move):
+            move.placement.delete_allocations(move.instance_uuid)
+
+
+def _being_deleted(move):
+    with move.cell_db.read_session() as s:
+        try:
+            inst = records.get_instance(s, move.instance_uuid, read_deleted=True)
+        except records.InstanceNotFound:
+            return True
+        return bool(inst.deleted) or inst.task_state == task_states.DELETING
+
+
+class SelectDestination(MoveTask):
+    """The scheduler picks and claims the destination (the instance is the consumer).
+
+    In the server's cell, or, ``across_cells``, in any cell the request
+    allows (the CrossCellWeigher prefers the source's).
+    """
+
+    def __init__(self, move, across_cells=False):
+        super().__init__(move)
+        self.across_cells = across_cells
+
+    def execute(self):
+        move = self.move
+        spec = dict(move.request_spec, instance_uuid=move.instance_uuid, num_instances=1,
+                    flavor=move.new_flavor, retry=None, force_hosts=[], force_nodes=[])
+        if self.across_cells:
+            target_cell = (cells_mod.host_cell(move.api_db, move.target_host)
+                           if move.target_host else None)
+            spec["requested_destination"] = {
+                "host": move.target_host, "node": None,
+                "cell_uuid": target_cell.uuid if target_cell else None,
+                "allow_cross_cell_move": True, "source_cell_uuid": move.cell.uuid}
+        else:
+            spec["requested_destination"] = {"host": move.target_host, "node": None,
+                                             "cell_uuid": move.cell.uuid}
+        same_host_ok = move.is_resize and move.conf.allow_resize_to_same_host
+        spec["ignore_hosts"] = [] if same_host_ok else [move.source_host]
+        host_lists = move.scheduler.select_destinations(move.ctxt, spec, [move.instance_uuid],
+                                                        return_alternates=True)
+        move.host_list = host_lists[0][:move.conf.scheduler.max_attempts]
+        move.selection = move.host_list[0]
+
+    def undo(self, exc):
+        pass  # MigrationAllocation's undo replaces the instance's claim atomically
+
+
+def on_a_destination(state, what, prepare):
+    """``prepare(selection)`` on the chosen destination, else on each alternate in turn.
+
+    ``state`` has ``host_list``, ``selection``, ``placement``,
+    ``instance_uuid``, ``project_id`` and ``user_id``. An alternate is
+    claimed in Placement first (the instance as consumer) and a host that
+    refuses has its claim deleted before the next is tried. Returns what
+    ``prepare`` returned; raises MaxRetriesExceeded when no host accepts.
+    ``what`` names the step in the log.
+    """
+    reasons = []
+    for attempt, sel in enumerate(state.host_list):
+        if attempt and not claim_alternate(state, sel):
+            reasons.append(f"{sel['service_host']}: claim refused")
+            continue
+        state.selection = sel
+        try:
+            return prepare(sel)
+        except Exception as exc:  # noqa: BLE001 - the host said no: try the next one
+            LOG.info("%s of %s on %s failed: %s", what, state.instance_uuid,
+                     sel["service_host"], exc)
+            reasons.append(f"{sel['service_host']}: {exc}")
+        state.placement.delete_allocations(state.instance_uuid)  # release the refused claim
+    state.selection = None
+    raise MaxRetriesExceeded(state.instance_uuid, reasons)
+
+
+def prepare_destination(move, method, *args):
+    """``method(ctxt, host, instance, migration, *args, port_profiles=...)`` on the
+    chosen destination, else on each alternate (``on_a_destination``); the
+    ports' binding profiles name the providers of that host's allocation."""
+    return on_a_destination(move, method.__name__, lambda sel: method(
+        move.ctxt, sel["service_host"], move.instance_uuid, move.migration_uuid, *args,
+        port_profiles=scheduler_utils.selection_port_profiles(move.request_spec, sel)))
+
+
+def claim_alternate(state, sel):
+    """Claim an alternate's allocation request for the instance; False if refused."""
+    request = sel["allocation_request"]
+    try:
+        return state.placement.put_allocations(
+            state.instance_uuid, request["allocations"], state.project_id, state.user_id,
+            consumer_generation=None, mappings=request.get("mappings"))
+    except placement_client.Conflict as exc:
+        LOG.info("alternate %s for %s refused: %s", sel["service_host"], state.instance_uuid,
+                 exc)
+        return False
+
+
+class Resized(Recorded):
+    """A move in VERIFY_RESIZE, to be confirmed or reverted.
+
+    ``cell``: where the server is mapped now (the destination's cell);
+    ``source_cell``: the source host's (the same cell unless the move
+    crossed cells, when the source cell still holds a hidden copy).
+    """
+
+    SERVICES = ("conf", "api_db", "ctxt", "placement", "volume_api", "cell_db", "source_db",
+                "dest_compute", "source_compute")
+    CELLS = ("cell", "source_cell")
+
+    def __init__(self, services, ctxt, instance_uuid, migration):
+        self.instance_uuid = instance_uuid
+        self.migration = migration
+        self.migration_uuid = migration["uuid"]
+        self.source_host = migration["source_compute"]
+        self.dest_host = migration["dest_compute"]
+        self.cell = cells_mod.instance_cell(services.api_db, instance_uuid)
+        self.source_cell = (cells_mod.host_cell(services.api_db, self.source_host)
+                            if migration.get("cross_cell_move") else self.cell)
+        self.attach(services, ctxt)
+        with self.cell_db.read_session() as s:
+            inst = records.get_instance(s, instance_uuid)
+            self.power_on = inst.power_state == power_state.RUNNING
+        self.mapped_back = False  # a cross-cell revert: the mapping points at the source again
+
+    def attach(self, services, ctxt):
+        self.conf, self.api_db, self.ctxt = services.conf, services.api_db, ctxt
+        self.placement, self.volume_api = services.placement, services.volume_api
+        self.cell_db = cells_mod.cell_database(self.cell)
+        self.source_db = cells_mod.cell_database(self.source_cell)
+        self.dest_compute = compute_api(self.conf, self.cell)
+        self.source_compute = compute_api(self.conf, self.source_cell)
+
+    @property
+    def instance_db(self):
+        """The cell database of the server's visible copy."""
+        return self.source_db if self.mapped_back else self.cell_db
+
+
+class ResizedTask(Task):
+    def __init__(self, resized):
+        self.resized = resized

@@ -1,0 +1,238 @@
+"""The conductor dies at every step boundary of every move; a fresh one finishes it.
+
+For each operation a clean run records the step boundaries its task list
+passes (so a new step gets its crash cases without anyone writing them).
+Then, for each boundary — a step recorded as started but not yet acting,
+and a step that acted but is not yet recorded done — a new server makes
+the same move and its conductor stops there as a process death stops it:
+its thread never runs another statement (no undo, no ``finally``, no
+database write). A fresh conductor on the same databases takes the
+operation over once the dead one's lease has run out and finishes it
+forward or back. The books must then be exactly those of the server before
+the move (undone) or after a clean run (finished): the server's state and
+host, Placement allocations by consumer (instance and migration) and the
+usage of every provider, the migration's final status and the guest files
+on the simulated hosts. Deleting the server then leaves every provider at
+zero.
+"""
+import os
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from novella.conductor import journal
+from novella.conductor.manager import ConductorManager
+from novella.conductor.tasks.base import TaskList
+from novella.conf import CONF
+from novella.db import api_models as am
+
+FINAL_MIGRATION = {"error", "confirmed", "reverted", "completed", "finished", "done"}
+CONDUCTOR_METHODS = ("migrate_server", "live_migrate_instance", "confirm_resize",
+                     "revert_resize", "unshelve_instance")
+
+
+class Crash:
+    """Where the conductor dies: ``(step index, 'started' | 'done')``, or None (a clean run)."""
+
+    def __init__(self):
+        self.server = None
+        self.at = None
+        self.boundaries = []          # what a clean run passed: (index, name, status)
+        self.reached = threading.Event()
+        self.threads = []
+
+    def boundary(self, real, tasks, index, task, status):
+        mine = tasks.journal is not None and tasks.journal.instance_uuid == self.server
+        if mine and self.at is None:
+            self.boundaries.append((index, task.name, status))
+        dies = mine and self.at == (index, status)
+        if dies and status == "done":
+            self._die()              # it acted, and nothing says so
+        real(tasks, index, task, status)
+        if dies and status == "started":
+            self._die()              # recorded as started, and then nothing
+
+    def _die(self):
+        self.at = None               # one death: the conductor that recovers lives
+        self.reached.set()
+        threading.Event().wait()     # this thread never runs another statement
+
+    def detached(self, method):
+        """The conductor's entry point in a thread of its own, which may die."""
+        def run(*args, **kwargs):
+            thread = threading.Thread(target=method, args=args, kwargs=kwargs, daemon=True)
+            self.threads.append(thread)
+            thread.start()
+        return run
+
+    def arm(self, server, at):
+        """The next operation of ``server`` dies at ``at`` (None: it runs to its end)."""
+        self.threads, self.server, self.at = [], server, at
+        self.reached.clear()
+
+    def wait(self, cloud):
+        """Until the conductor's threads since ``arm`` ended, or the armed crash came."""
+        cloud.aio.wait_idle()  # the casts have handed the operations to their threads
+        for thread in list(self.threads):
+            while thread.is_alive() and not self.reached.is_set():
+                thread.join(0.02)
+        cloud.aio.wait_idle()
+
+
+def arm_crashes(cloud, monkeypatch):
+    """The cloud's conductor may die at a step boundary (see Crash)."""
+    crash = Crash()
+    real = TaskList._boundary
+    monkeypatch.setattr(TaskList, "_boundary",
+                        lambda tasks, index, task, status: crash.boundary(real, tasks, index,
+                                                                          task, status))
+    for name in CONDUCTOR_METHODS:
+        monkeypatch.setattr(cloud.aio.conductor, name,
+                            crash.detached(getattr(cloud.aio.conductor, name)))
+    return crash
+
+
+@pytest.fixture
+def crashing(cloud, monkeypatch):
+    return arm_crashes(cloud, monkeypatch)
+
+
+def _resize(cloud, sid):
+    return cloud.action(sid, {"resize": {"flavorRef": "2"}})
+
+
+def _resized(cloud, crash, sid):
+    assert _resize(cloud, sid)[0] == 202
+    crash.wait(cloud)
+    cloud.aio.wait_idle()
+    assert cloud.server(sid)["status"] == "VERIFY_RESIZE"
+
+
+def _shelved(cloud, crash, sid):
+    assert cloud.action(sid, {"shelve": None})[0] == 202
+    cloud.aio.wait_idle()
+    assert cloud.server(sid)["status"] == "SHELVED_OFFLOADED"
+
+
+# operation: (what brings the server to where the operation starts, the request,
+#             the operation's name in the journal)
+OPERATIONS = {
+    "resize": (None, _resize, "migrate"),
+    "migrate": (None, lambda cloud, sid: cloud.action(sid, {"migrate": None}), "migrate"),
+    "live-migrate": (None, lambda cloud, sid: cloud.action(
+        sid, {"os-migrateLive": {"host": None, "block_migration": "auto"}}, version="2.30"),
+        "live-migrate"),
+    "confirm": (_resized, lambda cloud, sid: cloud.action(sid, {"confirmResize": None}),
+                "confirm"),
+    "revert": (_resized, lambda cloud, sid: cloud.action(sid, {"revertResize": None}),
+               "revert"),
+    "unshelve": (_shelved, lambda cloud, sid: cloud.action(sid, {"unshelve": None}),
+                 "unshelve"),
+}
+
+
+def books(cloud, sid, source):
+    """Everything a move changes, with hosts named by role (the server's source or not)."""
+    def role(host):
+        return None if host is None else ("source" if host == source else "other")
+    server = cloud.server(sid)
+    migrations = cloud.migrations(sid)
+    consumers = {"instance": sid}
+    if migrations:
+        consumers["migration"] = migrations[0]["uuid"]
+    names = {cloud.rp(host): host for host in cloud.aio.computes}
+    allocations = {}
+    for name, consumer in consumers.items():
+        held = {role(names[rp]): a["resources"] for rp, a in cloud.allocations(consumer).items()
+                if rp in names}
+        if held:
+            allocations[name] = held
+    usages = {role(host): used for host, used in cloud.usages().items()
+              if host in cloud.aio.computes and any(used.values())}
+    root = cloud.aio.computes[source].driver.root
+    guests = {(role(host), copy) for host in cloud.aio.computes
+              for copy, path in (("guest", sid), ("resize copy", sid + "_resize"))
+              if os.path.exists(os.path.join(root, host, path))}
+    return {"status": server["status"], "task_state": server["OS-EXT-STS:task_state"],
+            "host": role(server["OS-EXT-SRV-ATTR:host"]),
+            "flavor": server["flavor"]["original_name"], "allocations": allocations,
+            "usages": usages, "guests": guests,
+            "migration": migrations[0]["status"] if migrations else None}
+
+
+def _operation_row(cloud, sid, kind):
+    with cloud.aio.api_db.read_session() as s:
+        return s.scalars(sa.select(am.Operation).where(
+            am.Operation.instance_uuid == sid, am.Operation.kind == kind)
+            .order_by(am.Operation.id.desc())).first()
+
+
+def _start(cloud, crash, operation, at=None, operations=OPERATIONS):
+    """A new server, brought to where ``operation`` starts; the request sent, its
+    conductor armed to die at ``at``. Returns (server, its source host, books before)."""
+    prepare, request, _kind = operations[operation]
+    crash.arm(None, None)
+    sid = cloud.boot(flavor="1")
+    source = cloud.host_of(sid)
+    if prepare is not None:
+        prepare(cloud, crash, sid)
+    before = books(cloud, sid, source)
+    crash.arm(sid, at)
+    status, body = request(cloud, sid)
+    assert status in (202, 204), body
+    return sid, source, before
+
+
+def _delete_and_check_empty(cloud, sid):
+    assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
+    cloud.aio.wait_idle()
+    assert all(not any(used.values()) for used in cloud.usages().values()), cloud.usages()
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_conductor_dying_at_any_step_boundary_leaves_exact_books(cloud, crashing, operation):
+    crash_at_every_boundary(cloud, crashing, operation, OPERATIONS)
+
+
+def crash_at_every_boundary(cloud, crash, operation, operations):
+    """The harness: a clean run, then a death and a recovery at each of its boundaries."""
+    kind = operations[operation][2]
+    # A clean run: the boundaries to crash at, and the books it ends with.
+    sid, source, _ = _start(cloud, crash, operation, operations=operations)
+    crash.wait(cloud)
+    cloud.aio.wait_idle()
+    finished = books(cloud, sid, source)
+    assert _operation_row(cloud, sid, kind).status == "done"
+    _delete_and_check_empty(cloud, sid)
+    points = sorted({(index, name, status) for index, name, status in crash.boundaries
+                     if status in ("started", "done")})
+    assert len(points) >= 2, points  # every step: started and done
+
+    for index, name, status in points:
+        sid, source, before = _start(cloud, crash, operation, at=(index, status),
+                                     operations=operations)
+        crash.wait(cloud)
+        assert crash.reached.is_set(), f"{operation}: never reached {name} {status}"
+        cloud.aio.wait_idle()
+
+        fresh = ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
+                                 network_api=cloud.aio.network_api,
+                                 volume_api=cloud.aio.volume_api,
+                                 image_api=cloud.aio.image_api)
+        journal.expire_others(cloud.aio.api_db, fresh.owner)  # the dead one's lease ran out
+        assert fresh.recover_operations(), f"{operation}: nothing to recover at {name} {status}"
+        cloud.aio.wait_idle()
+
+        row = _operation_row(cloud, sid, kind)
+        assert row.status in ("done", "undone"), (operation, name, status, row.status)
+        after = books(cloud, sid, source)
+        expected = finished if row.status == "done" else before
+        if row.status == "undone" and before["migration"] is None and after["migration"]:
+            expected = dict(before, migration="error")  # a move that was undone says so
+        if row.status == "undone":
+            assert cloud.fault(sid), "an undone move leaves a fault saying why"
+        assert after == expected, (operation, name, status, row.status, row.steps)
+        assert after["task_state"] is None
+        assert after["migration"] in FINAL_MIGRATION | {None}
+        _delete_and_check_empty(cloud, sid)
