@@ -59,8 +59,11 @@ class Crash:
         threading.Event().wait()     # this thread never runs another statement
 
     def detached(self, method):
-        """The conductor's entry point in a thread of its own, which may die."""
+        """The conductor's entry point in a thread of its own, which may die; unarmed,
+        it runs in the caller's (a delete waits for the confirmation it asks for)."""
         def run(*args, **kwargs):
+            if self.server is None:
+                return method(*args, **kwargs)
             thread = threading.Thread(target=method, args=args, kwargs=kwargs, daemon=True)
             self.threads.append(thread)
             thread.start()
@@ -184,7 +187,8 @@ def _start(cloud, crash, operation, at=None, operations=OPERATIONS):
     return sid, source, before
 
 
-def _delete_and_check_empty(cloud, sid):
+def _delete_and_check_empty(cloud, crash, sid):
+    crash.arm(None, None)
     assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
     cloud.aio.wait_idle()
     assert all(not any(used.values()) for used in cloud.usages().values()), cloud.usages()
@@ -204,7 +208,7 @@ def crash_at_every_boundary(cloud, crash, operation, operations):
     cloud.aio.wait_idle()
     finished = books(cloud, sid, source)
     assert _operation_row(cloud, sid, kind).status == "done"
-    _delete_and_check_empty(cloud, sid)
+    _delete_and_check_empty(cloud, crash, sid)
     points = sorted({(index, name, status) for index, name, status in crash.boundaries
                      if status in ("started", "done")})
     assert len(points) >= 2, points  # every step: started and done
@@ -235,4 +239,4 @@ def crash_at_every_boundary(cloud, crash, operation, operations):
         assert after == expected, (operation, name, status, row.status, row.steps)
         assert after["task_state"] is None
         assert after["migration"] in FINAL_MIGRATION | {None}
-        _delete_and_check_empty(cloud, sid)
+        _delete_and_check_empty(cloud, crash, sid)
