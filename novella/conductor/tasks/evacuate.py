@@ -3,17 +3,21 @@
     MigrationRecord       \\                         (tasks/common.py; the server goes back
     MigrationAllocation    > the first steps of      |  to its down host on undo)
     SelectDestination     /  every move
-    RebuildAtDestination  rebuild_instance on the    | (last step: a destination that fails
-                          chosen host, else on each  |   gives back what it made first)
-                          alternate
+    RebuildAtDestination  rebuild_instance on the    | (the point of no return, and the last
+                          chosen host, else on each  |   step: a destination that fails gives
+                          alternate                  |   back what it made first; once the
+                                                     |   migration says 'done' the server is
+                                                     |   the destination's)
 
 The migration ends 'done', still holding the source's allocation: the down
 host may still have the guest on its disk. When that host's compute service
 starts again it removes what is left there and deletes the allocation; the
 migration is then 'completed' (novella/compute/evacuate.py).
 """
+from novella.compute.states import migration_status as ms
 from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask
+from novella.db import migration_records
 from novella.scheduler import utils as scheduler_utils
 
 CONDUCTOR_EVENT = "conductor_rebuild_server"
@@ -25,6 +29,8 @@ def evacuate_tasks(move):
 
 
 class RebuildAtDestination(MoveTask):
+    no_return = True
+
     def execute(self):
         move = self.move
         common.on_a_destination(move, "rebuild_instance", lambda sel: (
@@ -33,5 +39,6 @@ class RebuildAtDestination(MoveTask):
                 port_profiles=scheduler_utils.selection_port_profiles(move.request_spec, sel),
                 availability_zone=sel.get("availability_zone"))))
 
-    def undo(self, exc):
-        pass  # the last step; a failing destination gives back what it made
+    def settled(self):
+        migration = migration_records.get(self.move.cell_db, self.move.migration_uuid)
+        return migration["status"] in (ms.DONE, ms.COMPLETED)
