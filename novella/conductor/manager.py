@@ -80,34 +80,49 @@ class ConductorManager:
                                      tags=None):
         uuids = [_uuid_of(br) for br in build_requests]
         specs = list(request_specs or [None] * len(uuids))
-        pending = []  # (uuid, spec, build request) of servers not deleted meanwhile
+        builds = []  # one journaled task list per server not deleted meanwhile
         for uuid, spec in zip(uuids, specs):
             br = self._load_build_request(uuid, block_device_mappings, tags)
             if br is None:
                 LOG.info("server %s was deleted before scheduling", uuid)
                 continue
-            pending.append((uuid, spec or self._request_spec(uuid), br))
-        if not pending:
+            build = build_tasks.Build(self, ctxt, uuid, spec or self._request_spec(uuid), br,
+                                      requested_networks, launch_index=len(builds))
+            builds.append(TaskList(f"build {uuid}", build_tasks.build_tasks(build),
+                                   journal=self._journal("build", ctxt, build)))
+        if not builds:
             return
-        spec = dict(pending[0][1], num_instances=len(pending))
+        for tasks in builds:
+            tasks.started(0)  # the scheduler claims for every server of the request at once
+        first = builds[0].tasks[0].build
+        spec = dict(first.request_spec, num_instances=len(builds))
         try:
             host_lists = self.scheduler.select_destinations(
-                ctxt, spec, [uuid for uuid, _, _ in pending], return_alternates=True)
+                ctxt, spec, [tasks.journal.instance_uuid for tasks in builds],
+                return_alternates=True)
         except Exception as exc:  # noqa: BLE001 - NoValidHost or an unreachable scheduler
-            LOG.info("scheduling %s failed: %s", [u for u, _, _ in pending], exc)
-            for uuid, spec_i, br in pending:
-                self._bury_in_cell0(ctxt, uuid, spec_i, br, exc)
+            LOG.info("scheduling %s failed: %s", uuids, exc)
+            for tasks in builds:
+                self._build_failed(ctxt, tasks, exc)
             return
-        for index, ((uuid, spec_i, br), host_list) in enumerate(zip(pending, host_lists)):
-            build = build_tasks.Build(self.conf, self.api_db, self.placement, ctxt, uuid, spec_i,
-                                      host_list, br, requested_networks, launch_index=index)
+        for tasks, host_list in zip(builds, host_lists):
+            build = tasks.tasks[0].build
+            build.scheduled(host_list)
             try:
-                TaskList(f"build {uuid}", build_tasks.build_tasks(build)).run()
+                tasks.run()
             except build_tasks.BuildRequestNotFound:
-                LOG.info("server %s was deleted while it was scheduled", uuid)
+                LOG.info("server %s was deleted while it was scheduled", build.instance_uuid)
             except Exception as exc:  # noqa: BLE001 - undone; the server must still show why
-                LOG.exception("build of %s failed", uuid)
-                self._bury_in_cell0(ctxt, uuid, spec_i, br, exc)
+                LOG.exception("build of %s failed", build.instance_uuid)
+                self._bury_in_cell0(ctxt, build.instance_uuid, build.request_spec,
+                                    build.build_request, exc)
+
+    def _build_failed(self, ctxt, tasks, exc):
+        """A build that got no host: its claim (if any) freed, then buried in cell0."""
+        build = tasks.tasks[0].build
+        tasks.undo([(0, tasks.tasks[0])], exc)
+        self._bury_in_cell0(ctxt, build.instance_uuid, build.request_spec, build.build_request,
+                            exc)
 
     def _bury_in_cell0(self, ctxt, instance_uuid, spec, build_request, exc):
         """A server that got no host: in cell0, ERROR, with a fault, mapped there."""

@@ -4,12 +4,14 @@ An operation's name (its ``kind`` in the journal) gives its state class, its
 task list, the conductor's action event, and which way recovery takes it
 when its conductor died in the middle:
 
-    migrate, migrate-cross-cell,    back: every step that started is undone, newest
-    live-migrate, evacuate,           first (the in-flight one too: each undo copes with
-    unshelve                          a step that did nothing or half), so the server is
-                                      where it began, with a fault; except once a step of
-                                      no return completed (or, in flight, ``settled()``
-                                      says it did), from where it goes forward
+    build, migrate,                 back: every step that started is undone, newest
+    migrate-cross-cell,               first (the in-flight one too: each undo copes with
+    live-migrate, evacuate,           a step that did nothing or half), so the server is
+    unshelve                          where it began, with a fault (a build: in cell0,
+                                      ERROR, as when no host is found); except once a
+                                      step of no return completed (or, in flight,
+                                      ``settled()`` says it did), from where it goes
+                                      forward
     confirm, revert (in a cell      forward: the steps not done are run (each is safe to
     or across cells)                  run again), so the server ends confirmed or reverted
 
@@ -22,6 +24,7 @@ import logging
 
 from novella.compute.states import migration_status as ms
 from novella.conductor.journal import Journal
+from novella.conductor.tasks import build as build_tasks
 from novella.conductor.tasks import common
 from novella.conductor.tasks import cross_cell as cross_cell_tasks
 from novella.conductor.tasks import evacuate as evacuate_tasks
@@ -40,6 +43,7 @@ BACK, FORWARD = "back", "forward"
 Operation = collections.namedtuple("Operation", "state tasks event recovery")
 
 OPERATIONS = {
+    "build": Operation(build_tasks.Build, build_tasks.build_tasks, None, BACK),
     "migrate": Operation(common.Move, resize_tasks.resize_tasks,
                          resize_tasks.CONDUCTOR_EVENT, BACK),
     "migrate-cross-cell": Operation(common.Move, cross_cell_tasks.migrate_tasks,
@@ -125,9 +129,13 @@ def _carry_on(conductor, ctxt, kind, state, run):
     try:
         run()
         result = "Success"
-    except Exception:  # noqa: BLE001 - undone; the fault and the migration say why
+    except Exception as exc:  # noqa: BLE001 - undone; the fault and the migration say why
         result = "Error"
-    records.finish_open_events(state.cell_db, ctxt, state.instance_uuid, result)
+        if isinstance(state, build_tasks.Build):  # the server must still show why
+            conductor._bury_in_cell0(ctxt, state.instance_uuid, state.request_spec,
+                                     state.build_request, exc)
+    if state.cell_db is not None:
+        records.finish_open_events(state.cell_db, ctxt, state.instance_uuid, result)
     if isinstance(state, common.Move):
         conductor._move_ended(ctxt, state)
         if result == "Error":

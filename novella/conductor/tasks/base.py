@@ -24,9 +24,9 @@ Two kinds of step shape the list as it runs:
 Given a journal (novella/conductor/journal.py), the list records each step as
 started before it acts, done after it, and undoing/undone around its undo,
 so that a conductor that dies anywhere leaves in the database exactly where
-the operation stands. ``resume`` is how a fresh conductor carries on from
-there (novella/conductor/recovery.py): forward from the first step not done,
-or back through every step that started.
+the operation stands. ``recover`` (novella/conductor/operations.py) is how a
+fresh conductor carries on from there: forward from the
+first step not done, or back through every step that started.
 """
 import logging
 
@@ -98,6 +98,11 @@ class TaskList:
             index += 1
         self._end("done")
         return self
+
+    def started(self, index):
+        """Step ``index`` is about to act outside ``run`` (for all lists of a request at
+        once, such as the scheduler's claims): recorded as started first."""
+        self._boundary(index, self.tasks[index], "started")
 
     def undo(self, steps, exc):
         """Undo ``steps`` ((index, task) pairs a dead conductor had started), newest first."""

@@ -2,7 +2,10 @@
 
 The composition, in order, and what each step undoes:
 
-    ClaimedAllocation     the scheduler's claim   | undo: free the allocation
+    ClaimedAllocation     the scheduler's claim   | undo: free the allocation (recorded
+                          (asked for before it,   |   started before the scheduler is asked)
+                          for all servers of the
+                          request at once)
     CreateInstanceInCell  rows in the cell db and | undo: delete the server there
                           the 'create' action
     MapInstanceToCell     in one transaction: the | undo: point the mapping back
@@ -13,7 +16,13 @@ The composition, in order, and what each step undoes:
     AddToServerGroup      group membership        | undo: leave the group
     BuildOnHost           compute build, rescheduled to alternates on
                           RescheduledException; when none is left the server
-                          is put in ERROR with a fault and no allocation
+                          is put in ERROR with a fault and no allocation. The
+                          point of no return once a host took the server.
+
+After a conductor's death a build goes back (every step that started undone,
+then the server in cell0, ERROR, with a fault, as when no host is found)
+unless a host had taken it, from where it is that host's
+(novella/conductor/operations.py).
 """
 import json
 import logging
@@ -55,26 +64,42 @@ class MaxRetriesExceeded(Exception):
         super().__init__(self.message)
 
 
-class Build:
-    """What the build of one server knows, shared by its tasks."""
+class Build(common.Recorded):
+    """What the build of one server knows, shared by its tasks (and journaled).
 
-    def __init__(self, conf, api_db, placement, ctxt, instance_uuid, request_spec, host_list,
-                 build_request, requested_networks=None, launch_index=0):
-        self.conf = conf
-        self.api_db = api_db
-        self.placement = placement
-        self.ctxt = ctxt
+    Recorded before the scheduler is asked, so a fresh conductor knows of a
+    server whose conductor died while it was scheduled; ``host_list`` is
+    empty and ``cell`` None until then (``scheduled``).
+    """
+
+    SERVICES = ("conf", "api_db", "placement", "ctxt", "cell_db")
+    CELLS = ("cell",)
+
+    def __init__(self, services, ctxt, instance_uuid, request_spec, build_request,
+                 requested_networks=None, launch_index=0):
         self.instance_uuid = instance_uuid
         self.request_spec = request_spec
-        self.host_list = host_list[:conf.scheduler.max_attempts]
         self.build_request = build_request  # {"instance": {...}, "block_device_mappings": [...], "tags": [...]}
         self.requested_networks = requested_networks
         self.launch_index = launch_index
-        self.selection = self.host_list[0]
-        self.cell = cells_mod.cell_by_uuid(api_db, self.selection["cell_uuid"])
-        self.cell_db = cells_mod.cell_database(self.cell)
+        self.host_list, self.selection, self.cell = [], None, None
         self.failed_hosts = []
-        self.action_id = None  # the 'create' action, once recorded in the cell
+        self.action_id = None        # the 'create' action, once recorded in the cell
+        self.previous_cell_id = None  # where the mapping pointed before this build's cell
+        self.in_group = False         # this build made the server a member of its group
+        self.attach(services, ctxt)
+
+    def attach(self, services, ctxt):
+        self.conf, self.api_db, self.placement, self.ctxt = (
+            services.conf, services.api_db, services.placement, ctxt)
+        self.cell_db = cells_mod.cell_database(self.cell) if self.cell is not None else None
+
+    def scheduled(self, host_list):
+        """The scheduler's answer: the first host claimed, the alternates kept."""
+        self.host_list = host_list[:self.conf.scheduler.max_attempts]
+        self.selection = self.host_list[0]
+        self.cell = cells_mod.cell_by_uuid(self.api_db, self.selection["cell_uuid"])
+        self.cell_db = cells_mod.cell_database(self.cell)
 
     @property
     def project_id(self):
@@ -128,27 +153,54 @@ class MapInstanceToCell(BuildTask):
         with build.api_db.connection(write=True) as conn:
             if not _delete_build_request(conn, build.instance_uuid):
                 raise BuildRequestNotFound(f"Build request for {build.instance_uuid} is gone")
-            self.previous = _map_instance(conn, build.instance_uuid, build.cell.id)
+            build.previous_cell_id = _map_instance(conn, build.instance_uuid, build.cell.id)
 
     def undo(self, exc):
-        map_instance(self.build.api_db, self.build.instance_uuid, self.previous)
+        """The mapping points back and the build request is there again, unless the
+        user deleted the server meanwhile (its mapping is gone then)."""
+        build = self.build
+        with build.api_db.connection(write=True) as conn:
+            if _map_instance(conn, build.instance_uuid, build.previous_cell_id) is None:
+                return
+            if conn.execute(_HAS_BUILD_REQUEST, {"b_uuid": build.instance_uuid}).first():
+                return  # this step never deleted it
+            br = build.build_request
+            insert_row(conn, am.BuildRequest, {
+                "instance_uuid": build.instance_uuid, "project_id": build.project_id,
+                "instance": json.dumps(br.get("instance") or {}),
+                "block_device_mappings": json.dumps(br.get("block_device_mappings") or []),
+                "tags": json.dumps(br.get("tags") or []), "created_at": records.utcnow()})
 
 
 class AddToServerGroup(BuildTask):
     def execute(self):
         group = self.build.request_spec.get("instance_group") or {}
-        self.added = bool(group.get("uuid")) and add_group_member(
+        self.build.in_group = bool(group.get("uuid")) and add_group_member(
             self.build.api_db, group["uuid"], self.build.instance_uuid)
 
     def undo(self, exc):
-        if self.added:
+        if self.build.in_group:
             remove_group_member(self.build.api_db,
                                 self.build.request_spec["instance_group"]["uuid"],
                                 self.build.instance_uuid)
 
 
 class BuildOnHost(BuildTask):
-    """Ask compute to build; on RescheduledException free the claim, claim the next alternate."""
+    """Ask compute to build; on RescheduledException free the claim, claim the next alternate.
+
+    The point of no return: once a host has taken the server (its task state
+    is past ``scheduling``) the build is that host's to finish or fail.
+    """
+
+    no_return = True
+
+    def settled(self):
+        try:
+            with self.build.cell_db.read_session() as s:
+                inst = records.get_instance(s, self.build.instance_uuid)
+        except records.InstanceNotFound:
+            return True  # deleted by its user: the delete owns it
+        return inst.task_state != states.task_states.SCHEDULING
 
     def execute(self):
         build = self.build
@@ -293,6 +345,8 @@ def delete_build_request(api_db, instance_uuid):
         return _delete_build_request(conn, instance_uuid)
 
 
+_HAS_BUILD_REQUEST = sa.select(am.BuildRequest.id).where(
+    am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
 _DELETE_BUILD_REQUEST = sa.delete(am.BuildRequest).where(
     am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
 

@@ -42,7 +42,8 @@ class MoveCloud(Cloud):
         """The message of the server's latest instance fault ('' if none)."""
         import sqlalchemy as sa
         from novella.db import cell_models as cm, cells
-        with cells.cell_database(self.aio.cells[0]).session() as s:
+        cell = cells.instance_cell(self.aio.api_db, server_id)
+        with cells.cell_database(cell).session() as s:
             row = s.scalars(sa.select(cm.InstanceFault).where(
                 cm.InstanceFault.instance_uuid == server_id)
                 .order_by(cm.InstanceFault.id.desc())).first()

@@ -28,12 +28,13 @@ from novella.conf import CONF
 from novella.db import api_models as am
 
 FINAL_MIGRATION = {"error", "confirmed", "reverted", "completed", "finished", "done"}
-CONDUCTOR_METHODS = ("migrate_server", "live_migrate_instance", "evacuate_instance",
+CONDUCTOR_METHODS = ("schedule_and_build_instances", "migrate_server", "live_migrate_instance", "evacuate_instance",
                      "confirm_resize", "revert_resize", "unshelve_instance")
 
 
 class Crash:
-    """Where the conductor dies: ``(step index, 'started' | 'done')``, or None (a clean run)."""
+    """Where the conductor dies: ``(step index, 'started' | 'done')``, or None (a clean run),
+    in the operations of ``server`` (a server's uuid, or 'build': any build)."""
 
     def __init__(self):
         self.server = None
@@ -43,7 +44,8 @@ class Crash:
         self.threads = []
 
     def boundary(self, real, tasks, index, task, status):
-        mine = tasks.journal is not None and tasks.journal.instance_uuid == self.server
+        mine = tasks.journal is not None and self.server in (tasks.journal.instance_uuid,
+                                                             tasks.journal.kind)
         if mine and self.at is None:
             self.boundaries.append((index, task.name, status))
         dies = mine and self.at == (index, status)
@@ -140,9 +142,17 @@ def _hosts_back_up(cloud):
             _force_down(cloud, service["host"], False)
 
 
+def _build(cloud, sid):
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "vm", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+        "networks": "auto"}})
+    return status, body
+
+
 # operation: (what brings the server to where the operation starts, the request,
 #             the operation's name in the journal)
 OPERATIONS = {
+    "build": (None, _build, "build"),
     "resize": (None, _resize, "migrate"),
     "migrate": (None, lambda cloud, sid: cloud.action(sid, {"migrate": None}), "migrate"),
     "live-migrate": (None, lambda cloud, sid: cloud.action(
@@ -177,7 +187,7 @@ def books(cloud, sid, source):
             allocations[name] = held
     usages = {role(host): used for host, used in cloud.usages().items()
               if host in cloud.aio.computes and any(used.values())}
-    root = cloud.aio.computes[source].driver.root
+    root = next(iter(cloud.aio.computes.values())).driver.root
     guests = {(role(host), copy) for host in cloud.aio.computes
               for copy, path in (("guest", sid), ("resize copy", sid + "_resize"))
               if os.path.exists(os.path.join(root, host, path))}
@@ -197,9 +207,15 @@ def _operation_row(cloud, sid, kind):
 
 def _start(cloud, crash, operation, at=None, operations=OPERATIONS):
     """A new server, brought to where ``operation`` starts; the request sent, its
-    conductor armed to die at ``at``. Returns (server, its source host, books before)."""
-    prepare, request, _kind = operations[operation]
+    conductor armed to die at ``at``. Returns (server, its source host, books before);
+    a build makes the server, which had no books before."""
+    prepare, request, kind = operations[operation]
     crash.arm(None, None)
+    if kind == "build":
+        crash.arm("build", at)
+        status, body = request(cloud, None)
+        assert status == 202, body
+        return body["server"]["id"], None, None
     sid = cloud.boot(flavor="1")
     source = cloud.host_of(sid)
     if prepare is not None:
@@ -257,7 +273,10 @@ def crash_at_every_boundary(cloud, crash, operation, operations):
         assert row.status in ("done", "undone"), (operation, name, status, row.status)
         after = books(cloud, sid, source)
         expected = finished if row.status == "done" else before
-        if row.status == "undone" and before["migration"] is None and after["migration"]:
+        if row.status == "undone" and before is None:  # a build: in cell0, in ERROR
+            expected = dict(finished, status="ERROR", host=None, allocations={}, usages={},
+                            guests=set())
+        elif row.status == "undone" and before["migration"] is None and after["migration"]:
             expected = dict(before, migration="error")  # a move that was undone says so
         if row.status == "undone":
             assert cloud.fault(sid), "an undone move leaves a fault saying why"
