@@ -7,15 +7,20 @@ unlimited. ``[quota] driver = nova.quota.NoopQuotaDriver`` enforces none.
 
 Usage is counted, never reserved: servers from the API database's instance
 mappings (so servers still being built count), cores and RAM from the
-cells' instance records and the build requests (or, with ``[quota]
-count_usage_from_placement``, from the project's placement usages), key
-pairs per user, server groups per project, members per group.
+cells' instance records and the build requests, key pairs per user, server
+groups per project, members per group. With ``[quota]
+count_usage_from_placement``, cores and RAM are the VCPU + PCPU and
+MEMORY_MB of the project's (or user's) placement usages, plus the build
+requests of servers the scheduler has not claimed for yet; a
+SHELVED_OFFLOADED server then holds none, and unshelving it is checked
+(:func:`check_unshelve_offloaded`).
 
 Creating servers counts and writes in one write transaction of the API
 database, so concurrent requests cannot together pass the instances quota;
 cores and RAM are counted again after the write (``[quota]
 recheck_quota``) and the servers undone when a concurrent request took the
-room meanwhile.
+room meanwhile. The recheck runs before anything is cast to the conductor,
+so a request it refuses has claimed nothing in placement.
 
 The overrides live in three tables of the API database (``quotas``,
 ``project_user_quotas``, ``quota_classes``, named and shaped as the
@@ -118,14 +123,48 @@ def _instances(conn, project_id, user_id=None):
     return conn.execute(q).scalar() or 0
 
 
+def from_placement(api):
+    """Whether cores and RAM are counted from placement (``[quota]
+    count_usage_from_placement``; the API must have a placement client)."""
+    return bool(_conf(api).count_usage_from_placement) and \
+        getattr(api, "placement", None) is not None
+
+
+def _placement_cores_ram(api, project_id, user_id=None):
+    """VCPU + PCPU and MEMORY_MB the project's (or user's) consumers hold."""
+    params = {"project_id": project_id}
+    if user_id is not None:
+        params["user_id"] = user_id
+    usages = (api.placement.get("/usages", params=params, microversion="1.9")
+              or {}).get("usages", {})
+    return (int(usages.get("VCPU", 0)) + int(usages.get("PCPU", 0)),
+            int(usages.get("MEMORY_MB", 0)))
+
+
+def _build_requests(api, project_id, user_id=None):
+    """[(instance uuid, vcpus, memory_mb)] of the servers still waiting for a cell."""
+    out = []
+    with api.api_db.session() as s:
+        for uuid, doc in s.execute(sa.select(am.BuildRequest.instance_uuid,
+                                             am.BuildRequest.instance).where(
+                am.BuildRequest.project_id == project_id)):
+            inst = json.loads(doc)
+            if user_id is None or inst.get("user_id") == user_id:
+                out.append((uuid, int(inst.get("vcpus") or 0), int(inst.get("memory_mb") or 0)))
+    return out
+
+
 def _cores_ram(api, project_id, user_id=None):
-    if _conf(api).count_usage_from_placement and getattr(api, "placement", None) is not None:
-        params = {"project_id": project_id}
-        if user_id is not None:
-            params["user_id"] = user_id
-        usages = (api.placement.get("/usages", params=params, microversion="1.9")
-                  or {}).get("usages", {})
-        return int(usages.get("VCPU", 0)), int(usages.get("MEMORY_MB", 0))
+    if from_placement(api):
+        # Placement holds what the servers with a host use; a server still
+        # being scheduled holds nothing there yet and is counted from its
+        # build request (once the scheduler has claimed for it, from placement).
+        cores, ram = _placement_cores_ram(api, project_id, user_id)
+        for uuid, vcpus, memory_mb in _build_requests(api, project_id, user_id):
+            held = (api.placement.get(f"/allocations/{uuid}") or {}).get("allocations")
+            if not held:
+                cores, ram = cores + vcpus, ram + memory_mb
+        return cores, ram
 
     def count(cell, db):
         q = sa.select(sa.func.coalesce(sa.func.sum(cm.Instance.vcpus), 0),
@@ -140,13 +179,8 @@ def _cores_ram(api, project_id, user_id=None):
     for result in cells_mod.scatter(cells_mod.list_cells(api.api_db), count).values():
         if not isinstance(result, Exception):
             cores, ram = cores + result[0], ram + result[1]
-    with api.api_db.session() as s:
-        for (doc,) in s.execute(sa.select(am.BuildRequest.instance).where(
-                am.BuildRequest.project_id == project_id)):
-            inst = json.loads(doc)
-            if user_id is None or inst.get("user_id") == user_id:
-                cores += int(inst.get("vcpus") or 0)
-                ram += int(inst.get("memory_mb") or 0)
+    for _uuid, vcpus, memory_mb in _build_requests(api, project_id, user_id):
+        cores, ram = cores + vcpus, ram + memory_mb
     return cores, ram
 
 
@@ -240,16 +274,21 @@ def instances_room(api, ctxt, conn, min_count):
     return room
 
 
-def recheck_servers(api, ctxt):
-    """After recording servers: 403 if the project is now over its quota."""
+def recheck_servers(api, ctxt, flavor, count):
+    """After recording ``count`` servers of ``flavor``: 403 if the project (or
+    the user) is now over its quota, worded with what this request asked for
+    and what the others use."""
     if not enforced(api) or not _conf(api).recheck_quota:
         return
+    own = {"instances": count, "cores": count * flavor["vcpus"],
+           "ram": count * flavor["memory_mb"]}
     for user_id in (None, ctxt.user_id):
         limits = project_limits(api, ctxt.project_id, user_id)
         used = usage(api, ctxt.project_id, user_id)
         short = [r for r in ("instances", "cores", "ram") if 0 <= limits[r] < used[r]]
         if short:
-            raise over_quota(short, {r: 0 for r in short}, used, limits)
+            others = {r: max(0, used[r] - own[r]) for r in short}
+            raise over_quota(short, own, others, limits)
 
 
 def check_resize(api, ctxt, project_id, user_id, old_flavor, new_flavor):
@@ -268,6 +307,26 @@ def check_resize(api, ctxt, project_id, user_id, old_flavor, new_flavor):
                  if delta[r] > 0 and limits[r] >= 0 and used[r] + delta[r] > limits[r]]
         if short:
             raise over_quota(short, delta, used, limits)
+
+
+def check_unshelve_offloaded(api, project_id, user_id, flavor):
+    """Unshelving a SHELVED_OFFLOADED server takes its flavor's cores and RAM
+    again. Only counted from placement is the offloaded server's use gone
+    (counted from the cells, it never stopped counting), so only then is
+    there anything to check, as in the reference; 403 ``Quota exceeded for
+    resources: [...]`` when the project or the user would pass a limit."""
+    if not enforced(api) or not from_placement(api):
+        return
+    delta = {"cores": int(flavor.get("vcpus") or 0), "ram": int(flavor.get("memory_mb") or 0)}
+    overs = set()
+    for uid in (None, user_id):
+        limits = project_limits(api, project_id, uid)
+        cores, ram = _cores_ram(api, project_id, uid)
+        used = {"cores": cores, "ram": ram}
+        overs.update(r for r in ("cores", "ram")
+                     if limits[r] >= 0 and used[r] + delta[r] > limits[r])
+    if overs:
+        raise errors.Forbidden(f"Quota exceeded for resources: {sorted(overs)}")
 
 
 def check_count(api, ctxt, resource, used, adding=1, user_id=None, message=None):

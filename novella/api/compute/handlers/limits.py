@@ -1,30 +1,16 @@
 """/limits: absolute limits of the caller's project: the maximums of its
-quotas (novella/api/compute/quotas.py) and what it uses, counted from the
-cells and the API database.
+quotas (novella/api/compute/quotas.py) and what it uses, counted as the
+quotas count it.
 """
-import sqlalchemy as sa
-
 from novella.api.compute import quotas
-from novella.db import api_models as am, cell_models as cm, cells as cells_mod
 
 
 def _usage(api, project_id):
-    def count(cell, db):
-        with db.session() as s:
-            return s.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(cm.Instance.vcpus), 0),
-                                       sa.func.coalesce(sa.func.sum(cm.Instance.memory_mb), 0))
-                             .where(cm.Instance.project_id == project_id, cm.Instance.deleted == 0,
-                                    cm.Instance.hidden.is_(False))).one()
-    totals = [0, 0, 0]
-    for result in cells_mod.scatter(cells_mod.list_cells(api.api_db), count).values():
-        if not isinstance(result, Exception):
-            totals = [a + b for a, b in zip(totals, result)]
-    with api.api_db.session() as s:
-        building = s.scalar(sa.select(sa.func.count()).select_from(am.BuildRequest)
-                            .where(am.BuildRequest.project_id == project_id))
-        groups = s.scalar(sa.select(sa.func.count()).select_from(am.InstanceGroup)
-                          .where(am.InstanceGroup.project_id == project_id))
-    return totals[0] + building, totals[1], totals[2], groups
+    """(instances, cores, RAM, server groups) of the project, counted as its
+    quotas count them (from the cells, or from placement: ``[quota]
+    count_usage_from_placement``)."""
+    used = quotas.usage(api, project_id)
+    return used["instances"], used["cores"], used["ram"], used["server_groups"]
 
 
 def index(req):

@@ -558,7 +558,7 @@ def create(req):
             insert_rows(conn, am.InstanceGroupMember, [
                 {"group_id": group["id"], "instance_uuid": u} for u in uuids])
     try:
-        quotas.recheck_servers(req.api, ctxt)
+        quotas.recheck_servers(req.api, ctxt, flavor, len(uuids))
     except errors.Forbidden:
         _forget(req.api.api_db, uuids)
         raise

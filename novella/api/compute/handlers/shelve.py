@@ -7,7 +7,7 @@ import json
 
 import sqlalchemy as sa
 
-from novella.api.compute import errors, hosts, rpcclients
+from novella.api.compute import errors, hosts, quotas, rpcclients
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import availability_zones
 from novella.api.compute.handlers import server_actions as sa_mod
@@ -16,6 +16,8 @@ from novella.compute.states import task_states
 from novella.conductor.rpcapi import ConductorAPI
 from novella.db import api_models as am
 from novella.db import cell_models as cm
+from novella.db import cells as cells_mod
+from novella.db import records
 from novella.db import request_specs
 
 _shelve_schema = v.obj({"shelve": {"type": "null"}}, ["shelve"])
@@ -47,6 +49,9 @@ def shelve(req, rec, body):
         image_id = req.api.image_api.create_snapshot(
             req.context, rec["uuid"], f"{rec['display_name']}-shelved",
             base_image_ref=rec["image_ref"])["id"]
+        # Noted before the host acts, so a host that dies shelving finishes with it.
+        records.set_system_metadata(cells_mod.cell_database(rec["cell"]), rec["uuid"],
+                                    shelving_image_id=image_id)
     rpcclients.cast_to_compute(req.context, rec["cell"], rec["host"], "shelve_instance",
                                instance_uuid=rec["uuid"], image_id=image_id)
     return 202, None
@@ -70,6 +75,10 @@ def unshelve(req, rec, body):
     sa_mod.check_unlocked(req, rec)
     sa_mod.check_state(rec, "unshelve",
                        vm_states=(states.SHELVED, states.SHELVED_OFFLOADED))
+    if rec["vm_state"] == states.SHELVED_OFFLOADED:  # before anything is written
+        quotas.check_unshelve_offloaded(req.api, rec.get("project_id") or req.context.project_id,
+                                        rec.get("user_id") or req.context.user_id,
+                                        rec.get("flavor") or {})
     args = body["unshelve"] or {}
     zone_given, zone, host = "availability_zone" in args, args.get("availability_zone"), \
         args.get("host")
