@@ -56,9 +56,13 @@ class InstanceNotRunning(InstanceInvalidState):
     """The instance is not running."""
 
 
+class LiveMigrationAborted(ComputeException):
+    """The live migration was aborted on request."""
+
+
 _BY_NAME = {cls.__name__: cls for cls in (
     ComputeException, RescheduledException, BuildAbortException, ComputeResourcesUnavailable,
-    PciDeviceRequestFailed, InstanceInvalidState, InstanceNotRunning)}
+    PciDeviceRequestFailed, InstanceInvalidState, InstanceNotRunning, LiveMigrationAborted)}
 
 
 def from_remote(remote_error):

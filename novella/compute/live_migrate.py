@@ -17,15 +17,33 @@ The conductor drives it by calling, in order (docs/live-migration.md):
 ``rollback_live_migration_at_destination`` undoes the first two (what arrived
 here, the bindings, attachments and claim); the source's guest runs on
 untouched until the destination has taken over.
+
+While the source runs ``live_migration``, two casts steer it (the API's
+``DELETE /servers/{id}/migrations/{id}`` and ``force_complete`` action):
+``live_migration_abort`` stops the copy, which then raises
+LiveMigrationAborted to the conductor, whose rollback leaves the server on
+this host and the migration 'cancelled'; ``live_migration_force_complete``
+ends the copy at once. An abort that arrives before the copy starts (the
+migration 'queued' or 'preparing') is kept until it does.
 """
 import json
+import logging
+import threading
 
 from novella.compute import cleanup
+from novella.compute import exceptions
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
 from novella.db import cell_models as m
+from novella.db import migration_records
 from novella.db import records
+from novella.virt.driver import LiveMigrationSteering
+
+LOG = logging.getLogger(__name__)
+
+# The statuses of a live migration whose copy has not started yet.
+NOT_STARTED = ("queued", ms.PREPARING)
 
 
 class ComputeLiveMigration:
@@ -159,11 +177,24 @@ class ComputeLiveMigration:
     # -- source -------------------------------------------------------------------------
 
     def live_migration(self, ctxt, instance_uuid, migration_uuid, dest):
-        """Move the running guest to ``dest`` (its copy here stays until the cleanup)."""
-        with steps.step(self, ctxt, instance_uuid, "compute_live_migration",
-                             "instance.live_migration_pre_start") as st:
-            self._migration(migration_uuid, status=ms.RUNNING)
-            self.driver.live_migration(ctxt, self.instance_dict(st.instance), dest)
+        """Move the running guest to ``dest`` (its copy here stays until the cleanup).
+
+        Raises LiveMigrationAborted when an abort was asked for (before or
+        during the copy): nothing of the guest is then on ``dest``.
+        """
+        steering = self._steering(migration_uuid, create=True)
+        try:
+            with steps.step(self, ctxt, instance_uuid, "compute_live_migration",
+                            "instance.live_migration_pre_start") as st:
+                if steering.asked == LiveMigrationSteering.ABORT:
+                    raise exceptions.LiveMigrationAborted(
+                        f"Live migration of instance {instance_uuid} was aborted before "
+                        "it started.")
+                self._migration(migration_uuid, status=ms.RUNNING)
+                self.driver.live_migration(ctxt, self.instance_dict(st.instance), dest,
+                                           steering=steering)
+        finally:
+            self._steering(migration_uuid, drop=True)
 
     def post_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
         """The server runs elsewhere now: what is left of it here goes."""
@@ -175,3 +206,66 @@ class ComputeLiveMigration:
                 with cleanup.step("delete the source's port bindings"):
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
             self.rt.refresh_usage()
+
+    # -- steering a running live migration (source) ---------------------------------------
+
+    _steering_lock = threading.Lock()
+
+    def _steering(self, migration_uuid, create=False, drop=False):
+        """The LiveMigrationSteering of a live migration of this host, or None;
+        ``create``: made if missing; ``drop``: forgotten (its copy ended)."""
+        with self._steering_lock:
+            registry = self.__dict__.setdefault("_live_migration_steering", {})
+            if drop:
+                return registry.pop(migration_uuid, None)
+            if create:
+                return registry.setdefault(migration_uuid, LiveMigrationSteering())
+            return registry.get(migration_uuid)
+
+    def live_migration_abort(self, ctxt, instance_uuid, migration_uuid):
+        """Stop the live migration's copy (or keep the abort until it starts); a cast.
+
+        The conductor's rollback then finishes the abort. Also cast by the
+        conductor when it takes back a move whose copy may still be running.
+        """
+        def abort():
+            try:
+                waiting = self._migration(migration_uuid)["status"] in NOT_STARTED
+            except migration_records.MigrationNotFound:
+                waiting = False
+            steering = self._steering(migration_uuid, create=waiting)
+            return steering is not None and steering.ask(LiveMigrationSteering.ABORT)
+
+        self._steer(ctxt, instance_uuid, migration_uuid, "abort", abort)
+
+    def live_migration_force_complete(self, ctxt, instance_uuid, migration_uuid):
+        """End the running copy at once so that the move completes; a cast."""
+        def force():
+            steering = self._steering(migration_uuid)
+            return steering is not None and steering.ask(LiveMigrationSteering.FORCE_COMPLETE)
+
+        self._steer(ctxt, instance_uuid, migration_uuid, "force_complete", force)
+
+    def _steer(self, ctxt, instance_uuid, migration_uuid, what, request):
+        """``request()`` (True: the copy will obey it), recorded as the
+        compute_live_migration_<what> event and told by the
+        instance.live_migration_<what> notifications. When there is nothing to
+        steer (the copy ended, or the other request came first) only a log line
+        says so.
+
+        No instance lock: the copy being steered holds it.
+        """
+        if not request():
+            LOG.info("live migration %s of %s is not in progress on %s: nothing to %s",
+                     migration_uuid, instance_uuid, self.host, what.replace("_", " "))
+            return
+        try:
+            inst = self._get(instance_uuid)
+        except records.InstanceNotFound:
+            return
+        self._notify(ctxt, inst, f"instance.live_migration_{what}.start")
+        with records.action_event(self.cell_db, ctxt, instance_uuid,
+                                  f"compute_live_migration_{what}", host=self.host,
+                                  finish_action=True):
+            pass
+        self._notify(ctxt, inst, f"instance.live_migration_{what}.end")

@@ -183,6 +183,16 @@ class ComputeAPI:
                           timeout=self.long_timeout, instance_uuid=instance_uuid,
                           migration_uuid=migration_uuid, attachments=attachments)
 
+    def live_migration_abort(self, ctxt, host, instance_uuid, migration_uuid):
+        """Source: stop the migration's copy; the conductor rolls the move back."""
+        self._cast(ctxt, host, "live_migration_abort", instance_uuid=instance_uuid,
+                   migration_uuid=migration_uuid)
+
+    def live_migration_force_complete(self, ctxt, host, instance_uuid, migration_uuid):
+        """Source: finish the migration's copy at once."""
+        self._cast(ctxt, host, "live_migration_force_complete", instance_uuid=instance_uuid,
+                   migration_uuid=migration_uuid)
+
     # -- evacuate (novella/compute/evacuate.py) -----------------------------------------
 
     def rebuild_instance(self, ctxt, host, instance_uuid, migration_uuid, port_profiles=None,

@@ -103,7 +103,9 @@ class migration_status:  # noqa: N801
     FAILED = "failed"
     DONE = "done"
     ACCEPTED = "accepted"
-    # live migration: accepted -> preparing -> running -> completed (or error)
+    # live migration: accepted -> preparing -> running -> completed (or error, or
+    # cancelled when aborted on request)
     PREPARING = "preparing"
     RUNNING = "running"
     COMPLETED = "completed"
+    CANCELLED = "cancelled"

@@ -61,6 +61,11 @@ simulated_opts = [
                      "network (as Neutron's [ovs] resource_provider_bandwidths), for ports "
                      "with a minimum-bandwidth QoS rule. A physnet named 'tunnel' stands "
                      "for networks without one."),
+    cfg.FloatOpt("live_migration_copy_seconds", default=0.0, min=0.0,
+                 help="How long the memory copy of a live migration takes on a simulated "
+                      "host, in seconds; while it runs the migration is 'running' and can "
+                      "be aborted (DELETE /servers/{id}/migrations/{id}) or forced to "
+                      "complete (the force_complete action), which ends the copy at once."),
     cfg.IntOpt("resource_provider_packet_processing_without_direction", default=0,
                help="Packets per second (thousands) the host's simulated network agent "
                     "reports for ports with a minimum-packet-rate QoS rule (as Neutron's "

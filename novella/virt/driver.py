@@ -16,6 +16,7 @@ argument is plain data:
 Methods a driver does not support raise ``NotImplementedError``.
 """
 import importlib
+import threading
 
 
 class ComputeDriver:
@@ -165,12 +166,16 @@ class ComputeDriver:
         with these volumes (connected to this host) and ports."""
         raise NotImplementedError
 
-    def live_migration(self, ctxt, instance, dest):
+    def live_migration(self, ctxt, instance, dest, steering=None):
         """Source: move the running guest, its memory and local disks to ``dest``.
 
         On return the guest runs on ``dest``; what is left of it here stays
         until ``cleanup_live_migration_source``, and a failed move leaves the
-        guest here running.
+        guest here running. ``steering`` (a ``LiveMigrationSteering``) says
+        what was asked of the move while it runs: on ``ABORT`` the driver
+        stops, leaves nothing on ``dest`` and raises
+        ``novella.compute.exceptions.LiveMigrationAborted``; on
+        ``FORCE_COMPLETE`` it finishes the copy at once.
         """
         raise NotImplementedError
 
@@ -185,6 +190,33 @@ class ComputeDriver:
     def rollback_live_migration_at_destination(self, ctxt, instance):
         """Destination, after a failed move: remove whatever arrived here."""
         raise NotImplementedError
+
+
+class LiveMigrationSteering:
+    """What was asked of one running live migration: ``ABORT`` or
+    ``FORCE_COMPLETE`` (the first request wins), shared by the compute
+    manager, which records the request, and the driver, which obeys it."""
+
+    ABORT = "abort"
+    FORCE_COMPLETE = "force-complete"
+
+    def __init__(self):
+        self.asked = None
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+
+    def ask(self, what):
+        """Record ``what``; False if another request came first."""
+        with self._lock:
+            if self.asked is None:
+                self.asked = what
+        self._event.set()
+        return self.asked == what
+
+    def wait(self, seconds):
+        """Wait up to ``seconds`` for a request; the request, or None."""
+        self._event.wait(seconds)
+        return self.asked
 
 
 DRIVERS = {

@@ -24,9 +24,11 @@ import json
 import os
 import shutil
 import threading
+import time
 
 import os_traits
 
+from novella.compute import exceptions
 from novella.compute.states import power_state
 from novella.virt import driver as driver_mod
 
@@ -178,6 +180,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                                sim.resource_provider_packet_processing_without_direction)
         self.content_bytes = max(0, sim.disk_content_kb) * 1024
         self.hypervisor_type = sim.hypervisor_type
+        self._sim = sim  # options read when used (the live migration's copy time)
         self.root = os.path.abspath(opt("instances_path", conf.instances_path))
         self.path = os.path.join(self.root, host)
         self.image_api = image_api
@@ -530,11 +533,16 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self._fault("pre_live_migration", instance["uuid"])
         self._check_exported_here(block_device_info)
 
-    def live_migration(self, ctxt, instance, dest):
+    def live_migration(self, ctxt, instance, dest, steering=None):
         """The guest's directory copied to ``dest`` and running there (ours is
-        left as it was until the cleanup, so a failed move needs nothing here)."""
+        left as it was until the cleanup, so a failed move needs nothing here).
+
+        The memory copy first takes ``[simulated] live_migration_copy_seconds``;
+        ``steering`` may abort it (nothing reaches ``dest``) or end it at once.
+        """
         uuid = instance["uuid"]
         self._fault("live_migration", uuid)
+        self._copy_memory(uuid, steering)
         with self._lock:
             domain = self._load(uuid)
             target = self.instance_dir(uuid, host=dest)
@@ -542,6 +550,22 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             shutil.copytree(self.instance_dir(uuid), target)
             with open(os.path.join(target, "domain.json"), "w") as f:
                 json.dump(dict(domain, power_state=power_state.RUNNING), f)
+
+    def _copy_memory(self, uuid, steering):
+        """Wait out the copy's length unless asked to abort (raises) or to finish."""
+        deadline = time.monotonic() + max(0.0, self._sim.live_migration_copy_seconds)
+        while True:
+            asked = steering.asked if steering is not None else None
+            if asked == driver_mod.LiveMigrationSteering.ABORT:
+                raise exceptions.LiveMigrationAborted(
+                    f"Live migration of instance {uuid} from {self.host} was aborted.")
+            left = deadline - time.monotonic()
+            if asked == driver_mod.LiveMigrationSteering.FORCE_COMPLETE or left <= 0:
+                return
+            if steering is None:
+                time.sleep(left)
+            else:
+                steering.wait(left)
 
     def post_live_migration_at_destination(self, ctxt, instance, network_info):
         uuid = instance["uuid"]

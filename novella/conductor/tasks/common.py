@@ -5,6 +5,8 @@ across cells) starts the same way, and each of its step tables begins with:
 
     MigrationRecord       nothing to do              | undo: migration 'error', server back to
                                                      |   its flavor and state on the source, fault
+                                                     |   (an aborted live migration: 'cancelled',
+                                                     |   no fault)
     MigrationAllocation   the instance's source      | undo: hand it back to the instance,
                           allocation -> migration    |   replacing any destination claim
                           (one POST /allocations)    |   (one POST /allocations)
@@ -126,6 +128,7 @@ class Move(Recorded):
         self.disk_info = None
         self.dest_reverted = False
         self.attachments = {}  # live migration: {volume id: the destination's attachment}
+        self.cancelled = False  # live migration: aborted on request (the migration 'cancelled')
         # A move into another cell (tasks/cross_cell.py):
         self.target_attachments = []
         self.snapshot_id = None
@@ -176,7 +179,9 @@ class MigrationRecord(MoveTask):
 
     def undo(self, exc):
         move = self.move
-        migration_records.update(move.cell_db, move.migration_uuid, status=ms.ERROR)
+        cancelled = getattr(move, "cancelled", False)  # asked for: no fault, not an error
+        migration_records.update(move.cell_db, move.migration_uuid,
+                                 status=ms.CANCELLED if cancelled else ms.ERROR)
         try:
             records.set_flavors(move.cell_db, move.instance_uuid, move.old_flavor,
                                 host=move.source_host, node=move.source_node,
@@ -184,7 +189,8 @@ class MigrationRecord(MoveTask):
                                 vm_state=move.vm_state, task_state=None)
         except records.InstanceNotFound:
             return
-        records.add_fault(move.cell_db, move.instance_uuid, exc)
+        if not cancelled:
+            records.add_fault(move.cell_db, move.instance_uuid, exc)
 
 
 class MigrationAllocation(MoveTask):

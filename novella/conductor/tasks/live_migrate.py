@@ -10,8 +10,10 @@ The composition, in order, and what each step undoes when a later one fails:
                           providers, attachments,    |
                           pre_live_migration; the    |
                           next alternate on refusal  |
-    LiveMigrate           the source moves the       | undo: nothing of its own (the source
-                          running guest              |   guest runs on; the copy goes above)
+    LiveMigrate           the source moves the       | undo: a copy still running is told to
+                          running guest (an abort    |   stop (the source guest runs on; the
+                          asked for stops it: the    |   destination's copy goes above)
+                          rollback, then 'cancelled')|
     PostAtDestination     the destination takes the  | (the point of no return: a failure
                           server: bindings active,   |   here is undone above; once done,
                           attachments, host          |   the move only goes forward)
@@ -19,6 +21,7 @@ The composition, in order, and what each step undoes when a later one fails:
                           source's) is deleted, migration 'completed'
 """
 from novella.compute import cleanup
+from novella.compute import exceptions as compute_exceptions
 from novella.compute.states import migration_status as ms
 from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask
@@ -51,13 +54,26 @@ class PrepareAtDestination(MoveTask):
 
 
 class LiveMigrate(MoveTask):
+    """The source copies the running guest; an abort asked for meanwhile
+    (``DELETE /servers/{id}/migrations/{id}``) makes it fail, and the
+    rollback then marks the migration 'cancelled' rather than 'error'."""
+
     def execute(self):
         move = self.move
-        move.compute.live_migration(move.ctxt, move.source_host, move.instance_uuid,
-                                    move.migration_uuid, move.dest_host)
+        try:
+            move.compute.live_migration(move.ctxt, move.source_host, move.instance_uuid,
+                                        move.migration_uuid, move.dest_host)
+        except compute_exceptions.LiveMigrationAborted:
+            move.cancelled = True  # saved with the step's failure
+            raise
 
     def undo(self, exc):
-        pass  # the source's guest never stopped; the destination's copy goes above
+        # The source's guest never stopped; the destination's copy goes above. A
+        # copy that may still run (its conductor died during it) is stopped, so
+        # that nothing arrives at the destination after its rollback.
+        move = self.move
+        move.compute.live_migration_abort(move.ctxt, move.source_host, move.instance_uuid,
+                                          move.migration_uuid)
 
 
 class PostAtDestination(MoveTask):

@@ -1,14 +1,21 @@
 """Live migration inside a cell of a server with a bandwidth port and a data volume.
 
 Two hosts, each reporting 10000 kbps each way on physnet0. At the end of a
-live migration, and after a failure at each step, the tests check placement
+live migration, after a failure at each step, and after an abort or a forced
+completion while the memory is copied, the tests check placement
 (allocations by consumer, bandwidth usage by provider), the port's bindings
 and the provider its profile names, the volume's attachments and BDM, what
 each host's hypervisor holds, and the migration record.
 """
-import pytest
+import threading
+import time
 
+import pytest
+import webob
+
+from novella.conf import CONF
 from novella.context import get_admin_context
+from novella.db import cells, records
 from novella.virt import simulated
 from tests.functional.moves.test_bandwidth import BW, NONE, TINY, _bandwidth_used, _bound, _bw, _held, _port
 from tests.functional.moves.test_volumes_and_ports import _attached_on, _guest
@@ -130,3 +137,235 @@ def test_bad_requests_change_nothing(cloud):
     assert "vm_state" in body["conflictingRequest"]["message"]
     assert cloud.migrations(sid) == []
     assert cloud.host_of(sid) == src and _guest(dest, sid) is None
+
+
+# --- abort (DELETE /servers/{id}/migrations/{id}) and force complete ---------------------------
+
+COPY_SECONDS = 60  # long enough that only an abort or a forced completion ends the copy
+
+
+@pytest.fixture
+def slow_cloud(make_cloud):
+    """Two hosts as ``cloud``, whose live migrations copy memory for a minute."""
+    return make_cloud(hosts=2, simulated={"resource_provider_bandwidths": ["physnet0:10000:10000"],
+                                          "live_migration_copy_seconds": COPY_SECONDS})
+
+
+def _start(cloud, sid):
+    """Ask for a live migration and return at once (the move runs on)."""
+    status, body = cloud.api("POST", f"/servers/{sid}/action",
+                             {"os-migrateLive": {"host": None, "block_migration": "auto"}},
+                             version="2.79")
+    assert status == 202, body
+
+
+def _in_progress(cloud, sid, status):
+    """The server's live migration (GET /servers/{id}/migrations) once it is ``status``."""
+    deadline = time.monotonic() + 30
+    while True:
+        code, body = cloud.api("GET", f"/servers/{sid}/migrations", version="2.80")
+        assert code == 200, body
+        found = [m for m in body["migrations"] if m["status"] == status]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, body
+        time.sleep(0.01)
+
+
+def _abort(cloud, sid, mid, version="2.24", token="admin:admin", roles=None):
+    return _send(cloud, "DELETE", f"/servers/{sid}/migrations/{mid}", None, version, token,
+                 roles)
+
+
+def _force(cloud, sid, mid, version="2.22", token="admin:admin", roles=None,
+           body=None):
+    return _send(cloud, "POST", f"/servers/{sid}/migrations/{mid}/action",
+                 {"force_complete": None} if body is None else body, version, token, roles)
+
+
+def _send(cloud, method, path, body, version, token, roles):
+    req = webob.Request.blank("/v2.1" + path, method=method)
+    req.headers["X-Auth-Token"] = token
+    req.headers["OpenStack-API-Version"] = f"compute {version}"
+    if roles:
+        req.headers["X-Roles"] = roles
+    if body is not None:
+        req.json_body = body
+        req.content_type = "application/json"
+    resp = req.get_response(cloud.aio.compute_api_app)
+    return resp.status_int, (resp.json_body if resp.body else None)
+
+
+def _mid_move(cloud, sid, port, src, dest, mig):
+    """While the memory is copied: the migration holds the source, the instance the
+    destination; the port is bound on both (the destination's binding inactive);
+    the guest runs only on the source."""
+    assert _held(cloud, mig["uuid"]) == {src: TINY, _bw(src): BW}
+    assert _held(cloud, sid) == {dest: TINY, _bw(dest): BW}
+    assert _bandwidth_used(cloud) == {_bw(src): BW, _bw(dest): BW}
+    bindings = cloud.aio.network_api.list_port_bindings(get_admin_context(), port["id"])
+    assert {b["host"]: b["status"] for b in bindings} == {src: "ACTIVE", dest: "INACTIVE"}
+    assert _guest(dest, sid) is None and _guest(src, sid) is not None
+    srv = cloud.server(sid)
+    assert (srv["status"], srv["OS-EXT-STS:task_state"]) == ("MIGRATING", "migrating")
+
+
+class _Held:
+    """The source host's live_migration waits for ``go`` (the migration stays 'preparing')."""
+
+    def __init__(self, compute, monkeypatch):
+        self.reached, self.go = threading.Event(), threading.Event()
+        real = compute.live_migration
+
+        def held(*args, **kwargs):
+            self.reached.set()
+            assert self.go.wait(30)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(compute, "live_migration", held)
+
+
+def test_abort_puts_everything_back_on_the_source(slow_cloud):
+    cloud = slow_cloud
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    _start(cloud, sid)
+    mig = _in_progress(cloud, sid, "running")
+    _mid_move(cloud, sid, port, src, dest, mig)
+
+    started = time.monotonic()
+    status, body = _abort(cloud, sid, mig["id"])
+    assert (status, body) == (202, None)
+    cloud.aio.wait_idle()
+    assert time.monotonic() - started < COPY_SECONDS / 2  # the copy did not run its course
+
+    _on(cloud, sid, port, volumes, src, dest)
+    (m,) = cloud.migrations(sid)
+    assert (m["uuid"], m["status"]) == (mig["uuid"], "cancelled")
+    assert _held(cloud, mig["uuid"]) == NONE
+    assert cloud.fault(sid) == ""  # asked for: not a failure
+    assert cloud.events(sid, "live_migration_cancel") == {
+        "compute_live_migration_abort": "Success"}
+    assert cloud.events(sid, "live-migration")["compute_live_migration"] == "Error"
+    code, body = cloud.api("GET", f"/servers/{sid}/migrations", version="2.80")
+    assert body["migrations"] == []
+
+    # The next live migration is not aborted: the abort belonged to the last one.
+    CONF.set_override("live_migration_copy_seconds", 0, group="simulated")
+    _live_migrate(cloud, sid)
+    _on(cloud, sid, port, volumes, dest, src)
+    assert cloud.migrations(sid)[0]["status"] == "completed"
+
+
+def test_force_complete_finishes_the_move_at_once(slow_cloud):
+    cloud = slow_cloud
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    _start(cloud, sid)
+    mig = _in_progress(cloud, sid, "running")
+    _mid_move(cloud, sid, port, src, dest, mig)
+
+    started = time.monotonic()
+    status, body = _force(cloud, sid, mig["id"])
+    assert (status, body) == (202, None)
+    cloud.aio.wait_idle()
+    assert time.monotonic() - started < COPY_SECONDS / 2
+
+    _on(cloud, sid, port, volumes, dest, src)
+    (m,) = cloud.migrations(sid)
+    assert (m["status"], m["source_compute"], m["dest_compute"]) == ("completed", src, dest)
+    assert _held(cloud, mig["uuid"]) == NONE
+    assert cloud.events(sid, "live_migration_force_complete") == {
+        "compute_live_migration_force_complete": "Success"}
+    assert cloud.events(sid, "live-migration")["compute_live_migration"] == "Success"
+
+
+def test_abort_before_the_copy_starts_2_65(cloud, monkeypatch):
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    held = _Held(cloud.aio.computes[src], monkeypatch)
+    _start(cloud, sid)
+    assert held.reached.wait(30)
+    mig = _in_progress(cloud, sid, "preparing")
+
+    status, body = _abort(cloud, sid, mig["id"], version="2.64")   # 'running' only
+    assert status == 400 and "preparing" in body["badRequest"]["message"], body
+    status, body = _force(cloud, sid, mig["id"])                    # never before 'running'
+    assert status == 400 and "preparing" in body["badRequest"]["message"], body
+    status, body = _abort(cloud, sid, mig["id"], version="2.65")
+    assert (status, body) == (202, None)
+    deadline = time.monotonic() + 30
+    while cloud.aio.computes[src]._steering(mig["uuid"]) is None:  # the cast arrived
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    held.go.set()
+    cloud.aio.wait_idle()
+
+    _on(cloud, sid, port, volumes, src, dest)
+    (m,) = cloud.migrations(sid)
+    assert m["status"] == "cancelled"
+    assert _held(cloud, mig["uuid"]) == NONE
+    assert cloud.fault(sid) == ""
+
+
+def test_abort_and_force_complete_refused(slow_cloud):
+    cloud = slow_cloud
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    own = cloud.boot(token="demo:demo")
+
+    # Not migrating: 409 (the task state), whatever the migration id.
+    status, body = _abort(cloud, sid, 1)
+    assert status == 409 and "task_state None" in body["conflictingRequest"]["message"], body
+    status, body = _force(cloud, sid, 1)
+    assert status == 409 and "task_state None" in body["conflictingRequest"]["message"], body
+    # A cold migration of the server, over: it is no live migration to steer.
+    assert cloud.action(sid, {"migrate": None})[0] == 202
+    cloud.aio.wait_idle()
+    assert cloud.action(sid, {"confirmResize": None})[0] == 204
+    cloud.aio.wait_idle()
+    (cold,) = cloud.migrations(sid)
+    src, dest = dest, src
+
+    _start(cloud, sid)
+    mig = _in_progress(cloud, sid, "running")
+    for version in ("2.1", "2.21"):                                 # before 2.22 / 2.24
+        assert _force(cloud, sid, mig["id"], version=version)[0] == 404
+    assert _abort(cloud, sid, mig["id"], version="2.23")[0] == 404
+    assert _abort(cloud, "f" * 8 + "-0000-4000-8000-" + "0" * 12, mig["id"])[0] == 404
+    assert _force(cloud, "f" * 8 + "-0000-4000-8000-" + "0" * 12, mig["id"])[0] == 404
+    assert _abort(cloud, sid, 999999)[0] == 404                     # no such migration
+    assert _abort(cloud, sid, "nope")[0] == 404
+    assert _force(cloud, sid, 999999)[0] == 400                     # (400 here, as the reference)
+    assert _abort(cloud, sid, mig["id"], token="demo:demo")[0] == 404   # another project's
+    assert _force(cloud, sid, mig["id"], token="demo:demo")[0] == 404
+    status, body = _abort(cloud, sid, cold["id"])                   # not a live migration
+    assert status == 400 and "confirmed" in body["badRequest"]["message"], body
+    status, body = _force(cloud, sid, cold["id"])
+    assert status == 400 and "not live-migration" in body["badRequest"]["message"], body
+    for bad in ({"force_complete": {}}, {"force_complete": None, "x": 1}, {"other": None}):
+        assert _force(cloud, sid, mig["id"], body=bad)[0] == 400
+
+    # A member of the server's project may not (403); a manager may, unless locked (409).
+    for call in (_abort, _force):
+        assert call(cloud, own, 1, token="demo:demo")[0] == 403
+        assert call(cloud, own, 1, token="demo:demo", roles="manager,member,reader")[0] == 409
+    records.update_instance(cells.cell_database(cloud.aio.cells[0]), own, locked=True)
+    for call in (_abort, _force):
+        status, body = call(cloud, own, 1, token="demo:demo", roles="manager,member,reader")
+        assert status == 409 and "locked" in body["conflictingRequest"]["message"], body
+
+    # None of that touched the move; it still runs, and is aborted at last.
+    mig_now = _in_progress(cloud, sid, "running")
+    assert mig_now["uuid"] == mig["uuid"]
+    _mid_move(cloud, sid, port, src, dest, mig)
+    assert _abort(cloud, sid, mig["id"])[0] == 202
+    cloud.aio.wait_idle()
+    _on(cloud, sid, port, volumes, src, dest)
+    assert cloud.migrations(sid)[0]["status"] == "cancelled"
+    # Over: nothing more to steer.
+    assert _abort(cloud, sid, mig["id"])[0] == 409
+    assert _force(cloud, sid, mig["id"])[0] == 409

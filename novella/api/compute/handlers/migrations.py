@@ -3,12 +3,23 @@
 During a cross-cell move both cells hold a row with the same uuid; the
 listing shows one: the copy that is not hidden, else the one in the cell the
 instance mapping points at.
+
+A running live migration can be forced to complete (``POST
+/servers/{id}/migrations/{id}/action {"force_complete": null}``, 2.22) or
+aborted (``DELETE /servers/{id}/migrations/{id}``, 2.24; from 2.65 also while
+'queued' or 'preparing'): the API checks, records the instance action and
+casts to the source host (docs/live-migration.md).
 """
 
 import sqlalchemy as sa
 
-from novella.api.compute import common, errors, instances
+from novella.api.compute import common, errors, instances, rpcclients
+from novella.api.compute import validation as v
+from novella.api.compute.handlers import server_actions as sa_mod
+from novella.compute import states
+from novella.compute.states import task_states
 from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import records
 
 IN_PROGRESS_LIVE = ("queued", "preparing", "running", "post-migrating")
 
@@ -192,8 +203,80 @@ def server_show(req, server_id, migration_id):
     return 200, {"migration": server_view(req, rows[0])}
 
 
+# --- force complete and abort of a live migration ------------------------------------------
+_force_complete_schema = v.obj({"force_complete": {"type": "null"}}, ["force_complete"])
+
+
+def _migration_of(rec, migration_id):
+    """The server's migration with the integer id ``migration_id``, or None."""
+    try:
+        mid = int(migration_id)
+    except ValueError:
+        return None
+    if rec["cell"] is None:
+        return None
+    return _one(cells_mod.cell_database(rec["cell"]), cm.Migration.id == mid,
+                cm.Migration.instance_uuid == rec["uuid"], cm.Migration.deleted == 0)
+
+
+def _wrong_state(migration_id, rec, status, what):
+    return errors.BadRequest(f"Migration {migration_id} state of instance {rec['uuid']} is "
+                             f"{status}. Cannot {what} while the migration is in this state.")
+
+
+def _steer(req, rec, m, action, method):
+    """The instance action, then the cast to the source host."""
+    records.start_action(cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"],
+                         action)
+    rpcclients.cast_to_compute(req.context, rec["cell"], m.source_compute, method,
+                               instance_uuid=rec["uuid"], migration_uuid=m.uuid)
+    return 202, None
+
+
+def force_complete(req, server_id, migration_id):
+    """End a running live migration's copy at once, so that it completes."""
+    if not req.at_least("2.22"):
+        raise errors.NotFound("The resource could not be found.")
+    req.body_json(_force_complete_schema)
+    rec = instances.get(req, server_id)
+    req.authorize("os_compute_api:servers:migrations:force_complete", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    sa_mod.check_state(rec, "force_complete", vm_states=(states.ACTIVE,),
+                       task_states=(task_states.MIGRATING,))
+    m = _migration_of(rec, migration_id)
+    if m is None:
+        raise errors.BadRequest(f"Migration {migration_id} not found for instance "
+                                f"{server_id}")
+    if m.migration_type != "live-migration":
+        raise errors.BadRequest(f"Migration {migration_id} for server {server_id} is not "
+                                "live-migration.")
+    if m.status != "running":
+        raise _wrong_state(migration_id, rec, m.status, "force complete")
+    return _steer(req, rec, m, "live_migration_force_complete",
+                  "live_migration_force_complete")
+
+
+def abort(req, server_id, migration_id):
+    """Abort a live migration: the server stays on its source, the migration 'cancelled'."""
+    if not req.at_least("2.24"):
+        raise errors.NotFound("The resource could not be found.")
+    rec = instances.get(req, server_id)
+    req.authorize("os_compute_api:servers:migrations:delete", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    sa_mod.check_state(rec, "abort live migration", task_states=(task_states.MIGRATING,))
+    m = _migration_of(rec, migration_id)
+    if m is None:
+        raise errors.NotFound(f"Migration {migration_id} not found for instance {server_id}")
+    allowed = ("running", "queued", "preparing") if req.at_least("2.65") else ("running",)
+    if m.migration_type != "live-migration" or m.status not in allowed:
+        raise _wrong_state(migration_id, rec, m.status, "abort live migration")
+    return _steer(req, rec, m, "live_migration_cancel", "live_migration_abort")
+
+
 ROUTES = [
     ("GET", "/os-migrations", index),
     ("GET", "/servers/{server_id}/migrations", server_index),
     ("GET", "/servers/{server_id}/migrations/{migration_id}", server_show),
+    ("DELETE", "/servers/{server_id}/migrations/{migration_id}", abort),
+    ("POST", "/servers/{server_id}/migrations/{migration_id}/action", force_complete),
 ]
