@@ -227,7 +227,10 @@ class ComputeCrossCell:
                                       timeout=60 if clean_shutdown else 0)
                 powered_off = True
                 if snapshot_id:
-                    self.driver.snapshot(ctxt, self.instance_dict(inst), snapshot_id)
+                    # As Nova's drivers see it: the instance's task state says why.
+                    self.driver.snapshot(ctxt, dict(self.instance_dict(inst),
+                                                    task_state=task_states.RESIZE_MIGRATING),
+                                         snapshot_id)
                 unplugged = True
                 self._plug_volumes(ctxt, inst, connect=False)
             except Exception:

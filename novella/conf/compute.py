@@ -70,6 +70,13 @@ simulated_opts = [
                help="Packets per second (thousands) the host's simulated network agent "
                     "reports for ports with a minimum-packet-rate QoS rule (as Neutron's "
                     "option of that name); 0: none."),
+    cfg.FloatOpt("resize_disk_copy_seconds", default=0.0, min=0.0,
+                 help="Seconds the simulated host spends copying a server's disks for a "
+                      "resize or cold migration: in a cell, between setting the source's "
+                      "disks aside and copying them to the destination "
+                      "(migrate_disk_and_power_off); across cells, before uploading the "
+                      "root disk as the move's snapshot. Lets a process be stopped in the "
+                      "middle of a move; 0: no pause."),
 ]
 pci_opts = [
     cfg.MultiStrOpt("alias", default=[],

@@ -29,7 +29,7 @@ import time
 import os_traits
 
 from novella.compute import exceptions
-from novella.compute.states import power_state
+from novella.compute.states import power_state, task_states
 from novella.virt import driver as driver_mod
 
 HEADER_MAGIC = "NOVELLA-DISK"
@@ -181,6 +181,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self.content_bytes = max(0, sim.disk_content_kb) * 1024
         self.hypervisor_type = sim.hypervisor_type
         self._sim = sim  # options read when used (the live migration's copy time)
+        self.resize_copy_seconds = sim.resize_disk_copy_seconds
         self.root = os.path.abspath(opt("instances_path", conf.instances_path))
         self.path = os.path.join(self.root, host)
         self.image_api = image_api
@@ -199,6 +200,11 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         exc = _take_fault(self.host, method, instance_uuid)
         if exc is not None:
             raise exc
+
+    def _resize_copy_pause(self):
+        """``[simulated] resize_disk_copy_seconds``: a resize's disk copy takes time."""
+        if self.resize_copy_seconds > 0:
+            time.sleep(self.resize_copy_seconds)
 
     def _check_exported_here(self, block_device_info):
         """Refuse volumes whose connection was made for another host."""
@@ -470,6 +476,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             os.rename(src, kept)
             dest = self.instance_dir(uuid, host=dest_host)
             os.makedirs(dest, exist_ok=True)
+            self._resize_copy_pause()
             disk_info = []
             for kind in ("root", "ephemeral"):  # swap is re-created, never copied
                 name = DISK_FILES[kind]
@@ -585,6 +592,8 @@ class SimulatedDriver(driver_mod.ComputeDriver):
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):
         uuid = instance["uuid"]
         self._fault("snapshot", uuid)
+        if instance.get("task_state") == task_states.RESIZE_MIGRATING:
+            self._resize_copy_pause()  # the root disk of a cross-cell move
         path = os.path.join(self.instance_dir(uuid), DISK_FILES["root"])
         _head, content = read_disk(path)
         self._store_image(ctxt, image_id, content)
