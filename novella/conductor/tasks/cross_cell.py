@@ -64,6 +64,7 @@ Revert (``revert_tasks``):
     RecordOldFlavor          (tasks/resize.py)
 """
 import logging
+import uuid
 
 import sqlalchemy as sa
 
@@ -158,12 +159,25 @@ def delete_attachments(volume_api, ctxt, attachment_ids):
                 LOG.info("attachment %s was already gone", attachment_id)
 
 
+# Namespace of the snapshot images' ids (uuid5 of the migration's uuid).
+SNAPSHOT_NAMESPACE = uuid.UUID("5a0c1f57-3a8e-4d52-9a57-6f1b2f9c4e10")
+
+
+def snapshot_id_of(move):
+    """The id a move's snapshot image gets: known before the image exists, so an
+    undo finds the image even when the step that made it never recorded it."""
+    return str(uuid.uuid5(SNAPSHOT_NAMESPACE, move.migration_uuid))
+
+
 def delete_snapshot(move):
     if move.snapshot_id and move.image_api is not None:
         try:
             move.image_api.delete(move.ctxt, move.snapshot_id)
-        except Exception:  # noqa: BLE001 - already gone is as good
-            LOG.exception("could not delete snapshot %s", move.snapshot_id)
+        except Exception as exc:  # noqa: BLE001 - already gone is as good
+            if getattr(exc, "code", None) == 404:
+                LOG.info("snapshot %s was already gone", move.snapshot_id)
+            else:
+                LOG.exception("could not delete snapshot %s", move.snapshot_id)
     move.snapshot_id = None
 
 
@@ -239,7 +253,7 @@ class PrepResizeAtSourceTask(MoveTask):
                 name, image_ref = inst.display_name, inst.image_ref
             image = move.image_api.create_snapshot(
                 move.ctxt, move.instance_uuid, f"{name}-resize-temp", base_image_ref=image_ref,
-                owner=move.project_id)
+                owner=move.project_id, id=snapshot_id_of(move))
             move.snapshot_id = image["id"]
         try:
             move.compute.prep_snapshot_based_resize_at_source(
@@ -256,6 +270,10 @@ class PrepResizeAtSourceTask(MoveTask):
                 move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid,
                 power_on=move.was_running, rollback=True)
         finally:
+            if move.snapshot_id is None and move.image_api is not None:
+                # A conductor that died in this step made the image (or not)
+                # without recording its id: it is the one derived from the move.
+                move.snapshot_id = snapshot_id_of(move)
             delete_snapshot(move)
 
 
