@@ -8,195 +8,29 @@ into both cells, listed, stopped, started and deleted; placement usages must
 come back to zero. A server booted on a port made through the network API
 and given a volume made through the volume API shows in those APIs.
 """
-import os
-import socket
-import subprocess
-import sys
-import time
-import uuid
-
 import pytest
 import requests
 import sqlalchemy as sa
 
-from novella.cmd import manage
 from novella.context import get_admin_context
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from tests import backends
+from tests.e2e import processes
+from tests.e2e.processes import ADMIN, EMBEDDED, TOKEN
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.rabbitmq]
 
-ADMIN = {"X-Auth-Token": "admin:admin", "OpenStack-API-Version": "compute 2.79",
-         "Content-Type": "application/json"}
-TOKEN = {"X-Auth-Token": "admin:admin"}
-EMBEDDED = ("image", "network", "volume")
-DEADLINE = 60  # seconds any one wait may take
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(what, fn, timeout=DEADLINE):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = fn()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _up(url):
-    try:
-        return requests.get(url, timeout=2).status_code < 500
-    except requests.RequestException:
-        return False
+_wait = processes.wait
+_usages = processes.usages
+_status = processes.status
+_seed = processes.seed
+_allocations = processes.allocations
 
 
 @pytest.fixture
 def deployment(tmp_path):
-    from novella.rpc import rabbit
-    backends.rabbit_url()  # fails in CI, skips elsewhere, when the broker is missing
-    dbs = {name: backends.create_database("postgresql") for name in
-           ("api", "cell0", "cell1", "cell2", "placement")}
-    url = {name: v[0] for name, v in dbs.items()}
-    tag = uuid.uuid4().hex[:8]
-    broker = backends.RABBIT_URL.rstrip("/")
-    transports = {name: f"{broker}/novella_{tag}_{name}" for name in ("super", "cell1", "cell2")}
-    for t in transports.values():
-        rabbit.ensure_vhost(t)
-
-    placement_port, api_port = _free_port(), _free_port()
-    embedded_ports = {name: _free_port() for name in EMBEDDED}
-    embedded_urls = {name: f"http://127.0.0.1:{port}" for name, port in embedded_ports.items()}
-    placement_url = f"http://127.0.0.1:{placement_port}"
-    # Cross-cell moves allowed for admins and preferred (a negative weight
-    # drains the source cell), so a resize leaves its cell.
-    (tmp_path / "policy.yaml").write_text('"compute:servers:resize:cross_cell": "rule:admin_api"\n')
-    common = (f"[DEFAULT]\nstate_path = {tmp_path}\n"
-              f"[oslo_policy]\npolicy_file = {tmp_path / 'policy.yaml'}\n"
-              f"[filter_scheduler]\ncross_cell_move_weight_multiplier = -1000000\n"
-              f"[api_database]\nconnection = {url['api']}\n"
-              f"[api]\nauth_strategy = noauth2\n"
-              f"[placement]\nendpoint_override = {placement_url}\n")
-    (tmp_path / "nova.conf").write_text(common + f"[DEFAULT]\ntransport_url = {transports['super']}\n")
-    (tmp_path / "placement.conf").write_text(
-        f"[placement_database]\nconnection = {url['placement']}\n[api]\nauth_strategy = noauth2\n")
-    for cell in ("cell1", "cell2"):
-        (tmp_path / f"{cell}.conf").write_text(
-            common + f"[DEFAULT]\ntransport_url = {transports[cell]}\n"
-                     f"[database]\nconnection = {url[cell]}\n")
-
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    nova_conf = str(tmp_path / "nova.conf")
-    # As an operator does: the API database and the embedded image, network and
-    # volume services' tables in it, made once before any service starts.
-    subprocess.run([sys.executable, "-m", "novella.cmd.main", "manage", "--config-file", nova_conf,
-                    "api_db", "sync"], env=env, check=True, timeout=DEADLINE)
-    manage.map_cell0(url["api"], url["cell0"])
-    for cell in ("cell1", "cell2"):
-        manage.create_cell(url["api"], cell, transports[cell], url[cell])
-
-    procs = []
-    logs = []
-
-    def start(name, *args):
-        log = open(tmp_path / f"{name}.log", "w")
-        logs.append((name, tmp_path / f"{name}.log"))
-        procs.append(subprocess.Popen([sys.executable, "-m", "novella.cmd.main", "serve", *args],
-                                      stdout=log, stderr=subprocess.STDOUT, env=env))
-
-    start("placement", "placement", "--config-file", str(tmp_path / "placement.conf"),
-          "--bind", f"127.0.0.1:{placement_port}")
-    _wait("placement", lambda: _up(placement_url))
-    start("api", "api", "--config-file", nova_conf, "--bind", f"127.0.0.1:{api_port}")
-    for name, port in embedded_ports.items():
-        start(name, name, "--config-file", nova_conf, "--bind", f"127.0.0.1:{port}")
-    start("conductor", "conductor", "--config-file", nova_conf)
-    start("scheduler", "scheduler", "--config-file", nova_conf)
-    for cell in ("cell1", "cell2"):
-        start(f"{cell}-compute", "compute", "--config-file", str(tmp_path / f"{cell}.conf"),
-              "--host", f"{cell}-host")
-    # A second host in cell1, for the moves that stay in their cell.
-    start("cell1-compute2", "compute", "--config-file", str(tmp_path / "cell1.conf"),
-          "--host", "cell1-host2")
-    api_url = f"http://127.0.0.1:{api_port}/v2.1"
-    ok = False
-    try:
-        for name, service_url in [("compute", api_url), *embedded_urls.items()]:
-            _wait(f"{name} API", lambda service_url=service_url: _up(service_url))
-
-        def registered():
-            counts = []
-            for c in ("cell1", "cell2"):
-                with cells_mod.database(url[c]).session() as s:
-                    counts.append(s.scalar(sa.select(sa.func.count()).select_from(cm.ComputeNode)))
-            return counts == [2, 1]
-        _wait("compute hosts to register", registered, timeout=120)
-        assert sorted(h for _c, h in manage.discover_hosts(url["api"])) == [
-            "cell1-host", "cell1-host2", "cell2-host"]
-        yield {"api": api_url, "placement": placement_url, "db": url, "conf": nova_conf,
-               "transports": transports, **embedded_urls}
-        ok = True
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for name, path in logs:
-            if not ok or any(p.returncode not in (0, -15, None) for p in procs):
-                sys.stderr.write(f"--- {name} log ---\n{path.read_text()[-3000:]}\n")
-        cells_mod._databases.clear()
-        for t in transports.values():
-            rabbit.delete_vhost(t)
-        for _url, drop in dbs.values():
-            drop()
-
-
-def _usages(placement_url):
-    h = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
-    out = {}
-    for rp in requests.get(f"{placement_url}/resource_providers", headers=h).json()["resource_providers"]:
-        out[rp["name"]] = requests.get(f"{placement_url}/resource_providers/{rp['uuid']}/usages",
-                                       headers=h).json()["usages"]
-    return out
-
-
-def _status(api, sid):
-    r = requests.get(f"{api}/servers/{sid}", headers=ADMIN)
-    return r.json()["server"]["status"] if r.status_code == 200 else r.status_code
-
-
-def _seed(deployment):
-    """A public image, the default network and two flavors; returns the image."""
-    from novella.conf import CONF, parse_args
-    from novella.embedded import services_from_conf
-    parse_args([], default_config_files=[deployment["conf"]])
-    image_api, network_api, _volumes = services_from_conf(CONF)
-    ctxt = get_admin_context()
-    image = image_api.create(ctxt, name="cirros", visibility="public",
-                             disk_format="qcow2", container_format="bare")
-    image_api.upload(ctxt, image["id"], b"image bytes\n" * 32)
-    network_api.ensure_default_network(ctxt)
-    for flavorid, ram in (("small", 512), ("medium", 1024)):
-        r = requests.post(f"{deployment['api']}/flavors", headers=ADMIN, json={"flavor": {
-            "name": flavorid, "ram": ram, "vcpus": 1, "disk": 1, "id": flavorid}})
-        assert r.status_code == 200, r.text
-    return image, image_api
-
-
-def _allocations(placement_url, consumer):
-    """{provider uuid: resources} of a consumer."""
-    h = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
-    allocs = requests.get(f"{placement_url}/allocations/{consumer}", headers=h).json()["allocations"]
-    return {rp: a["resources"] for rp, a in allocs.items()}
+    with processes.deployment(tmp_path) as d:
+        yield d
 
 
 def test_servers_in_two_cells_across_processes(deployment):
