@@ -13,6 +13,9 @@ import time
 import pytest
 import webob
 
+from novella.conductor import journal
+from novella.conductor.manager import ConductorManager
+from novella.conductor.tasks.base import TaskList
 from novella.conf import CONF
 from novella.context import get_admin_context
 from novella.db import cells, records
@@ -369,3 +372,45 @@ def test_abort_and_force_complete_refused(slow_cloud):
     # Over: nothing more to steer.
     assert _abort(cloud, sid, mig["id"])[0] == 409
     assert _force(cloud, sid, mig["id"])[0] == 409
+
+
+def test_a_conductor_dying_right_after_an_abort_leaves_the_move_cancelled(slow_cloud,
+                                                                         monkeypatch):
+    """The abort stopped the copy and the conductor recorded the step's failure,
+    then died before any rollback: the one that takes the move over rolls it back,
+    and the migration still ends 'cancelled'."""
+    cloud = slow_cloud
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    dest = next(h for h in cloud.aio.computes if h != src)
+    died = threading.Event()
+    real_boundary = TaskList._boundary
+
+    def boundary(tasks, index, task, status):
+        real_boundary(tasks, index, task, status)
+        if (task.name, status) == ("LiveMigrate", "failed") and \
+                tasks.journal is not None and tasks.journal.instance_uuid == sid:
+            died.set()
+            threading.Event().wait()  # this thread never runs another statement
+    monkeypatch.setattr(TaskList, "_boundary", boundary)
+    entry = cloud.aio.conductor.live_migrate_instance
+    monkeypatch.setattr(cloud.aio.conductor, "live_migrate_instance",  # a thread of its own
+                        lambda *a, **kw: threading.Thread(target=entry, args=a, kwargs=kw,
+                                                          daemon=True).start())
+    _start(cloud, sid)
+    mig = _in_progress(cloud, sid, "running")
+    assert _abort(cloud, sid, mig["id"])[0] == 202
+    assert died.wait(30)
+    cloud.aio.wait_idle()
+    assert cloud.migrations(sid)[0]["status"] == "running"  # nothing rolled back yet
+
+    fresh = ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
+                             network_api=cloud.aio.network_api,
+                             volume_api=cloud.aio.volume_api, image_api=cloud.aio.image_api)
+    journal.expire_others(cloud.aio.api_db, fresh.owner)  # the dead one's lease ran out
+    assert fresh.recover_operations()
+    cloud.aio.wait_idle()
+    _on(cloud, sid, port, volumes, src, dest)
+    assert cloud.migrations(sid)[0]["status"] == "cancelled"
+    assert _held(cloud, mig["uuid"]) == NONE
+    assert cloud.fault(sid) == ""
