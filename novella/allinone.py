@@ -136,7 +136,10 @@ class AllInOne:
             return pconf.make_conf(
                 default_config_files=self.config_files,
                 overrides={"placement_database": {"connection": self._url("placement")},
-                           "api": {"auth_strategy": strategy}})
+                           "api": {"auth_strategy": strategy},
+                           # one request size limit for every API of the all-in-one
+                           "oslo_middleware": {"max_request_body_size":
+                                               CONF.oslo_middleware.max_request_body_size}})
         # Services inside this process reach placement without a socket and
         # without tokens; the published endpoint validates Keystone tokens.
         internal_app = pwsgi.make_app(placement_conf("noauth2"))
@@ -259,7 +262,8 @@ class AllInOne:
         from novella.service import HTTPServer
         catalog = {stype: (name, self.urls[key] + suffix)
                    for key, (stype, name, suffix) in SERVICES.items()}
-        apps = {"identity": IdentityApp(self.identity, catalog),
+        self.identity_app = IdentityApp(self.identity, catalog, conf=CONF)
+        apps = {"identity": self.identity_app,
                 "compute": self.compute_api_app, "placement": self.placement_app,
                 "image": self.image_api_app, "network": self.network_api_app,
                 "volume": self.volume_api_app}

@@ -136,4 +136,6 @@ class App:
 def make_app(conf, routes, error_body, public_paths=("/", ""), state=None):
     """The API as a WSGI application behind Novella's authentication."""
     app = App(routes, error_body, state, max_body=router_mod.max_body_size(conf))
-    return auth.AuthMiddleware(app, conf, public_paths=public_paths)
+    return router_mod.BodySizeLimit(
+        auth.AuthMiddleware(app, conf, public_paths=public_paths), app.max_body,
+        lambda message: error_body(413, TITLES[413], message, "HTTPRequestEntityTooLarge"))

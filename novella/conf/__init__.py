@@ -6,12 +6,13 @@ that every compute-side service reads. Placement has its own ConfigOpts
 """
 from oslo_config import cfg
 
-from novella.conf import (api, compute, conductor, database, embedded, messaging, rpc,
-                          scheduler, services)
+from novella.conf import (api, compute, conductor, database, embedded, messaging, middleware,
+                          quota, rpc, scheduler, services)
 
 CONF = cfg.CONF
 
-MODULES = (api, compute, conductor, database, embedded, messaging, rpc, scheduler, services)
+MODULES = (api, compute, conductor, database, embedded, messaging, middleware, quota, rpc,
+           scheduler, services)
 
 for _module in MODULES:
     _module.register_opts(CONF)

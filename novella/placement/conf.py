@@ -34,14 +34,16 @@ def register_opts(conf):
         conf.register_opts(opts, group=group)
     for group, opts in policy_opts.list_opts():
         conf.register_opts(opts, group=group)
-    from oslo_middleware import cors
+    from oslo_middleware import cors, sizelimit
     conf.register_opts(cors.CORS_OPTS, "cors")
+    # [oslo_middleware] max_request_body_size: the request size limit (docs/limits.md)
+    conf.register_opts(sizelimit.OPTS, "oslo_middleware")
 
 
 def list_opts():
     """Placement's options by group, for ``oslo-config-generator --namespace
     novella.placement`` (the library options it uses have their own namespaces:
-    oslo.policy, oslo.middleware.cors)."""
+    oslo.policy, oslo.middleware.cors, oslo.middleware.sizelimit)."""
     return [(group, list(opts)) for group, opts in _OPTS.items()]
 
 

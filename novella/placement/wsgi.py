@@ -2,6 +2,7 @@
 import logging
 import os
 import threading
+import uuid
 
 import webob
 import webob.dec
@@ -10,6 +11,7 @@ from microversion_parse import middleware as mp_middleware
 from oslo_middleware import cors as cors_mw
 from oslo_middleware import http_proxy_to_wsgi
 
+from novella.api import router as router_mod
 from novella.db import engine as engine_mod
 from novella.db import migrate
 from novella.placement import auth, base, conf as conf_mod, ledger as ledger_mod
@@ -120,6 +122,13 @@ def _engine(url):
     return engine_mod.get_engine(url)
 
 
+def _too_large(message):
+    """Placement's error document for a body over the size limit."""
+    return {"errors": [{"status": 413, "title": "Request Entity Too Large", "detail": message,
+                        "code": "placement.undefined_code",
+                        "request_id": f"req-{uuid.uuid4()}"}]}
+
+
 def make_app(conf, sync_db=True):
     """Build the placement WSGI application for a parsed ConfigOpts."""
     engine = _engine(conf.placement_database.connection)
@@ -137,6 +146,7 @@ def make_app(conf, sync_db=True):
         app = auth.NoAuth(app)
     else:
         app = auth.keystone(app, conf)
+    app = router_mod.BodySizeLimit(app, router_mod.max_body_size(conf), _too_large)
     if conf.cors.allowed_origin:
         app = cors_mw.CORS(app, conf)
     app = _json_by_default(app)

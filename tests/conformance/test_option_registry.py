@@ -3,7 +3,8 @@
 The reference's options come from the installed packages through the
 ``oslo.config.opts`` entry points the reference's sample generators use:
 ``nova.conf`` for the compute side, ``placement.conf`` for Placement, and,
-for the messaging options the compute side declares itself, ``oslo.messaging``. An option is compared by
+for the library options the compute side declares itself, ``oslo.messaging``
+and ``oslo.middleware`` (both in the reference's nova.conf generator). An option is compared by
 group, name, type and default (its sample default where it has one, as
 machine-dependent defaults have). Every difference kept is a row of the
 tables "Configuration options: nova.conf" and "Configuration options:
@@ -82,7 +83,7 @@ def differences(ours, reference):
 
 def test_nova_conf_options_match_the_reference():
     ours = _index(compute_opts.list_opts())
-    reference = _load("nova.conf", "oslo.messaging")
+    reference = _load("nova.conf", "oslo.messaging", "oslo.middleware")
     registry_diff.check(differences(ours, reference), "Configuration options: nova.conf")
 
 

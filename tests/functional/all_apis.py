@@ -32,9 +32,17 @@ PLACEMENT_LATEST = "placement 1.39"
 
 
 class AllAPIs:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, max_request_body_size=None):
+        """``max_request_body_size``: ``[oslo_middleware]`` of every API's configuration."""
         self.cloud = Cloud(tmp_path)
         cloud = self.cloud
+        limit = {}
+        if max_request_body_size is not None:
+            from novella.conf import middleware
+            middleware.register_opts(cloud.conf)
+            cloud.conf.set_override("max_request_body_size", max_request_body_size,
+                                    group="oslo_middleware")
+            limit = {"oslo_middleware": {"max_request_body_size": max_request_body_size}}
         self.services_url = synced(f"sqlite:///{tmp_path}/services.db")
         cloud.image_api = ImageAPI(self.services_url, str(tmp_path / "images"))
         cloud.network_api = NetworkAPI(self.services_url)
@@ -54,7 +62,7 @@ class AllAPIs:
         }
         pconf = placement_conf.make_conf(overrides={
             "placement_database": {"connection": f"sqlite:///{tmp_path}/placement.db"},
-            "api": {"auth_strategy": "noauth2"}})
+            "api": {"auth_strategy": "noauth2"}, **limit})
         self.apps["placement"] = placement_wsgi.make_app(pconf)
         store = IdentityStore(f"sqlite:///{tmp_path}/identity.db")
         store.ensure([{"name": "admin", "password": "secret", "project": "admin",

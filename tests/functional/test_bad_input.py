@@ -2,6 +2,8 @@
 API's error shape, and changes nothing (see docs/limits.md)."""
 import json
 
+import webob
+
 import pytest
 
 from tests.functional.all_apis import AllAPIs, error_shape_ok
@@ -178,3 +180,81 @@ def test_values_beyond_their_columns_are_400(apis, api, method, path, body):
                                         ("/os-server-groups", "offset=" + "9" * 25)])
 def test_compute_query_integers_beyond_columns_are_400(apis, path, query):
     _refused(apis, "compute", "GET", path, query=query)
+
+
+def _sized(size, padding_field="name"):
+    """A JSON object of exactly ``size`` bytes."""
+    empty = len(json.dumps({padding_field: ""}))
+    return json.dumps({padding_field: "x" * (size - empty)}).encode()
+
+
+def test_configured_body_limit_is_honoured_by_every_api(tmp_path):
+    # [oslo_middleware] max_request_body_size read from each API's configuration:
+    # one byte over is 413 in the API's error shape and writes nothing; at
+    # the limit the body is read (and judged on its content).
+    apis = AllAPIs(tmp_path, max_request_body_size=2048)
+    try:
+        for api, method, path in _body_routes(apis):
+            data = _refused(apis, api, method, path, _sized(2049), status=413)
+            text = json.dumps(data)
+            assert "2048" in text and len(text) < 1000, (api, data)
+            got, _, data = apis.call(api, method, path, _sized(2048))
+            assert got != 413, (api, path, data)
+        data = _refused(apis, "compute", "POST", "/servers", _sized(4096), status=413)
+        assert data == {"overLimit": {
+            "code": 413,
+            "message": "Request is too large. Larger than max_request_body_size (2048)."}}
+        data = _refused(apis, "placement", "POST", "/resource_providers", _sized(4096),
+                        status=413)
+        (error,) = data["errors"]
+        assert error["status"] == 413 and error["title"] == "Request Entity Too Large"
+        assert "max_request_body_size (2048)" in error["detail"]
+    finally:
+        apis.cloud.wait()
+
+
+def test_the_default_limit_is_the_references(apis):
+    over = _sized(114689)
+    for api, method, path in (("compute", "POST", "/servers"),
+                              ("placement", "POST", "/resource_providers")):
+        _refused(apis, api, method, path, over, status=413)
+        got, _, _ = apis.call(api, method, path, _sized(114688))
+        assert got != 413
+
+
+def test_all_in_one_gives_every_api_its_limit(tmp_path, monkeypatch):
+    """The all-in-one's APIs (identity included) read ``[oslo_middleware]
+    max_request_body_size`` from its configuration."""
+    from novella import service
+    from novella.allinone import AllInOne
+    from novella.conf import CONF
+
+    class NoListener:
+        def __init__(self, app, host="127.0.0.1", port=0, name="http"):
+            self.app, self.name, self.url = app, name, f"http://{host}:{port}"
+
+        def start(self):
+            return self
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(service, "HTTPServer", NoListener)
+    aio = AllInOne(str(tmp_path / "aio"), cells=1, hosts_per_cell=1, http=True,
+                   port_base=47000, log=None,
+                   config_overrides={"oslo_middleware": {"max_request_body_size": 2048}})
+    try:
+        aio.start()
+        apps = {srv.name: srv.app for srv in aio.servers}
+        assert set(apps) == {"identity", "compute", "placement", "image", "network", "volume"}
+        for name, path in (("identity", "/v3/auth/tokens"), ("compute", "/v2.1/servers"),
+                           ("placement", "/resource_providers"), ("image", "/v2/images"),
+                           ("network", "/v2.0/ports"), ("volume", "/v3/p/volumes")):
+            req = webob.Request.blank(path, method="POST", body=_sized(2049))
+            req.content_type = "application/json"
+            resp = req.get_response(apps[name])
+            assert resp.status_int == 413, (name, resp.status, resp.body[:300])
+            assert b"2048" in resp.body, (name, resp.body[:300])
+        assert aio.identity_app.max_body == 2048
+    finally:
+        aio.stop()
+        CONF.clear_override("max_request_body_size", group="oslo_middleware")

@@ -236,4 +236,6 @@ def make_app(conf, api_db, transport, network_api=None, image_api=None, volume_a
     """The Compute API v2.1 as a WSGI application, authentication included."""
     api = API(conf, api_db, transport, network_api, image_api, volume_api, aggregate_hook,
               placement)
-    return auth.AuthMiddleware(ComputeApp(api), conf, public_paths=("/", "", "/v2.1"))
+    app = auth.AuthMiddleware(ComputeApp(api), conf, public_paths=("/", "", "/v2.1"))
+    return router_mod.BodySizeLimit(
+        app, api.max_body, lambda message: {"overLimit": {"code": 413, "message": message}})
