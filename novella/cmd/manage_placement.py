@@ -188,7 +188,7 @@ class Healer:
             else None
 
     def heal(self, cell_db, inst):
-        """True when the server's allocations were (or, dry, would be) written."""
+        """True when the server's allocations were written."""
         if inst.task_state is not None:
             self.say(f"Instance {inst.uuid} is undergoing a task state transition: "
                      f"{inst.task_state}")
@@ -248,7 +248,7 @@ class Healer:
                      f"{json.dumps(allocations, sort_keys=True)}")
             for port, (_old, new) in changed_ports.items():
                 self.say(f"[dry-run] Update port {port} binding profile: {json.dumps(new)}")
-            return True
+            return False    # nothing was healed: not counted (as the reference)
         self.update_ports(changed_ports)
         try:
             self.placement.put_allocations(
@@ -316,7 +316,9 @@ def _instances(cell_db, instance_uuid=None):
 
 def heal_allocations(args, api_url):
     """0 healed; 1 --max-count reached; 2 no compute node; 3 placement refused; 4 nothing
-    to do; 5 ports unreadable; 6 ports not updated; 7 port rollback failed; 127 bad input."""
+    to do; 5 ports unreadable; 6 ports not updated; 7 port rollback failed; 127 bad input.
+    (The reference's 8, a vGPU or Cyborg request it cannot heal, cannot arise: Novella
+    has neither.)"""
     say = _say(args.verbose)
     if args.instance and args.cell:
         raise CommandError("The --cell and --instance options are mutually exclusive.", 127)
@@ -375,7 +377,7 @@ def heal_allocations(args, api_url):
         print(exc)
         return exc.code
     say(f"Processed {processed} instances.")
-    return 0 if processed and not args.dry_run else 4
+    return 0 if processed else 4
 
 
 def add_commands(placement):
