@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from novella.db import api_models as am
 from novella.db import cell_models as cm
+from novella.db.timestamps import utcnow
 from tests.e2e import processes
 from tests.e2e.processes import ADMIN
 
@@ -50,17 +51,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # -- reading the books ------------------------------------------------------------------
 
 def _operation(api_db_url, sid):
-    """(kind, status, steps, owner) of the server's newest operation, or None."""
+    """(kind, status, steps, owner, updated_at) of the server's newest operation, or None."""
     engine = sa.create_engine(api_db_url)
     try:
         with engine.connect() as conn:
             row = conn.execute(sa.select(am.Operation.kind, am.Operation.status,
-                                         am.Operation.steps, am.Operation.owner)
+                                         am.Operation.steps, am.Operation.owner,
+                                         am.Operation.updated_at)
                                .where(am.Operation.instance_uuid == sid)
                                .order_by(am.Operation.id.desc()).limit(1)).first()
     finally:
         engine.dispose()
-    return None if row is None else (row.kind, row.status, json.loads(row.steps), row.owner)
+    return None if row is None else (row.kind, row.status, json.loads(row.steps), row.owner,
+                                     row.updated_at)
 
 
 def _step_started(api_db_url, sid, step):
@@ -105,7 +108,7 @@ def _check_books(books, sid, op, source_host, source_alloc, new_ram, guests=None
     move; ``guests``: a function host -> whether that host keeps guest files
     of the server (the simulated hosts' directories), or None.
     """
-    kind, op_status, steps, _owner = op
+    kind, op_status, steps = op[:3]
     assert op_status in ("done", "undone", "failed"), op
     server = books.server(sid)
     migration = books.migration(sid)
@@ -246,6 +249,7 @@ class AllInOne:
                                      f"novella-up-{self.runs}.log")
         log = open(self.log_path, "w")
         t0 = time.monotonic()
+        self.started_at = utcnow()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "novella.cmd.main", "up", "--data-dir", self.data_dir,
              "--port-base", str(self.port_base), "--host", "127.0.0.1",
@@ -355,8 +359,8 @@ def test_sigkill_novella_up_mid_resize(all_in_one, cross_cell, step):
     r = requests.post(f"{books.api}/servers/{sid}/action", headers=books.headers,
                       json={"resize": {"flavorRef": "2"}})           # m1.tiny -> m1.small
     assert r.status_code == 202, r.text
-    kind, _status, steps, _owner = processes.wait(
-        f"{step} started", lambda: _step_started(cloud.api_db, sid, step), interval=0.02)
+    kind = processes.wait(
+        f"{step} started", lambda: _step_started(cloud.api_db, sid, step), interval=0.02)[0]
     assert kind == ("migrate-cross-cell" if cross_cell else "migrate")
 
     # The host is in the middle of the copy: in a cell, the source's guest set
@@ -383,9 +387,12 @@ def test_sigkill_novella_up_mid_resize(all_in_one, cross_cell, step):
     _check_cells(cloud.api_db, {c: cloud.db_url(c) for c in ("cell1", "cell2")}, sid,
                  books.server(sid)["OS-EXT-SRV-ATTR:host"], cloud.url(4), cloud.url(3),
                  books.headers)
-    _report(f"novella up restart and recovery after SIGKILL mid "
-            f"{'cross-cell' if cross_cell else 'in-cell'} resize", restart,
-            f"killed in {step}; recovered {direction}: {op[1]}, steps {op[2]}")
+    recovered = (op[4] - cloud.started_at).total_seconds()
+    assert 0 < recovered < restart, (recovered, restart)
+    _report(f"novella up restart after SIGKILL mid "
+            f"{'cross-cell' if cross_cell else 'in-cell'} resize, until it serves", restart,
+            f"killed in {step}; the move was {op[1]} ({direction}) {recovered:.2f} s after "
+            f"the process started; steps {op[2]}")
 
     _delete_and_zero(books, sid)
     assert cloud.guest_hosts(sid) == set()
@@ -394,16 +401,20 @@ def test_sigkill_novella_up_mid_resize(all_in_one, cross_cell, step):
 # -- two conductors, the owner killed --------------------------------------------------
 
 @pytest.fixture
-def two_conductors(tmp_path):
+def two_conductors(tmp_path, request):
     extra = (f"[conductor]\noperation_lease = {LEASE}\n"
-             f"[simulated]\nresize_disk_copy_seconds = 0.5\n")
+             f"[simulated]\nresize_disk_copy_seconds = {request.param}\n")
     with processes.deployment(tmp_path, conductors=2, extra_conf=extra) as d:
         yield d
 
 
 @pytest.mark.postgresql
 @pytest.mark.rabbitmq
+@pytest.mark.parametrize("two_conductors", [0.5, 3 * LEASE], indirect=True,
+                         ids=["host-done-before-takeover", "host-still-copying-at-takeover"])
 def test_sigkill_owning_conductor_mid_cross_cell_resize(two_conductors):
+    """The source host's copy takes 0.5 s (over before the lease runs out) or three
+    lease periods (the other conductor's undo meets the host still in the step)."""
     d = two_conductors
     api, api_db = d["api"], d["db"]["api"]
     books = Books(api, d["placement"], ADMIN, "admin")
@@ -420,7 +431,7 @@ def test_sigkill_owning_conductor_mid_cross_cell_resize(two_conductors):
                       json={"resize": {"flavorRef": "medium"}})
     assert r.status_code == 202, r.text
     step = "PrepResizeAtSourceTask"
-    kind, _status, _steps, owner = processes.wait(
+    kind, _status, _steps, owner, _at = processes.wait(
         f"{step} started", lambda: _step_started(api_db, sid, step), interval=0.02)
     assert kind == "migrate-cross-cell"
     guest = os.path.join(d["state_path"], "instances", "cell1-host", sid, "domain.json")
