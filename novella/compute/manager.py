@@ -27,11 +27,13 @@ from novella.compute.cross_cell import ComputeCrossCell
 from novella.compute.evacuate import ComputeEvacuate
 from novella.compute.resize import ComputeResize
 from novella.compute.live_migrate import ComputeLiveMigration
+from novella.compute.recovery import ComputeRecovery
 from novella.compute.shelve import ComputeShelve
 from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
 from novella.compute import states as vm_states
 from novella.compute import steps
+from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
 from novella.rpc import notifier as notifier_mod
@@ -52,7 +54,7 @@ TOPIC = "compute"
 
 
 class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, ComputeEvacuate,
-                     ComputeShelve, ComputeVolumes):
+                     ComputeShelve, ComputeVolumes, ComputeRecovery):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf
@@ -91,11 +93,13 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                                            if conf.shelved_offload_time > 0 else 0)}
 
     def init_host(self, ctxt=None):
-        """Prepare the driver, the services row, the node and its provider."""
+        """Prepare the driver, the services row, the node and its provider; finish what
+        this host was doing when its service stopped (novella/compute/recovery.py)."""
         self.driver.init_host(self.host)
         self._ensure_service()
         self._destroy_deleted_guests(ctxt)
         self._clean_evacuated(ctxt)
+        self.recover_interrupted(ctxt or get_admin_context())
         self.update_available_resource(ctxt)
 
     def _destroy_deleted_guests(self, ctxt):

@@ -46,7 +46,7 @@ class ComputeShelve:
                 was_running = self._power(instance_uuid) == power_state.RUNNING
                 self.driver.power_off(self.instance_dict(inst), timeout=60 if clean_shutdown else 0)
                 try:
-                    if image_id:
+                    if image_id and not self._uploaded(ctxt, image_id):
                         self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
                 except Exception:
                     if was_running:  # the server goes on as it was
@@ -57,7 +57,8 @@ class ComputeShelve:
                     raise
                 records.set_system_metadata(self.cell_db, instance_uuid,
                                             shelved_at=records.utcnow().isoformat(),
-                                            shelved_image_id=image_id, shelved_host=self.host)
+                                            shelved_image_id=image_id, shelved_host=self.host,
+                                            shelving_image_id=None)
                 st.instance = self._update(instance_uuid, expected_task_state=task_states.SHELVING,
                                       vm_state=vm_states.SHELVED, task_state=None,
                                       power_state=self._power(instance_uuid))
@@ -71,11 +72,21 @@ class ComputeShelve:
                          task_state=task_states.SHELVING_OFFLOADING, reload=False)
             self.shelve_offload_instance(ctxt, instance_uuid)
 
+    def _uploaded(self, ctxt, image_id):
+        """The shelved image is already whole (a shelve that runs again after its
+        host's service died past the upload)."""
+        return self.image_api is not None and \
+            self.image_api.get(ctxt, image_id)["status"] == "active"
+
     def poll_shelved_instances(self, ctxt=None):
         """Offload the servers shelved here longer than ``shelved_offload_time`` (> 0)."""
         wait = self.conf.shelved_offload_time
         if wait <= 0:
             return []
+        return self._offload_shelved(ctxt, wait)
+
+    def _offload_shelved(self, ctxt, wait):
+        """Offload the servers shelved here at least ``wait`` seconds ago."""
         with self.cell_db.read_session() as s:
             shelved = s.scalars(sa.select(m.Instance.uuid).where(
                 m.Instance.host == self.host, m.Instance.deleted == 0,

@@ -211,13 +211,21 @@ def finish_action(cell_db, ctxt, instance_uuid):
                      {"b_uuid": instance_uuid, "b_request_id": ctxt.request_id})
 
 
+_LATEST_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))
+                     .where(m.InstanceAction.instance_uuid == sa.bindparam("b_uuid")))
+
+
 def finish_open_events(cell_db, ctxt, instance_uuid, result):
     """End the events of the request's action a dead process left open, with ``result``
-    ('Success' or 'Error'), and the action with them."""
+    ('Success' or 'Error'), and the action with them (``ctxt`` None: the server's
+    latest action, whatever request made it)."""
     now = utcnow()
     with cell_db.connection(write=True) as conn:
-        action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
-                                                   "b_request_id": ctxt.request_id}).scalar()
+        if ctxt is None:
+            action_id = conn.execute(_LATEST_ACTION_ID, {"b_uuid": instance_uuid}).scalar()
+        else:
+            action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
+                                                       "b_request_id": ctxt.request_id}).scalar()
         if action_id is None:
             return
         conn.execute(sa.update(m.InstanceActionEvent).where(

@@ -161,8 +161,9 @@ class ImageAPI:
             return _as_dict(row)
 
     def upload(self, ctxt, image_id, data):
-        """Store the image's bytes (``bytes``, a file path or a readable file); -> active."""
-        self._set_status(image_id, ("queued",), "saving")
+        """Store the image's bytes (``bytes``, a file path or a readable file); -> active.
+        An upload whose process died (left ``saving``) may start over."""
+        self._set_status(image_id, ("queued", "saving"), "saving")
         md5, sha512, size = hashlib.md5(usedforsecurity=False), hashlib.sha512(), 0
         fd, tmp = tempfile.mkstemp(dir=self.data_dir, prefix=f".{image_id}.")
         try:

@@ -212,17 +212,23 @@ class BuildOnHost(BuildTask):
         except (compute_exc.BuildAbortException, records.InstanceNotFound):
             # Deleted by its user during the build: the delete owns the server now.
             build.placement.delete_allocations(build.instance_uuid)
-        except (MaxRetriesExceeded, compute_exc.ComputeException, rpc.RemoteError,
-                rpc.Timeout) as exc:
+        except rpc.Timeout as exc:
+            # The host did not answer: it may have made the guest. ERROR on that host,
+            # which keeps its claim; the delete goes there and frees both.
+            self._failed(exc)
+        except (MaxRetriesExceeded, compute_exc.ComputeException, rpc.RemoteError) as exc:
             # The host list is spent or the build failed for good: ERROR, nothing held.
             build.placement.delete_allocations(build.instance_uuid)
-            try:
-                records.update_instance(build.cell_db, build.instance_uuid,
-                                        vm_state=states.ERROR, task_state=None, host=None,
-                                        node=None, reload=False)
-            except records.InstanceNotFound:
-                return  # deleted by its user meanwhile
-            records.add_fault(build.cell_db, build.instance_uuid, exc)
+            self._failed(exc, host=None, node=None)
+
+    def _failed(self, exc, **values):
+        build = self.build
+        try:
+            records.update_instance(build.cell_db, build.instance_uuid, vm_state=states.ERROR,
+                                    task_state=None, reload=False, **values)
+        except records.InstanceNotFound:
+            return  # deleted by its user meanwhile
+        records.add_fault(build.cell_db, build.instance_uuid, exc)
 
     def _build_with_alternates(self):
         build = self.build

@@ -1,0 +1,89 @@
+"""What a compute service finishes when it starts again (mixed into ComputeManager).
+
+The API records what it asked of a host — the server's task state — before
+it casts, so a service that died in the middle of its own work finds, as it
+starts, every server of this host that still carries one. The operations
+this host owns are finished forward, each being safe to run again from its
+beginning; the moves belong to the conductor that journals them
+(novella/conductor/operations.py) and are left to it:
+
+    deleting                 the delete runs again: guest, ports, volumes,
+                             allocation, row
+    shelving                 the shelve runs again with the image the API
+                             made for it (then the offload, as configured)
+    shelving_offloading      the offload runs again: guest, bindings, parked
+                             volumes, allocation (and a server left shelved when
+                             ``shelved_offload_time`` is 0 is offloaded)
+    block_device_mapping,    the build stopped on this host: ERROR with a fault
+    networking, spawning     (the user deletes it; its allocation goes then)
+    powering-off, -on        the stop or start runs again
+    rebooting...             the reboot runs again, of the kind asked
+
+Each interrupted action event ends ``Error`` before the operation runs again.
+"""
+import logging
+
+import sqlalchemy as sa
+
+from novella.compute import cleanup
+from novella.compute import states as vm_states
+from novella.compute.states import task_states
+from novella.db import cell_models as m
+from novella.db import records
+
+LOG = logging.getLogger(__name__)
+
+_BUILDING = (task_states.BLOCK_DEVICE_MAPPING, task_states.NETWORKING, task_states.SPAWNING)
+_REBOOTING = {task_states.REBOOTING: "SOFT", task_states.REBOOT_PENDING: "SOFT",
+              task_states.REBOOT_STARTED: "SOFT", task_states.REBOOTING_HARD: "HARD",
+              task_states.REBOOT_PENDING_HARD: "HARD", task_states.REBOOT_STARTED_HARD: "HARD"}
+_POWER = (task_states.POWERING_OFF, task_states.POWERING_ON) + tuple(_REBOOTING)
+
+
+class InterruptedOnHost(Exception):
+    """The fault of a build this host's service stopped in the middle of."""
+
+
+class ComputeRecovery:
+    """Finishing this host's own interrupted operations; needs ComputeManager's attributes."""
+
+    def recover_interrupted(self, ctxt):
+        """Every server of this host left with a task state this host owns, finished.
+        Returns {instance uuid: the task state it was found in}."""
+        with self.cell_db.read_session() as s:
+            found = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.task_state).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.Instance.task_state.in_(
+                    (task_states.DELETING, task_states.SHELVING,
+                     task_states.SHELVING_OFFLOADING) + _BUILDING + _POWER))).all())
+        for uuid, task_state in found.items():
+            LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
+                     self.host, task_state, uuid)
+            records.finish_open_events(self.cell_db, None, uuid, "Error")
+            with cleanup.step(f"finish {task_state} of {uuid}"):
+                self._finish(ctxt, uuid, task_state)
+        if self.conf.shelved_offload_time == 0:
+            # Shelved, but the service died before the offload that follows at once.
+            self._offload_shelved(ctxt, 0)
+        return found
+
+    def _finish(self, ctxt, uuid, task_state):
+        if task_state == task_states.DELETING:
+            self.terminate_instance(ctxt, uuid)
+        elif task_state == task_states.SHELVING:
+            image_id = records.system_metadata(self.cell_db, uuid).get("shelving_image_id")
+            self.shelve_instance(ctxt, uuid, image_id=image_id)
+        elif task_state == task_states.SHELVING_OFFLOADING:
+            self.shelve_offload_instance(ctxt, uuid)
+        elif task_state in _BUILDING:
+            records.add_fault(self.cell_db, uuid, InterruptedOnHost(
+                f"The compute service on {self.host} stopped while it built this server."),
+                host=self.host)
+            self._update(uuid, vm_state=vm_states.ERROR, task_state=None, reload=False)
+        elif task_state == task_states.POWERING_OFF:
+            self.stop_instance(ctxt, uuid)
+        elif task_state == task_states.POWERING_ON:
+            self.start_instance(ctxt, uuid)
+        else:
+            self._update(uuid, task_state=None, reload=False)  # the reboot starts over
+            self.reboot_instance(ctxt, uuid, reboot_type=_REBOOTING[task_state])

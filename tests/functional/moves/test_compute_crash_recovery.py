@@ -1,0 +1,228 @@
+"""A compute service dies before any one of its effects; started again, it finishes.
+
+The operations a host runs itself — delete, shelve (with its offload), stop,
+start, reboot, and its part of a build — are run once cleanly to learn
+every effect they have: each call to the hypervisor, to Placement, to the
+network, volume and image services, and each write to the cell database.
+Then, for each effect, a new server makes the same request and the host's
+service dies just before that effect as a process death stops it (its
+thread never runs another statement). A fresh compute service on the same
+databases and disks starts (``init_host``), and the books must be those of
+the finished operation: the server's state, Placement allocations and every
+provider's usage, the guest files on the host, the ports' bindings. Deleting
+the server then leaves every provider at zero and no guest on any host.
+"""
+import os
+import threading
+
+import pytest
+
+from novella import rpc
+from novella.compute.manager import ComputeManager
+from novella.conf import CONF
+from novella.db import engine
+from novella.db import records
+from novella.placement import client as placement_client
+
+COMPUTE_METHODS = ("build_and_run_instance", "terminate_instance", "shelve_instance",
+                   "stop_instance", "start_instance", "reboot_instance")
+
+
+class HostDeath:
+    """The one thread running the host's operation dies before its ``at``-th effect
+    (None: a clean run, counting them)."""
+
+    def __init__(self):
+        self.reached = threading.Event()
+        self.host = None
+        self.arm(None)
+
+    def arm(self, at):
+        self.at, self.count, self.effects, self.thread, self.depth = at, 0, [], None, 0
+        self.reached.clear()
+
+    def effect(self, name, real):
+        """``real``, counted as an effect when the dying thread calls it (not from
+        within another effect)."""
+        def call(*args, **kwargs):
+            mine = threading.current_thread() is self.thread and (
+                name not in ("session", "connection") or kwargs.get("write"))
+            if not mine:
+                return real(*args, **kwargs)
+            self.depth += 1
+            try:
+                if self.depth == 1:
+                    self.count += 1
+                    if self.at is None:
+                        self.effects.append(name)
+                    elif self.count == self.at:
+                        self.reached.set()
+                        threading.Event().wait()  # this thread never runs another statement
+                return real(*args, **kwargs)
+            finally:
+                self.depth -= 1
+        return call
+
+    def wrap(self, compute):
+        for name in COMPUTE_METHODS:
+            setattr(compute, name, self.detached(getattr(compute, name)))
+
+    def detached(self, method):
+        """The host's entry point in a thread of its own, which may die."""
+        def run(*args, **kwargs):
+            thread = threading.Thread(target=method, args=args, kwargs=kwargs, daemon=True)
+            self.thread, self.host = thread, method.__self__.host
+            thread.start()
+            while thread.is_alive() and not self.reached.is_set():
+                thread.join(0.02)
+            if self.reached.is_set():
+                raise StoppedAnswering(f"{self.host} stopped answering")
+        return run
+
+    @staticmethod
+    def unanswered(call):
+        """A caller waiting for a dead host's answer gets none: rpc.Timeout."""
+        def wait(*args, **kwargs):
+            try:
+                return call(*args, **kwargs)
+            except rpc.RemoteError as exc:
+                if exc.exc_type == StoppedAnswering.__name__:
+                    raise rpc.Timeout(exc.message) from None
+                raise
+        return wait
+
+
+class StoppedAnswering(Exception):
+    """How the harness's dead host thread tells the transport it never answered."""
+
+
+def _public(cls):
+    return [name for name, value in vars(cls).items()
+            if callable(value) and not name.startswith("_")]
+
+
+@pytest.fixture
+def death(cloud, monkeypatch):
+    death = HostDeath()
+    aio = cloud.aio
+    some = next(iter(aio.computes.values()))
+    for service in (type(some.driver), placement_client.PlacementClient,
+                    type(aio.network_api), type(aio.volume_api), type(aio.image_api)):
+        for name in _public(service):
+            monkeypatch.setattr(service, name, death.effect(name, getattr(service, name)))
+    for name in ("session", "connection"):
+        monkeypatch.setattr(engine.Database, name, death.effect(name, getattr(engine.Database,
+                                                                              name)))
+    for name in ("update_instance", "set_system_metadata", "add_fault"):
+        monkeypatch.setattr(records, name, death.effect(name, getattr(records, name)))
+    for compute in aio.computes.values():
+        death.wrap(compute)
+    transport = type(some.transport)
+    monkeypatch.setattr(transport, "call", death.unanswered(transport.call))
+    return death
+
+
+def _restart(cloud, death, host):
+    """A fresh compute service for ``host`` on the same databases and disks (which
+    may die too)."""
+    old = cloud.aio.computes[host]
+    old.transport.unserve("compute", host)
+    fresh = ComputeManager(CONF, host, old.cell_db, old.placement, type(old.driver)(host, CONF),
+                           network_api=old.network_api, volume_api=old.volume_api,
+                           image_api=old.image_api, notifier=old.notifier,
+                           transport=old.transport)
+    fresh.init_host()
+    death.wrap(fresh)
+    old.transport.serve("compute", host, fresh)
+    cloud.aio.computes[host] = fresh
+
+
+def _guest_hosts(cloud, sid):
+    root = next(iter(cloud.aio.computes.values())).driver.root
+    return {host for host in cloud.aio.computes if os.path.exists(os.path.join(root, host, sid))}
+
+
+def books(cloud, sid):
+    status, body = cloud.api("GET", f"/servers/{sid}")
+    if status == 404:
+        server = {"status": "DELETED", "OS-EXT-STS:task_state": None,
+                  "OS-EXT-SRV-ATTR:host": None}
+    else:
+        server = body["server"]
+    held = {rp: a["resources"] for rp, a in cloud.allocations(sid).items()}
+    return {"status": server["status"], "task_state": server["OS-EXT-STS:task_state"],
+            "host": server["OS-EXT-SRV-ATTR:host"], "allocations": held,
+            "usages": {h: u for h, u in cloud.usages().items() if any(u.values())},
+            "guests": _guest_hosts(cloud, sid)}
+
+
+def _boot(cloud):
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "vm", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+        "networks": "auto"}})
+    assert status == 202, body
+    return body["server"]["id"]
+
+
+# operation: (what brings the server to where it starts, the request)
+OPERATIONS = {
+    "build": (None, None),
+    "delete": (None, lambda cloud, sid: cloud.api("DELETE", f"/servers/{sid}")),
+    "shelve": (None, lambda cloud, sid: cloud.action(sid, {"shelve": None})),
+    "stop": (None, lambda cloud, sid: cloud.action(sid, {"os-stop": None})),
+    "start": (lambda cloud, sid: cloud.action(sid, {"os-stop": None}),
+              lambda cloud, sid: cloud.action(sid, {"os-start": None})),
+    "reboot": (None, lambda cloud, sid: cloud.action(sid, {"reboot": {"type": "HARD"}})),
+}
+
+
+def _run(cloud, death, operation, at):
+    """A server brought to where ``operation`` starts, then the request, its host
+    dying before effect ``at``; returns the server."""
+    prepare, request = OPERATIONS[operation]
+    death.arm(None if operation == "build" else -1)
+    if operation == "build":
+        death.arm(at)
+        sid = _boot(cloud)
+    else:
+        sid = _boot(cloud)
+        cloud.aio.wait_idle()
+        if prepare is not None:
+            assert prepare(cloud, sid)[0] == 202
+            cloud.aio.wait_idle()
+        death.arm(at)
+        status, body = request(cloud, sid)
+        assert status in (202, 204), body
+    cloud.aio.wait_idle()
+    return sid
+
+
+def _delete_and_check_empty(cloud, death, sid, where=None):
+    death.arm(-1)
+    if cloud.api("GET", f"/servers/{sid}")[0] == 200:
+        assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
+        cloud.aio.wait_idle()
+    assert books(cloud, sid) == {"status": "DELETED", "task_state": None, "host": None,
+                                 "allocations": {}, "usages": {}, "guests": set()}, where
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_compute_service_dying_before_any_effect_finishes_on_restart(cloud, death, operation):
+    sid = _run(cloud, death, operation, None)
+    finished = books(cloud, sid)
+    effects = list(death.effects)
+    assert finished["task_state"] is None and len(effects) >= 2, (finished, effects)
+    _delete_and_check_empty(cloud, death, sid)
+
+    for at in range(1, len(effects) + 1):
+        sid = _run(cloud, death, operation, at)
+        assert death.reached.is_set(), f"{operation}: never reached effect {at}"
+        _restart(cloud, death, death.host)
+        cloud.aio.wait_idle()
+        after = books(cloud, sid)
+        where = (operation, at, effects[at - 1])
+        if operation == "build" and after["status"] == "ERROR":
+            assert after["task_state"] is None, where  # the build stopped on that host
+        else:
+            assert after == finished, where
+        _delete_and_check_empty(cloud, death, sid, where)
