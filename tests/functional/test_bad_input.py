@@ -258,3 +258,9 @@ def test_all_in_one_gives_every_api_its_limit(tmp_path, monkeypatch):
     finally:
         aio.stop()
         CONF.clear_override("max_request_body_size", group="oslo_middleware")
+        # The service user's auth plugin options its [keystone_authtoken] registered
+        # (auth_url required) go, as from a process that never read that file.
+        from keystoneauth1 import loading
+        CONF.reset()
+        CONF.unregister_opts(loading.get_auth_plugin_conf_options("password"),
+                             group="keystone_authtoken")
