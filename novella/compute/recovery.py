@@ -20,6 +20,10 @@ beginning; the moves belong to the conductor that journals them
     rebooting...             the reboot runs again, of the kind asked
 
 Each interrupted action event ends ``Error`` before the operation runs again.
+
+``clean_up_deleted`` is the host's part of a delete that came in while the
+server moved: the conductor asks each host the move touched, once the move
+ended either way, to remove what is left there.
 """
 import logging
 
@@ -66,6 +70,24 @@ class ComputeRecovery:
             # Shelved, but the service died before the offload that follows at once.
             self._offload_shelved(ctxt, 0)
         return found
+
+    def clean_up_deleted(self, ctxt, instance_uuid):
+        """A server deleted while it moved: its guest here (or the copy kept for a
+        revert) and this host's port bindings go, unless the server lives on or is
+        this host's own to delete. Returns whether it cleaned up."""
+        with self.cell_db.read_session() as s:
+            try:
+                inst = records.get_instance(s, instance_uuid, read_deleted=True)
+            except records.InstanceNotFound:
+                inst = None  # never in this cell, or a copy already removed
+        if inst is not None and not inst.deleted and (
+                inst.task_state != task_states.DELETING or inst.host == self.host):
+            return False
+        self.driver.destroy(ctxt, {"uuid": instance_uuid}, destroy_disks=True)
+        self.driver.confirm_migration(ctxt, None, {"uuid": instance_uuid})  # the kept copy
+        if self.network_api is not None:
+            self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
+        return True
 
     def _finish(self, ctxt, uuid, task_state):
         if task_state == task_states.DELETING:

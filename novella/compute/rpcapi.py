@@ -183,6 +183,10 @@ class ComputeAPI:
                           timeout=self.long_timeout, instance_uuid=instance_uuid,
                           migration_uuid=migration_uuid, attachments=attachments)
 
+    def clean_up_deleted(self, ctxt, host, instance_uuid):
+        """``host``: what is left there of a server deleted while it moved (cast)."""
+        self._cast(ctxt, host, "clean_up_deleted", instance_uuid=instance_uuid)
+
     def live_migration_abort(self, ctxt, host, instance_uuid, migration_uuid):
         """Source: stop the migration's copy; the conductor rolls the move back."""
         self._cast(ctxt, host, "live_migration_abort", instance_uuid=instance_uuid,

@@ -109,3 +109,7 @@ class migration_status:  # noqa: N801
     RUNNING = "running"
     COMPLETED = "completed"
     CANCELLED = "cancelled"
+    # not yet ended ('done', an evacuation its down host has yet to clean up after,
+    # ends when that host starts again)
+    IN_PROGRESS = (PRE_MIGRATING, MIGRATING, POST_MIGRATING, FINISHED, CONFIRMING, REVERTING,
+                   ACCEPTED, PREPARING, RUNNING)

@@ -10,6 +10,7 @@ It reaches the scheduler over the top-level transport, each cell's compute
 hosts over that cell's transport (from the cell mapping) and writes the API
 database and every cell database.
 """
+import contextlib
 import datetime
 import json
 import logging
@@ -196,9 +197,11 @@ class ConductorManager:
         return {"completed": task_list.completed, "failed_task": task_list.failed_task,
                 "undone": task_list.undone, "cross_cell": move.target_cell is not None}
 
-    @staticmethod
-    def _move_ended(ctxt, move):
+    def _move_ended(self, ctxt, move):
         records.finish_action(move.cell_db, ctxt, move.instance_uuid)
+        if common.free_what_a_delete_left(self, ctxt, move.instance_uuid, move.migration_uuid,
+                                          move.places()):
+            return
         if move.moved:  # the events recorded in the source cell join the server's copy
             instance_copy.sync_actions(move.cell_db, move.target_db, move.instance_uuid)
 
@@ -236,18 +239,20 @@ class ConductorManager:
             self._notify_instance(ctxt, resized.instance_db, uuid, notification + ".end")
         return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
 
-    @staticmethod
-    def _resized_ended(ctxt, resized, run):
+    def _resized_ended(self, ctxt, resized, run):
         """``run()`` the rest of a confirm or revert, then record how it ended."""
         try:
             run()
         except Exception as exc:
             migration_records.update(resized.instance_db, resized.migration_uuid,
                                      status=ms.ERROR)
-            records.add_fault(resized.instance_db, resized.instance_uuid, exc)
+            with contextlib.suppress(records.InstanceNotFound):
+                records.add_fault(resized.instance_db, resized.instance_uuid, exc)
             raise
         finally:
             records.finish_action(resized.instance_db, ctxt, resized.instance_uuid)
+            common.free_what_a_delete_left(self, ctxt, resized.instance_uuid,
+                                           resized.migration_uuid, resized.places())
 
     def poll_unconfirmed_cross_cell_resizes(self, ctxt=None):
         """Confirm cross-cell moves in VERIFY_RESIZE longer than ``resize_confirm_window``.
@@ -302,6 +307,7 @@ class ConductorManager:
             pass
         finally:
             records.finish_action(cell_db, ctxt, instance_uuid)
+            common.free_what_a_delete_left(self, ctxt, instance_uuid, None, unshelve.places())
 
     # -- recovery ------------------------------------------------------------------------
 

@@ -136,6 +136,9 @@ def _carry_on(conductor, ctxt, kind, state, run):
                                      state.build_request, exc)
     if state.cell_db is not None:
         records.finish_open_events(state.cell_db, ctxt, state.instance_uuid, result)
+    if isinstance(state, shelve_tasks.Unshelve):
+        common.free_what_a_delete_left(conductor, ctxt, state.instance_uuid, None,
+                                       state.places())
     if isinstance(state, common.Move):
         conductor._move_ended(ctxt, state)
         if result == "Error":

@@ -66,6 +66,13 @@ def instance_cell(api_db, instance_uuid):
         return s.scalars(q).first()
 
 
+def set_instance_cell(api_db, instance_uuid, cell):
+    """Map the server to ``cell``."""
+    with api_db.session(write=True) as s:
+        s.execute(sa.update(api_models.InstanceMapping).where(
+            api_models.InstanceMapping.instance_uuid == instance_uuid).values(cell_id=cell.id))
+
+
 def host_cell(api_db, host):
     """The CellMapping a compute host is mapped to, or None."""
     with api_db.session() as s:

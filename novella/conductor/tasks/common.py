@@ -24,6 +24,7 @@ from novella.compute.rpcapi import ComputeAPI
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.conductor.tasks.base import Task
 from novella.db import cells as cells_mod
+from novella.db import instance_copy
 from novella.db import migration_records
 from novella.db import records
 from novella.placement import client as placement_client
@@ -153,6 +154,14 @@ class Move(Recorded):
     def dest_host(self):
         return self.selection["service_host"]
 
+    def places(self):
+        """(cell, host) of the hosts the move touched: the source, and the destination
+        once chosen."""
+        places = [(self.cell, self.source_host)]
+        if self.selection:
+            places.append((self.target_cell or self.cell, self.selection["service_host"]))
+        return places
+
     def enter_cell(self, target_cell):
         """The scheduler chose a host in ``target_cell``, another cell."""
         self.target_cell = target_cell
@@ -220,6 +229,50 @@ def _being_deleted(move):
             inst = records.get_instance(s, move.instance_uuid, read_deleted=True)
         except records.InstanceNotFound:
             return True
+        return bool(inst.deleted) or inst.task_state == task_states.DELETING
+
+
+def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, places):
+    """A delete that came in while the server moved has the last word, once the move
+    ended either way: nothing the move held outlives the server.
+
+    ``places``: (cell mapping, host or None) pairs the move touched. When the
+    copy of the server the user saw (in one of those cells) was deleted, the
+    server stays mapped to that cell, the copy in any other cell is removed,
+    the server's allocation and its migration's go, the migration ends 'error'
+    if it had not ended, and each host removes what is left there
+    (ComputeManager.clean_up_deleted). Returns whether the server was deleted.
+    """
+    cells = {cell.uuid: cell for cell, _host in places}
+    deleted = next((cell for cell in cells.values()
+                    if _deleted_by_user(cells_mod.cell_database(cell), instance_uuid)), None)
+    if deleted is None:
+        return False
+    cells_mod.set_instance_cell(services.api_db, instance_uuid, deleted)
+    if migration_uuid:
+        services.placement.delete_allocations(migration_uuid)
+    services.placement.delete_allocations(instance_uuid)
+    for cell in cells.values():
+        cell_db = cells_mod.cell_database(cell)
+        if cell.uuid != deleted.uuid:
+            instance_copy.hard_delete_instance(cell_db, instance_uuid, migration_uuid)
+        elif migration_uuid:
+            migration_records.update(cell_db, migration_uuid, expected_status=ms.IN_PROGRESS,
+                                     status=ms.ERROR)
+    for cell, host in places:
+        if host:
+            compute_api(services.conf, cell).clean_up_deleted(ctxt, host, instance_uuid)
+    return True
+
+
+def _deleted_by_user(cell_db, instance_uuid):
+    """This cell's copy of the server was deleted (or is being deleted); a copy that
+    is not there was never made or was removed by the move itself."""
+    with cell_db.read_session() as s:
+        try:
+            inst = records.get_instance(s, instance_uuid, read_deleted=True)
+        except records.InstanceNotFound:
+            return False
         return bool(inst.deleted) or inst.task_state == task_states.DELETING
 
 
@@ -342,6 +395,9 @@ class Resized(Recorded):
         self.source_db = cells_mod.cell_database(self.source_cell)
         self.dest_compute = compute_api(self.conf, self.cell)
         self.source_compute = compute_api(self.conf, self.source_cell)
+
+    def places(self):
+        return [(self.source_cell, self.source_host), (self.cell, self.dest_host)]
 
     @property
     def instance_db(self):

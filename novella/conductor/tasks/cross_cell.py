@@ -74,7 +74,6 @@ from novella.compute.states import migration_status as ms, task_states
 from novella.conductor.tasks import common, resize
 from novella.conductor.tasks.common import MoveTask, ResizedTask
 from novella.db import aggregates
-from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import instance_copy
@@ -128,12 +127,6 @@ class RouteByCell(MoveTask):
             return resize.in_cell_steps(move)
         move.enter_cell(cells_mod.cell_by_uuid(move.api_db, cell_uuid))
         return cross_cell_steps(move)
-
-
-def set_mapping(api_db, instance_uuid, cell):
-    with api_db.session(write=True) as s:
-        s.execute(sa.update(am.InstanceMapping).where(
-            am.InstanceMapping.instance_uuid == instance_uuid).values(cell_id=cell.id))
 
 
 def show_copy_in(shown_db, hidden_db, instance_uuid, migration_uuid):
@@ -296,13 +289,13 @@ class SwitchToTargetCell(MoveTask):
     def execute(self):
         move = self.move
         migration_records.update(move.cell_db, move.migration_uuid, status=ms.FINISHED)
-        set_mapping(move.api_db, move.instance_uuid, move.target_cell)
+        cells_mod.set_instance_cell(move.api_db, move.instance_uuid, move.target_cell)
         show_copy_in(move.target_db, move.cell_db, move.instance_uuid, move.migration_uuid)
         move.moved = True
 
     def undo(self, exc):
         move = self.move
-        set_mapping(move.api_db, move.instance_uuid, move.cell)
+        cells_mod.set_instance_cell(move.api_db, move.instance_uuid, move.cell)
         show_copy_in(move.cell_db, move.target_db, move.instance_uuid, move.migration_uuid)
         move.moved = False
 
@@ -370,7 +363,7 @@ class MapBackToSource(ResizedTask):
     def execute(self):
         r = self.resized
         migration_records.update(r.source_db, r.migration_uuid, status=ms.REVERTING)
-        set_mapping(r.api_db, r.instance_uuid, r.source_cell)
+        cells_mod.set_instance_cell(r.api_db, r.instance_uuid, r.source_cell)
         r.mapped_back = True
         show_copy_in(r.source_db, r.cell_db, r.instance_uuid, r.migration_uuid)
         records.update_instance(r.source_db, r.instance_uuid, vm_state=vm_states.RESIZED,
@@ -378,7 +371,7 @@ class MapBackToSource(ResizedTask):
 
     def undo(self, exc):
         r = self.resized
-        set_mapping(r.api_db, r.instance_uuid, r.cell)
+        cells_mod.set_instance_cell(r.api_db, r.instance_uuid, r.cell)
         r.mapped_back = False
         show_copy_in(r.cell_db, r.source_db, r.instance_uuid, r.migration_uuid)
 

@@ -61,6 +61,10 @@ class Unshelve(common.Recorded):
         self.compute = common.compute_api(self.conf, self.cell)
 
 
+    def places(self):
+        return [(self.cell, self.selection["service_host"] if self.selection else None)]
+
+
 def unshelve_tasks(unshelve):
     if unshelve.vm_state == vm_states.SHELVED:
         return [UnshelveRecord(unshelve), PowerOnAtHost(unshelve)]
