@@ -277,16 +277,22 @@ class ResourceTracker:
         node = self.compute_node
         rp = node["uuid"]
         pc = self.placement
+        # A provider just made (generation 0) has no inventory and no traits:
+        # its generation is carried from write to write instead of re-read, and
+        # its traits are not read first. A stale generation only costs a retry.
+        generation = None
         if self._reported.get("provider") != rp:
-            pc.ensure_resource_provider(rp, name=node["hypervisor_hostname"])
+            made = pc.ensure_resource_provider(rp, name=node["hypervisor_hostname"])
             self._reported = {"provider": rp}
+            if isinstance(made, dict) and made.get("generation") == 0:
+                generation = 0
         inv = self.inventory(node)
         if self._reported.get("inventory") != inv:
-            pc.set_inventory(rp, inv, retries=5)
+            generation = pc.set_inventory(rp, inv, generation=generation, retries=5)
             self._reported["inventory"] = inv
         if disabled is None:
             disabled = self._reported.get("disabled", False)
-        self.set_traits(disabled)
+        self.set_traits(disabled, generation=generation)
         self._report_network_providers(rp)
 
     def _report_network_providers(self, node_rp):
@@ -314,22 +320,27 @@ class ResourceTracker:
             self.placement.set_traits(rp, child["traits"], retries=5)
         self._reported["network"] = wanted
 
-    def set_traits(self, disabled):
+    def set_traits(self, disabled, generation=None):
         """Report the driver's traits, plus COMPUTE_STATUS_DISABLED when disabled.
 
-        CUSTOM_ traits someone else put on the provider are kept.
+        CUSTOM_ traits someone else put on the provider are kept. ``generation``:
+        that of a provider this tracker just made and wrote to (it has no
+        traits yet), so they are written without being read first.
         """
         driver_traits = set(self.driver.get_traits(self.nodename))
         wanted = driver_traits | ({COMPUTE_STATUS_DISABLED} if disabled else set())
         if self._reported.get("traits") == wanted:
             return
         rp = self.provider_uuid
-        _gen, current = self.placement.get_traits(rp)
+        if generation is not None:
+            current = []
+        else:
+            _gen, current = self.placement.get_traits(rp)
         previous = self._reported.get("driver_traits", set())
         external = {t for t in current if t.startswith("CUSTOM_") and t not in previous}
         final = wanted | external
         if set(current) != final:
-            self.placement.set_traits(rp, final, retries=5)
+            self.placement.set_traits(rp, final, generation=generation, retries=5)
         self._reported.update(traits=wanted, driver_traits=driver_traits, disabled=disabled)
 
     # -- claims for a build ------------------------------------------------------
