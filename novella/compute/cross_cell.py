@@ -31,6 +31,7 @@ from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
+from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -83,10 +84,11 @@ class ComputeCrossCell:
         here is given back and the error raised (the conductor tries an
         alternate host of this cell).
         """
+        cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
         with steps.step(self, ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_dest",
-                             "instance.resize_prep", flavor=new_flavor) as st:
+                        notifications.RESIZE_PREP, flavor=cur, new_flavor=new_flavor,
+                        end_always=True) as st:
             mig = self._migration(migration_uuid)
-            cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
             claim = None
             try:
                 records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
@@ -132,7 +134,7 @@ class ComputeCrossCell:
         flavors = records.flavors(self.cell_db, instance_uuid)
         new, old = flavors["new"] or flavors["cur"], flavors["old"] or flavors["cur"]
         with steps.step(self, ctxt, instance_uuid, "compute_finish_snapshot_based_resize_at_dest",
-                             "instance.resize_finish", flavor=new) as st:
+                        notifications.RESIZE_FINISH, flavor=new) as st:
             inst = st.instance
             mig = self._migration(migration_uuid)
             inst = self._update(instance_uuid, task_state=task_states.RESIZE_FINISH,
@@ -216,7 +218,7 @@ class ComputeCrossCell:
         """
         flavors = records.flavors(self.cell_db, instance_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_source",
-                             "instance.resize", flavor=flavors["new"] or flavors["cur"]) as st:
+                        notifications.RESIZE, flavor=flavors["cur"]) as st:
             inst = st.instance
             was_running = self._power(instance_uuid) == power_state.RUNNING
             self._migration(migration_uuid, status=ms.MIGRATING)

@@ -22,6 +22,7 @@ from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
+from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -33,7 +34,7 @@ class ComputeEvacuate:
                          availability_zone=None):
         """Rebuild here a server whose host is down (evacuate)."""
         with steps.step(self, ctxt, instance_uuid, "compute_rebuild_instance",
-                             "instance.evacuate") as st:
+                        notifications.REBUILD) as st:
             inst = st.instance
             flavor = records.flavor_of(inst)
             made = {"claim": None, "bindings": False, "attachments": {}, "spawned": False}

@@ -16,7 +16,10 @@ The conductor drives it by calling, in order (docs/live-migration.md):
 
 ``rollback_live_migration_at_destination`` undoes the first two (what arrived
 here, the bindings, attachments and claim); the source's guest runs on
-untouched until the destination has taken over.
+untouched until the destination has taken over, and
+``rollback_live_migration_at_source`` (a cast) stops a copy that may still
+run there. Each side tells its rollback (instance.live_migration_rollback
+from the source, instance.live_migration_rollback_dest from the destination).
 
 While the source runs ``live_migration``, two casts steer it (the API's
 ``DELETE /servers/{id}/migrations/{id}`` and ``force_complete`` action):
@@ -35,6 +38,7 @@ from novella.compute import exceptions
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
+from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import migration_records
 from novella.db import records
@@ -59,7 +63,7 @@ class ComputeLiveMigration:
         failure everything made here is given back and the error raised.
         """
         with steps.step(self, ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
-                             "instance.live_migration_pre") as st:
+                        notifications.LIVE_MIGRATION_PRE) as st:
             inst = st.instance
             made = {"claim": None, "bindings": False, "attachments": {}}
             try:
@@ -127,7 +131,8 @@ class ComputeLiveMigration:
                                                attachments=None):
         """A failed live migration: nothing of the server stays on this host."""
         with steps.step(self, ctxt, instance_uuid,
-                             "compute_rollback_live_migration_at_destination") as st:
+                        "compute_rollback_live_migration_at_destination",
+                        notifications.LIVE_MIGRATION_ROLLBACK_DEST) as st:
             with cleanup.step("remove the guest copy"):
                 self.driver.rollback_live_migration_at_destination(
                     ctxt, self.instance_dict(st.instance))
@@ -142,7 +147,7 @@ class ComputeLiveMigration:
         """
         with steps.step(self, ctxt, instance_uuid,
                              "compute_post_live_migration_at_destination",
-                             "instance.live_migration_post_dest") as st:
+                        notifications.LIVE_MIGRATION_POST_DEST) as st:
             inst = st.instance
             self.driver.post_live_migration_at_destination(ctxt, self.instance_dict(inst),
                                                            self.network_info(inst))
@@ -184,8 +189,7 @@ class ComputeLiveMigration:
         """
         steering = self._steering(migration_uuid, create=True)
         try:
-            with steps.step(self, ctxt, instance_uuid, "compute_live_migration",
-                            "instance.live_migration_pre_start") as st:
+            with steps.step(self, ctxt, instance_uuid, "compute_live_migration") as st:
                 if steering.asked == LiveMigrationSteering.ABORT:
                     raise exceptions.LiveMigrationAborted(
                         f"Live migration of instance {instance_uuid} was aborted before "
@@ -199,13 +203,28 @@ class ComputeLiveMigration:
     def post_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
         """The server runs elsewhere now: what is left of it here goes."""
         with steps.step(self, ctxt, instance_uuid, "compute_post_live_migration_at_source",
-                             "instance.live_migration_post") as st:
+                        notifications.LIVE_MIGRATION_POST) as st:
             with cleanup.step("remove the source guest"):
                 self.driver.cleanup_live_migration_source(ctxt, self.instance_dict(st.instance))
             if self.network_api is not None:
                 with cleanup.step("delete the source's port bindings"):
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
             self.rt.refresh_usage()
+
+    def rollback_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
+        """The move failed after the copy began: the guest runs on here; a copy
+        that may still be running is stopped (a cast)."""
+        try:
+            inst = self._get(instance_uuid)
+        except records.InstanceNotFound:
+            return
+
+        def send(event_type, fault=None):
+            self._notify(ctxt, self._get(instance_uuid) if event_type.endswith(".end")
+                         else inst, event_type, fault=fault)
+
+        with notifications.action(send, notifications.LIVE_MIGRATION_ROLLBACK):
+            self.live_migration_abort(ctxt, instance_uuid, migration_uuid)
 
     # -- steering a running live migration (source) ---------------------------------------
 
@@ -263,9 +282,12 @@ class ComputeLiveMigration:
             inst = self._get(instance_uuid)
         except records.InstanceNotFound:
             return
-        self._notify(ctxt, inst, f"instance.live_migration_{what}.start")
-        with records.action_event(self.cell_db, ctxt, instance_uuid,
-                                  f"compute_live_migration_{what}", host=self.host,
-                                  finish_action=True):
-            pass
-        self._notify(ctxt, inst, f"instance.live_migration_{what}.end")
+        name = {"abort": notifications.LIVE_MIGRATION_ABORT,
+                "force_complete": notifications.LIVE_MIGRATION_FORCE_COMPLETE}[what]
+        with notifications.action(
+                lambda event_type, fault=None: self._notify(ctxt, inst, event_type, fault=fault),
+                name):
+            with records.action_event(self.cell_db, ctxt, instance_uuid,
+                                      f"compute_live_migration_{what}", host=self.host,
+                                      finish_action=True):
+                pass

@@ -36,6 +36,7 @@ from novella.compute import steps
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
+from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         self._destroy_deleted_guests(ctxt)
         self._clean_evacuated(ctxt)
         self.recover_interrupted(ctxt or get_admin_context())
+        self.reconcile_moves(ctxt or get_admin_context())
         self.update_available_resource(ctxt)
 
     def _destroy_deleted_guests(self, ctxt):
@@ -205,13 +207,21 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                     "ephemeral_gb": inst.ephemeral_gb, "swap": 0, "extra_specs": {}}}
 
     def _notify(self, ctxt, inst, event_type, fault=None, network_info=None, flavor=None,
-                name="InstanceActionPayload"):
+                **extra):
+        """``event_type`` of novella/rpc/notifications.py, its payload from ``inst``."""
         if self.notifier is None:
             return
         try:
+            if network_info is None:
+                try:
+                    network_info = self.network_info(inst)
+                except Exception:  # noqa: BLE001 - a row without its cache (deleted)
+                    network_info = []
+            bdms = (self._bdms(inst.uuid)
+                    if notifier_mod._conf().notifications.bdms_in_notifications else None)
             payload = notifier_mod.instance_payload(
-                inst, flavor or records.flavor_of(inst), name=name, network_info=network_info,
-                fault=fault, ctxt=ctxt)
+                inst, flavor or records.flavor_of(inst), network_info=network_info,
+                fault=fault, ctxt=ctxt, bdms=bdms, event_type=event_type, **extra)
             self.notifier(ctxt, self.publisher_id, event_type, payload)
         except Exception:  # noqa: BLE001 - a notification never breaks an operation
             LOG.exception("could not send %s", event_type)
@@ -353,15 +363,15 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
                                           "compute_build_and_run_instance", host=self.host,
                                           finish_action=True):
-                    self._notify(ctxt, inst, "instance.create.start", flavor=flavor,
-                                 name="InstanceCreatePayload")
+                    self._notify(ctxt, inst, notifications.event_type(notifications.CREATE,
+                                                                      "start"), flavor=flavor)
                     inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,
                                        block_device_mappings, port_profiles, done)
             except Exception as exc:  # noqa: BLE001 - every failure is cleaned up here
                 raise self._build_failed(ctxt, instance_uuid, flavor, exc, done,
                                          requested_networks) from exc
-            self._notify(ctxt, inst, "instance.create.end", flavor=flavor,
-                         network_info=self.network_info(inst), name="InstanceCreatePayload")
+            self._notify(ctxt, inst, notifications.event_type(notifications.CREATE, "end"),
+                         flavor=flavor, network_info=self.network_info(inst))
             return {"instance_uuid": instance_uuid, "host": self.host, "node": self.rt.nodename,
                     "vm_state": inst.vm_state}
 
@@ -431,8 +441,8 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             with cleanup.step("abort claim"):
                 done["claim"].abort()
         if inst is not None:
-            self._notify(ctxt, inst, "instance.create.error", fault=exc, flavor=flavor,
-                         name="InstanceCreatePayload")
+            self._notify(ctxt, inst, notifications.event_type(notifications.CREATE, "error"),
+                         fault=exc, flavor=flavor)
         reason = str(exc) or type(exc).__name__
         if aborted:
             return exc_mod.BuildAbortException(instance_uuid=instance_uuid, reason=reason)
@@ -450,7 +460,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     def stop_instance(self, ctxt, instance_uuid, clean_shutdown=True):
         with steps.step(self, ctxt, instance_uuid, "compute_stop_instance",
-                             "instance.power_off", standalone=True) as st:
+                             notifications.POWER_OFF, standalone=True) as st:
             inst = st.instance
             timeout = 60 if clean_shutdown else 0
             self.driver.power_off(self.instance_dict(inst), timeout=timeout)
@@ -461,7 +471,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     def start_instance(self, ctxt, instance_uuid):
         with steps.step(self, ctxt, instance_uuid, "compute_start_instance",
-                             "instance.power_on", standalone=True) as st:
+                             notifications.POWER_ON, standalone=True) as st:
             inst = st.instance
             self.driver.power_on(ctxt, self.instance_dict(inst), self.network_info(inst),
                                  self.block_device_info(instance_uuid))
@@ -475,7 +485,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         pending = ((task_states.REBOOTING, task_states.REBOOT_PENDING, None) if soft else
                    (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, None))
         started = task_states.REBOOT_STARTED if soft else task_states.REBOOT_STARTED_HARD
-        with steps.step(self, ctxt, instance_uuid, "compute_reboot_instance", "instance.reboot",
+        with steps.step(self, ctxt, instance_uuid, "compute_reboot_instance", notifications.REBOOT,
                              error_vm_state=vm_states.ERROR, standalone=True) as st:
             inst = self._update(instance_uuid, expected_task_state=pending, task_state=started)
             self.driver.reboot(ctxt, self.instance_dict(inst), self.network_info(inst),
@@ -492,16 +502,16 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         started = False
         try:
             with steps.step(self, ctxt, instance_uuid, "compute_terminate_instance",
-                                 "instance.delete", error_vm_state=vm_states.ERROR, standalone=True) as st:
+                                 notifications.DELETE, error_vm_state=vm_states.ERROR, standalone=True) as st:
                 started = True
                 inst = st.instance
                 bdms = self._bdms(instance_uuid)
-                self._notify(ctxt, inst, "instance.shutdown.start")
+                self._notify(ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "start"))
                 self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
                                     self.block_device_info(instance_uuid, bdms),
                                     destroy_disks=True)
                 self._deallocate_network(ctxt, inst)
-                self._notify(ctxt, inst, "instance.shutdown.end")
+                self._notify(ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
                 self._detach_volumes(ctxt, inst, delete_volumes=True, bdms=bdms)
                 self.placement.delete_allocations(instance_uuid)
                 st.instance = self._soft_delete(inst)

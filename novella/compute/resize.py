@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
+from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import migration_records
@@ -109,10 +110,14 @@ class ComputeResize:
         claim is given back and the error raised, so the conductor can try an
         alternate host.
         """
+        cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
+        # The payload has the flavor the server has (``flavor``) and the one
+        # asked for (``new_flavor``); a failure is told as instance.resize.error
+        # (the conductor tries the next host), and the .end goes out either way.
         with steps.step(self, ctxt, instance_uuid, "compute_prep_resize",
-                             "instance.resize_prep", flavor=new_flavor) as st:
+                        notifications.RESIZE_PREP, flavor=cur, new_flavor=new_flavor,
+                        error_as=notifications.RESIZE, end_always=True) as st:
             mig = self._migration(migration_uuid)
-            cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
             records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
             claim = None
             try:
@@ -143,8 +148,8 @@ class ComputeResize:
         is put back as it was (disks, power) before the error is raised.
         """
         flavors = records.flavors(self.cell_db, instance_uuid)
-        with steps.step(self, ctxt, instance_uuid, "compute_resize_instance", "instance.resize",
-                             flavor=flavors["new"]) as st:
+        with steps.step(self, ctxt, instance_uuid, "compute_resize_instance",
+                        notifications.RESIZE, flavor=flavors["cur"]) as st:
             inst = st.instance
             was_running = self._power(instance_uuid) == power_state.RUNNING
             mig = self._migration(migration_uuid, status=ms.MIGRATING)
@@ -179,7 +184,7 @@ class ComputeResize:
         flavors = records.flavors(self.cell_db, instance_uuid)
         new = flavors["new"] or flavors["cur"]
         with steps.step(self, ctxt, instance_uuid, "compute_finish_resize",
-                             "instance.resize_finish", flavor=new):
+                        notifications.RESIZE_FINISH, flavor=new):
             mig = self._migration(migration_uuid)
             inst = self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
                                 task_state=task_states.RESIZE_FINISH)
@@ -211,7 +216,7 @@ class ComputeResize:
             return mig["status"]
         flavors = records.flavors(self.cell_db, instance_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_confirm_resize",
-                             "instance.resize_confirm", flavor=flavors["cur"]) as st:
+                        notifications.RESIZE_CONFIRM, flavor=flavors["cur"]) as st:
             inst = st.instance
             self._migration(migration_uuid, status=ms.CONFIRMING)
             self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
@@ -234,8 +239,8 @@ class ComputeResize:
         instance's); the migration keeps the source's until finish_revert_resize.
         """
         mig = self._migration(migration_uuid)
-        with steps.step(self, ctxt, instance_uuid, "compute_revert_resize",
-                             None if rollback else "instance.resize_revert") as st:
+        # The revert is told by the source (finish_revert_resize), once.
+        with steps.step(self, ctxt, instance_uuid, "compute_revert_resize") as st:
             inst = st.instance
             same_host = mig["source_compute"] == self.host
             # On the same host the guest directory is the original until the
@@ -262,7 +267,8 @@ class ComputeResize:
         """
         flavors = records.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
-        with steps.step(self, ctxt, instance_uuid, "compute_finish_revert_resize") as st:
+        with steps.step(self, ctxt, instance_uuid, "compute_finish_revert_resize",
+                        None if rollback else notifications.RESIZE_REVERT, flavor=old) as st:
             inst = st.instance
             mig = self._migration(migration_uuid)
             # Ports and volumes first: until then the bindings and the volumes'
@@ -278,8 +284,6 @@ class ComputeResize:
                                  **_zone(availability_zone))
             self.rt.refresh_usage()
             st.instance = self._get(instance_uuid)
-            if not rollback:
-                self._notify(ctxt, st.instance, "instance.resize_revert.end", flavor=old)
 
     # -- periodic -------------------------------------------------------------------------
 

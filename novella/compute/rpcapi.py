@@ -192,6 +192,11 @@ class ComputeAPI:
         self._cast(ctxt, host, "live_migration_abort", instance_uuid=instance_uuid,
                    migration_uuid=migration_uuid)
 
+    def rollback_live_migration_at_source(self, ctxt, host, instance_uuid, migration_uuid):
+        """Source: the move failed after its copy began; a copy still running stops."""
+        self._cast(ctxt, host, "rollback_live_migration_at_source",
+                   instance_uuid=instance_uuid, migration_uuid=migration_uuid)
+
     def live_migration_force_complete(self, ctxt, host, instance_uuid, migration_uuid):
         """Source: finish the migration's copy at once."""
         self._cast(ctxt, host, "live_migration_force_complete", instance_uuid=instance_uuid,

@@ -29,6 +29,7 @@ from novella.compute import exceptions as exc_mod
 from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
 from novella.compute import steps
+from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
@@ -41,7 +42,7 @@ class ComputeShelve:
         """Power off and keep the root disk as image ``image_id`` (image-backed servers)."""
         try:
             with steps.step(self, ctxt, instance_uuid, "compute_shelve_instance",
-                                 "instance.shelve", standalone=True) as st:
+                                 notifications.SHELVE, standalone=True) as st:
                 inst = st.instance
                 was_running = self._power(instance_uuid) == power_state.RUNNING
                 self.driver.power_off(self.instance_dict(inst), timeout=60 if clean_shutdown else 0)
@@ -113,7 +114,7 @@ class ComputeShelve:
     def shelve_offload_instance(self, ctxt, instance_uuid):
         """Free this host of a shelved server: it keeps its ports, volumes and image."""
         with steps.step(self, ctxt, instance_uuid, "compute_shelve_offload_instance",
-                             "instance.shelve_offload", standalone=True) as st:
+                             notifications.SHELVE_OFFLOAD, standalone=True) as st:
             inst = st.instance
             bdms = self._bdms(instance_uuid)
             self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
@@ -151,7 +152,7 @@ class ComputeShelve:
         inst = self._get(instance_uuid)
         if inst.vm_state == vm_states.SHELVED:
             with steps.step(self, ctxt, instance_uuid, "compute_unshelve_instance",
-                                 "instance.unshelve", standalone=True) as st:
+                                 notifications.UNSHELVE, standalone=True) as st:
                 self.driver.power_on(ctxt, self.instance_dict(st.instance), self.network_info(st.instance),
                                      self.block_device_info(instance_uuid))
                 st.instance = self._update(instance_uuid, expected_task_state=task_states.UNSHELVING,
@@ -173,7 +174,7 @@ class ComputeShelve:
             try:
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
                                           "compute_unshelve_instance", host=self.host):
-                    self._notify(ctxt, inst, "instance.unshelve.start")
+                    self._notify(ctxt, inst, notifications.event_type(notifications.UNSHELVE, "start"))
                     done["claim"] = self.rt.instance_claim(
                         ctxt, inst, flavor, expected_task_state=task_states.UNSHELVING,
                         expected_vm_state=vm_states.SHELVED_OFFLOADED,
@@ -197,7 +198,8 @@ class ComputeShelve:
                 self._unshelve_failed(ctxt, instance_uuid, done)
                 raise exc_mod.RescheduledException(instance_uuid=instance_uuid,
                                                    reason=str(exc) or type(exc).__name__)
-            self._notify(ctxt, self._get(instance_uuid), "instance.unshelve.end")
+            self._notify(ctxt, self._get(instance_uuid),
+                     notifications.event_type(notifications.UNSHELVE, "end"))
 
     def _connect_volumes(self, ctxt, inst):
         """Each parked attachment connected to this host, and the BDM with it."""

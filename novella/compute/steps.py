@@ -1,12 +1,13 @@
 """The one way a compute host runs a step on an instance.
 
-    with steps.step(self, ctxt, uuid, "compute_prep_resize", "instance.resize_prep",
+    with steps.step(self, ctxt, uuid, "compute_resize_instance", notifications.RESIZE,
                     flavor=new_flavor) as st:
         ... st.instance ...      # the row as read under the lock
         st.instance = updated    # what the .end notification reports
 
 Under the instance's lock the step records its action event and sends the
-``.start`` and ``.end`` (or ``.error``) notifications. A step of a move is
+notifications of its action (novella/rpc/notifications.py): ``.start``,
+then ``.end`` (or ``.error`` when the action has one). A step of a move is
 driven by the conductor, which records faults and finishes the instance
 action. A step that is a whole user action on this host (``standalone=True``:
 stop, start, reboot, delete, shelve, volume attach and detach) does that
@@ -16,6 +17,7 @@ set); in every case the instance action finished.
 import contextlib
 
 from novella.db import records
+from novella.rpc import notifications
 
 
 class Step:
@@ -37,27 +39,38 @@ class Step:
 
 @contextlib.contextmanager
 def step(compute, ctxt, instance_uuid, event, notification=None, flavor=None,
-         standalone=False, error_vm_state=None):
+         standalone=False, error_vm_state=None, error_as=None, end_always=False,
+         **payload_extra):
+    """``notification``: an action of novella/rpc/notifications.py;
+    ``error_as``/``end_always`` as for ``notifications.action``;
+    ``payload_extra``: fields particular to the action's payload class."""
     with compute._locked(instance_uuid):
         read = compute._get(instance_uuid)
         st = Step(read)
+        failed = []
+
+        def send(event_type, fault=None):
+            if event_type.endswith(".start"):
+                row = read
+            elif failed or st.replaced:
+                row = st.instance
+            else:  # the row as the body left it
+                row = compute._get(instance_uuid)
+            compute._notify(ctxt, row, event_type, fault=fault, flavor=flavor,
+                            **payload_extra)
+
         with records.action_event(compute.cell_db, ctxt, instance_uuid, event,
                                   host=compute.host):
-            if notification:
-                compute._notify(ctxt, read, notification + ".start", flavor=flavor)
-            try:
-                yield st
-            except Exception as exc:
-                if standalone:
-                    _failed(compute, instance_uuid, st, exc, error_vm_state)
-                if notification:
-                    compute._notify(ctxt, st.instance, notification + ".error", fault=exc,
-                                    flavor=flavor)
-                raise
-            if notification:
-                # The row as the body left it; read again if the body did not say.
-                done = st.instance if st.replaced else compute._get(instance_uuid)
-                compute._notify(ctxt, done, notification + ".end", flavor=flavor)
+            with (notifications.action(send, notification, error_as=error_as,
+                                       end_always=end_always)
+                  if notification else contextlib.nullcontext()):
+                try:
+                    yield st
+                except Exception as exc:
+                    failed.append(exc)
+                    if standalone:
+                        _failed(compute, instance_uuid, st, exc, error_vm_state)
+                    raise
         if standalone:
             records.finish_action(compute.cell_db, ctxt, instance_uuid)
 

@@ -13,6 +13,7 @@ import logging
 import uuid as uuid_mod
 
 from novella.compute import steps
+from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -33,7 +34,8 @@ class ComputeVolumes:
                       tag=None, delete_on_termination=False):
         """Connect and plug ``volume_id``; returns the block device mapping as a dict."""
         with steps.step(self, ctxt, instance_uuid, "compute_attach_volume",
-                             "instance.volume_attach", standalone=True) as st:
+                             notifications.VOLUME_ATTACH, standalone=True,
+                             volume_id=volume_id) as st:
             inst = st.instance
             bdms = self._bdms(instance_uuid)
             device = device or next_device_name([b.device_name for b in bdms] + ["/dev/vda"])
@@ -72,7 +74,8 @@ class ComputeVolumes:
     def detach_volume(self, ctxt, instance_uuid, volume_id, attachment_id=None):
         """Unplug ``volume_id``, delete its attachment and block device mapping."""
         with steps.step(self, ctxt, instance_uuid, "compute_detach_volume",
-                             "instance.volume_detach", standalone=True) as st:
+                             notifications.VOLUME_DETACH, standalone=True,
+                             volume_id=volume_id) as st:
             inst = st.instance
             bdm = next((b for b in self._bdms(instance_uuid) if b.volume_id == volume_id), None)
             if bdm is None:

@@ -35,6 +35,7 @@ from novella.db import instance_copy
 from novella.db import migration_records
 from novella.db import records
 from novella.db import request_specs
+from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
 from novella.scheduler.rpcapi import SchedulerAPI
 
@@ -142,10 +143,8 @@ class ConductorManager:
         if not build_tasks.delete_build_request(self.api_db, instance_uuid):
             # Deleted by its user meanwhile: it is gone from cell0 too.
             build_tasks.soft_delete_instance(cell0_db, instance_uuid)
-        self._notify(ctxt, "compute_task.build_instances.error", notifier_mod.versioned(
-            "ComputeTaskPayload", {"instance_uuid": instance_uuid,
-                                   "reason": notifier_mod.exception_payload(exc),
-                                   "request_spec": spec, "state": states.ERROR}))
+        self._notify(ctxt, notifications.event_type(notifications.BUILD_INSTANCES, "error"),
+                     notifier_mod.compute_task_payload(instance_uuid, spec, states.ERROR, exc))
 
     # -- moves -------------------------------------------------------------------------
 
@@ -190,12 +189,27 @@ class ConductorManager:
             with records.action_event(move.cell_db, ctxt, move.instance_uuid,
                                       operation.event):
                 task_list.run()
-        except Exception:  # noqa: BLE001 - undone; the fault and migration say why
+        except Exception as exc:  # noqa: BLE001 - undone; the fault and migration say why
             LOG.info("%s %s of %s failed (undone: %s)", kind, move.migration_uuid,
                      move.instance_uuid, task_list.undone)
+            self.move_failed(ctxt, move, exc)
         self._move_ended(ctxt, move)
         return {"completed": task_list.completed, "failed_task": task_list.failed_task,
                 "undone": task_list.undone, "cross_cell": move.target_cell is not None}
+
+    def move_failed(self, ctxt, move, exc):
+        """compute_task.migrate_server.error (rebuild_server for an evacuation)."""
+        task = (notifications.REBUILD_SERVER if move.migration["migration_type"] == "evacuation"
+                else notifications.MIGRATE_SERVER)
+        db = move.target_db if move.moved else move.cell_db
+        try:
+            with db.read_session() as s:
+                state = records.get_instance(s, move.instance_uuid, read_deleted=True).vm_state
+        except Exception:  # noqa: BLE001 - a notification never breaks an operation
+            state = None
+        self._notify(ctxt, notifications.event_type(task, "error"),
+                     notifier_mod.compute_task_payload(move.instance_uuid, move.request_spec,
+                                                       state, exc))
 
     def _move_ended(self, ctxt, move):
         records.finish_action(move.cell_db, ctxt, move.instance_uuid)
@@ -228,15 +242,17 @@ class ConductorManager:
         """
         cross_cell = bool(resized.migration.get("cross_cell_move"))
         kind = action + ("-cross-cell" if cross_cell else "")
-        notification = f"instance.resize_{action}" if cross_cell else None
         uuid = resized.instance_uuid
-        if notification:
-            self._notify_instance(ctxt, resized.instance_db, uuid, notification + ".start")
         tasks = TaskList(f"{kind} {uuid}", operations.OPERATIONS[kind].tasks(resized),
                          journal=self._journal(kind, ctxt, resized))
-        self._resized_ended(ctxt, resized, tasks.run)
-        if notification:
-            self._notify_instance(ctxt, resized.instance_db, uuid, notification + ".end")
+        if cross_cell:
+            name = (notifications.RESIZE_CONFIRM if action == "confirm"
+                    else notifications.RESIZE_REVERT)
+            with notifications.action(lambda event_type, fault=None: self.notify_instance(
+                    ctxt, resized.instance_db, uuid, event_type, fault=fault), name):
+                self._resized_ended(ctxt, resized, tasks.run)
+        else:
+            self._resized_ended(ctxt, resized, tasks.run)
         return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
 
     def _resized_ended(self, ctxt, resized, run):
@@ -368,21 +384,24 @@ class ConductorManager:
     def _request_spec(self, instance_uuid):
         return request_specs.get(self.api_db, instance_uuid)
 
-    def _notify_instance(self, ctxt, cell_db, instance_uuid, event_type):
-        try:
-            with cell_db.read_session() as s:
-                inst = records.get_instance(s, instance_uuid)
-                payload = notifier_mod.instance_payload(inst, records.flavor_of(inst), ctxt=ctxt)
-        except Exception:  # noqa: BLE001 - a notification never breaks an operation
-            LOG.exception("could not read %s for %s", instance_uuid, event_type)
-            return
-        self._notify(ctxt, event_type, payload)
-
-    def _notify(self, ctxt, event_type, payload):
+    def notify_instance(self, ctxt, cell_db, instance_uuid, event_type, host=None, fault=None):
+        """``event_type`` (novella/rpc/notifications.py) about a server as ``cell_db``
+        has it; ``host``: the publisher's host (the conductor's unless given)."""
         if self.notifier is None:
             return
         try:
-            self.notifier(ctxt, f"nova-conductor:{self.conf.host or 'conductor'}", event_type,
-                          payload)
+            payload = notifier_mod.instance_payload_from_db(cell_db, ctxt, instance_uuid,
+                                                            event_type, fault=fault)
+        except Exception:  # noqa: BLE001 - a notification never breaks an operation
+            LOG.exception("could not read %s for %s", instance_uuid, event_type)
+            return
+        self._notify(ctxt, event_type, payload, host=host)
+
+    def _notify(self, ctxt, event_type, payload, host=None):
+        if self.notifier is None:
+            return
+        try:
+            self.notifier(ctxt, f"nova-conductor:{host or self.conf.host or 'conductor'}",
+                          event_type, payload)
         except Exception:  # noqa: BLE001 - a notification never breaks an operation
             LOG.exception("could not send %s", event_type)

@@ -134,6 +134,8 @@ def _carry_on(conductor, ctxt, kind, state, run):
         if isinstance(state, build_tasks.Build):  # the server must still show why
             conductor._bury_in_cell0(ctxt, state.instance_uuid, state.request_spec,
                                      state.build_request, exc)
+        elif isinstance(state, common.Move):
+            conductor.move_failed(ctxt, state, exc)
     if state.cell_db is not None:
         records.finish_open_events(state.cell_db, ctxt, state.instance_uuid, result)
     if isinstance(state, shelve_tasks.Unshelve):

@@ -23,6 +23,9 @@ notification_opts = [
     cfg.StrOpt("notification_format", default="versioned",
                choices=["unversioned", "versioned", "both"]),
     cfg.ListOpt("versioned_notifications_topics", default=["versioned_notifications"]),
+    cfg.BoolOpt("bdms_in_notifications", default=False,
+                help="Include the server's volumes (block_devices) in the payloads of "
+                     "versioned instance notifications."),
 ]
 
 

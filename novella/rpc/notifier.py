@@ -1,12 +1,16 @@
 """Versioned notifications, shaped as OpenStack consumers expect them.
 
     notifier = Notifier(transport, "nova-compute:host1")
-    notifier.notify(ctxt, "instance.resize.start", instance_payload(instance, flavor))
+    notifier.notify(ctxt, "instance.resize.start",
+                    instance_payload(instance, flavor, event_type="instance.resize.start"))
 
 A versioned payload is an object envelope::
 
     {"nova_object.name": "InstanceActionPayload", "nova_object.namespace": "nova",
-     "nova_object.version": "1.8", "nova_object.data": {...}}
+     "nova_object.version": "1.9", "nova_object.data": {...}}
+
+Event types, payload classes and versions come from one table
+(novella/rpc/notifications.py).
 
 ``[notifications] notification_format`` chooses what goes out: ``versioned``
 (the default), ``unversioned`` (the same data with the envelopes removed, on
@@ -15,6 +19,8 @@ the legacy ``notifications`` topic) or ``both``.
 import datetime
 import threading
 import traceback
+
+from novella.rpc import notifications
 
 POWER_STATE_NAMES = {0: "pending", 1: "running", 3: "paused", 4: "shutdown",
                      6: "crashed", 7: "suspended"}
@@ -34,7 +40,12 @@ class Notifier:
         """The same notifier under another publisher id."""
         return Notifier(self.transport, publisher_id)
 
-    def notify(self, ctxt, event_type, payload, priority="INFO"):
+    def notify(self, ctxt, event_type, payload, priority=None):
+        if priority is None:
+            try:
+                priority = notifications.priority_of(event_type)
+            except KeyError:
+                priority = "INFO"
         fmt = _conf().notifications.notification_format
         if fmt in ("versioned", "both"):
             self.transport.notify(ctxt, self.publisher_id, event_type,
@@ -51,7 +62,7 @@ class Notifier:
 
     # Compatible with the plain ``notify(ctxt, publisher, event_type, payload)``
     # callables that services accept.
-    def __call__(self, ctxt, publisher_id, event_type, payload, priority="INFO"):
+    def __call__(self, ctxt, publisher_id, event_type, payload, priority=None):
         (self.prepare(publisher_id) if publisher_id else self).notify(
             ctxt, event_type, payload, priority)
 
@@ -92,7 +103,7 @@ def _time(value):
 
 def flavor_payload(flavor):
     flavor = flavor or {}
-    return versioned("FlavorPayload", {
+    return versioned(*_named(notifications.FLAVOR, {
         "flavorid": flavor.get("flavorid"), "name": flavor.get("name"),
         "memory_mb": flavor.get("memory_mb"), "vcpus": flavor.get("vcpus"),
         "root_gb": flavor.get("root_gb"), "ephemeral_gb": flavor.get("ephemeral_gb"),
@@ -101,7 +112,12 @@ def flavor_payload(flavor):
         "is_public": flavor.get("is_public", True),
         "extra_specs": dict(flavor.get("extra_specs") or {}),
         "projects": flavor.get("projects"), "description": flavor.get("description"),
-    }, version="1.4")
+    }))
+
+
+def _named(kind, data):
+    name, version = kind
+    return name, data, version
 
 
 def ip_payloads(network_info):
@@ -110,34 +126,62 @@ def ip_payloads(network_info):
     for vif in network_info or []:
         for subnet in vif.get("network", {}).get("subnets", []):
             for ip in subnet.get("ips", []):
-                out.append(versioned("IpPayload", {
+                out.append(versioned(*_named(notifications.IP, {
                     "label": vif["network"].get("label"), "mac": vif.get("address"),
                     "meta": {}, "port_uuid": vif.get("id"),
                     "version": ip.get("version", 4), "address": ip.get("address"),
-                    "device_name": vif.get("devname")}))
+                    "device_name": vif.get("devname")})))
     return out
+
+
+def block_device_payloads(bdms):
+    """BlockDevicePayload objects of the volumes among ``bdms`` (rows or dicts);
+    None unless ``[notifications] bdms_in_notifications``."""
+    if bdms is None or not _conf().notifications.bdms_in_notifications:
+        return None
+    return [versioned(*_named(notifications.BLOCK_DEVICE, {
+        "device_name": _get(b, "device_name"), "boot_index": _get(b, "boot_index"),
+        "delete_on_termination": bool(_get(b, "delete_on_termination", False)),
+        "volume_id": _get(b, "volume_id"), "tag": _get(b, "tag")}))
+        for b in bdms if _get(b, "volume_id")]
 
 
 def exception_payload(exc):
     tb = exc.__traceback__
     frames = traceback.extract_tb(tb) if tb else []
     last = frames[-1] if frames else None
-    return versioned("ExceptionPayload", {
+    return versioned(*_named(notifications.EXCEPTION, {
         "module_name": type(exc).__module__,
         "function_name": last.name if last else None,
         "exception": type(exc).__name__,
         "exception_message": str(exc),
         "traceback": "".join(traceback.format_exception(exc)) if tb else None,
-    }, version="1.1")
+    }))
 
 
-def instance_payload(instance, flavor, name="InstanceActionPayload", version="1.8",
-                     network_info=None, fault=None, ctxt=None, **extra):
+# The fields a payload class adds to InstanceActionPayload's, with their
+# values when the caller gives none.
+_PAYLOAD_EXTRAS = {
+    "InstanceActionResizePrepPayload": {"new_flavor": None},
+    "InstanceActionRebuildPayload": {"trusted_image_certificates": None},
+    "InstanceActionVolumePayload": {"volume_id": None},
+    "InstanceCreatePayload": {"keypairs": [], "tags": [], "trusted_image_certificates": None,
+                              "instance_name": None},
+}
+
+
+def instance_payload(instance, flavor, name="InstanceActionPayload", version=None,
+                     network_info=None, fault=None, ctxt=None, bdms=None, event_type=None,
+                     **extra):
     """An instance payload from an instance row (ORM object or dict) and its flavor dict.
 
-    ``extra`` adds the fields particular to a payload type, e.g.
-    ``new_flavor`` for instance.resize_prep or ``migration`` for live migration.
+    ``event_type`` picks the payload class and version (novella/rpc/notifications.py);
+    ``extra`` gives the fields particular to that class, e.g. ``new_flavor``
+    (a flavor dict) for instance.resize_prep or ``volume_id``.
     """
+    if event_type is not None:
+        name, version = notifications.payload_of(event_type)
+    version = version or notifications.INSTANCE_ACTION[1]
     power = _get(instance, "power_state", 0) or 0
     data = {
         "uuid": _get(instance, "uuid"),
@@ -167,7 +211,8 @@ def instance_payload(instance, flavor, name="InstanceActionPayload", version="1.
         "task_state": _get(instance, "task_state"),
         "progress": _get(instance, "progress") or 0,
         "ip_addresses": ip_payloads(network_info),
-        "block_devices": [],
+        "block_devices": block_device_payloads(bdms),
+        "shares": [],
         "metadata": {},
         "locked": bool(_get(instance, "locked", False)),
         "locked_reason": _get(instance, "locked_reason"),
@@ -177,8 +222,77 @@ def instance_payload(instance, flavor, name="InstanceActionPayload", version="1.
         "request_id": ctxt.request_id if ctxt is not None else None,
         "fault": exception_payload(fault) if isinstance(fault, BaseException) else fault,
     }
+    data.update(_PAYLOAD_EXTRAS.get(name, {}))
+    if "new_flavor" in extra and not is_versioned(extra["new_flavor"]):
+        extra["new_flavor"] = flavor_payload(extra["new_flavor"])
+    if name == "InstanceCreatePayload" and not extra.get("instance_name"):
+        data["instance_name"] = _get(instance, "hostname") or _get(instance, "display_name")
     data.update(extra)
     return versioned(name, data, version=version)
+
+
+def request_spec_payload(spec, instance_uuid=None):
+    """A RequestSpecPayload from a request spec dict (or None)."""
+    if spec is None:
+        return None
+    spec = unwrap(spec)
+    if not isinstance(spec, dict):
+        return None
+    flavor = spec.get("flavor")
+    image = spec.get("image") or {}
+    image_payload = versioned(*_named(notifications.IMAGE_META, {
+        key: image.get(key) for key in (
+            "id", "name", "status", "visibility", "protected", "checksum", "owner", "size",
+            "virtual_size", "container_format", "disk_format", "created_at", "updated_at",
+            "tags", "direct_url", "min_ram", "min_disk")} | {
+        "properties": image.get("properties") or {}})) if image else None
+    hints = spec.get("scheduler_hints") or {}
+    return versioned(*_named(notifications.REQUEST_SPEC, {
+        "instance_uuid": spec.get("instance_uuid") or instance_uuid,
+        "project_id": spec.get("project_id"), "user_id": spec.get("user_id"),
+        "availability_zone": spec.get("availability_zone"),
+        "flavor": flavor_payload(flavor) if isinstance(flavor, dict) else None,
+        "force_hosts": spec.get("force_hosts"), "force_nodes": spec.get("force_nodes"),
+        "ignore_hosts": spec.get("ignore_hosts"),
+        "image_meta": image_payload, "image": image_payload,
+        "instance_group": None, "numa_topology": None, "pci_requests": None,
+        "num_instances": spec.get("num_instances") or 1,
+        "requested_destination": None, "retry": None,
+        "scheduler_hints": {k: [str(x) for x in (v if isinstance(v, list) else [v])]
+                            for k, v in hints.items()},
+        "security_groups": [g if isinstance(g, str) else g.get("name")
+                            for g in spec.get("security_groups") or []],
+    }))
+
+
+def compute_task_payload(instance_uuid, spec, state, exc):
+    """The ComputeTaskPayload of a compute_task.*.error notification."""
+    return versioned(*_named(notifications.COMPUTE_TASK_PAYLOAD, {
+        "instance_uuid": instance_uuid,
+        "request_spec": request_spec_payload(spec, instance_uuid),
+        "state": state, "reason": exception_payload(exc)}))
+
+
+def instance_payload_from_db(cell_db, ctxt, instance_uuid, event_type, fault=None, **extra):
+    """The payload of ``event_type`` for an instance as its cell database has
+    it (flavor, volumes, the ports of its network info cache)."""
+    import json
+
+    import sqlalchemy as sa
+
+    from novella.db import cell_models as m
+    from novella.db import records
+    with cell_db.read_session() as s:
+        inst = records.get_instance(s, instance_uuid, read_deleted=True)
+        bdms = list(s.scalars(sa.select(m.BlockDeviceMapping).where(
+            m.BlockDeviceMapping.instance_uuid == instance_uuid,
+            m.BlockDeviceMapping.deleted == 0)))
+        cache = inst.info_cache
+        network_info = json.loads(cache.network_info) if cache is not None and \
+            cache.network_info else []
+        return instance_payload(inst, records.flavor_of(inst), network_info=network_info,
+                                fault=fault, ctxt=ctxt, bdms=bdms, event_type=event_type,
+                                **extra)
 
 
 # --- recording (tests) -----------------------------------------------------------

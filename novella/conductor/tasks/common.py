@@ -103,7 +103,7 @@ class Move(Recorded):
     """
 
     SERVICES = ("conf", "api_db", "placement", "scheduler", "image_api", "volume_api", "ctxt",
-                "cell_db", "compute", "target_db", "target_compute")
+                "cell_db", "compute", "target_db", "target_compute", "notify")
     CELLS = ("cell", "target_cell")
 
     def __init__(self, services, ctxt, cell, instance, migration, new_flavor, request_spec,
@@ -139,6 +139,7 @@ class Move(Recorded):
         self.conf, self.api_db = services.conf, services.api_db
         self.placement, self.scheduler = services.placement, services.scheduler
         self.image_api, self.volume_api = services.image_api, services.volume_api
+        self.notify = getattr(services, "notify_instance", None)
         self.ctxt = ctxt
         self.cell_db = cells_mod.cell_database(self.cell)
         self.compute = compute_api(self.conf, self.cell)

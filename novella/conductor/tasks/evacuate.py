@@ -18,6 +18,7 @@ from novella.compute.states import migration_status as ms
 from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask
 from novella.db import migration_records
+from novella.rpc import notifications
 from novella.scheduler import utils as scheduler_utils
 
 CONDUCTOR_EVENT = "conductor_rebuild_server"
@@ -33,7 +34,12 @@ class RebuildAtDestination(MoveTask):
 
     def execute(self):
         move = self.move
-        common.on_a_destination(move, "rebuild_instance", lambda sel: (
+
+        def scheduled(sel):
+            if move.notify is not None:
+                move.notify(move.ctxt, move.cell_db, move.instance_uuid,
+                            notifications.REBUILD_SCHEDULED, host=sel["service_host"])
+        common.on_a_destination(move, "rebuild_instance", lambda sel: scheduled(sel) or (
             move.compute.rebuild_instance(
                 move.ctxt, sel["service_host"], move.instance_uuid, move.migration_uuid,
                 port_profiles=scheduler_utils.selection_port_profiles(move.request_spec, sel),

@@ -72,8 +72,8 @@ class LiveMigrate(MoveTask):
         # copy that may still run (its conductor died during it) is stopped, so
         # that nothing arrives at the destination after its rollback.
         move = self.move
-        move.compute.live_migration_abort(move.ctxt, move.source_host, move.instance_uuid,
-                                          move.migration_uuid)
+        move.compute.rollback_live_migration_at_source(move.ctxt, move.source_host,
+                                                       move.instance_uuid, move.migration_uuid)
 
 
 class PostAtDestination(MoveTask):

@@ -81,9 +81,13 @@ def test_resize_revert_hands_source_back_to_instance(cloud):
     publishers = {(n["event_type"], n["publisher_id"]) for n in notes.messages}
     for event, host in (("instance.resize_prep.start", dest), ("instance.resize.end", src),
                         ("instance.resize_finish.end", dest),
-                        ("instance.resize_revert.start", dest),
+                        ("instance.resize_revert.start", src),
                         ("instance.resize_revert.end", src)):
         assert (event, f"nova-compute:{host}") in publishers, event
+    # The source tells the revert, once.
+    assert [n["publisher_id"] for n in notes.messages
+            if n["event_type"].startswith("instance.resize_revert.")] == [
+        f"nova-compute:{src}"] * 2
 
 
 def simulated_notes(cloud):

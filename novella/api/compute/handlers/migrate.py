@@ -18,6 +18,8 @@ from novella.conductor.rpcapi import ConductorAPI
 from novella.db import cells as cells_mod
 from novella.db import migration_records
 from novella.db import records
+from novella.rpc import notifications
+from novella.rpc import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -155,10 +157,22 @@ def evacuate(req, rec, body):
     if host:
         _check_target_host(req, rec, host, other_cells=False)
     migration = _accept(req, rec, "evacuate", task_states.REBUILDING, "evacuation")
+    _notify(req, rec, notifications.EVACUATE)
     _conductor(req).evacuate_instance(req.context, rec["uuid"], migration["uuid"], host=host)
     if not req.at_least("2.14") and req.api.conf.api.enable_instance_password:
         return 200, {"adminPass": body["evacuate"].get("adminPass") or secrets.token_urlsafe(9)}
     return 200, None
+
+
+def _notify(req, rec, event_type):
+    """``event_type`` about the server, from the API (publisher nova-api:<host>)."""
+    try:
+        payload = notifier_mod.instance_payload_from_db(
+            cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"], event_type)
+        notifier_mod.Notifier(req.api.transport, f"nova-api:{req.api.conf.host or 'api'}").notify(
+            req.context, event_type, payload)
+    except Exception:  # noqa: BLE001 - a notification never breaks a request
+        LOG.exception("could not send %s", event_type)
 
 
 def _accept(req, rec, action_name, task_state, migration_type):
