@@ -21,6 +21,16 @@ beginning; the moves belong to the conductor that journals them
 
 Each interrupted action event ends ``Error`` before the operation runs again.
 
+A host that was down while the conductor undid a move could not take its own
+part of the undo; it takes it as it starts (``reconcile_moves``):
+
+    a server of this host whose latest move from here ended in error, with no
+        guest here or a guest stopped though the server is active: the guest
+        comes back from the copy kept for a revert, its ports and volumes here
+    a guest here (or disks copied here for one) of a server that is another
+        host's (or of none), with no move between the two in progress: it goes,
+        with this host's bindings
+
 ``clean_up_deleted`` is the host's part of a delete that came in while the
 server moved: the conductor asks each host the move touched, once the move
 ended either way, to remove what is left there.
@@ -31,7 +41,7 @@ import sqlalchemy as sa
 
 from novella.compute import cleanup
 from novella.compute import states as vm_states
-from novella.compute.states import task_states
+from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.db import cell_models as m
 from novella.db import records
 
@@ -70,6 +80,51 @@ class ComputeRecovery:
             # Shelved, but the service died before the offload that follows at once.
             self._offload_shelved(ctxt, 0)
         return found
+
+    def reconcile_moves(self, ctxt):
+        """This host's part of the moves undone while it was down (see above).
+        Returns {instance uuid: 'restored' | 'removed'}."""
+        done = {}
+        guests = set(self.driver.list_instances())
+        held = set(self.driver.list_disks())
+        with self.cell_db.read_session() as s:
+            mine = s.execute(sa.select(m.Instance.uuid, m.Instance.vm_state).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.Instance.task_state.is_(None),
+                m.Instance.vm_state.in_((vm_states.ACTIVE, vm_states.STOPPED)))).all()
+            hosts = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.host).where(
+                m.Instance.uuid.in_(held), m.Instance.deleted == 0)).all())
+            moving = set(s.scalars(sa.select(m.Migration.instance_uuid).where(
+                sa.or_(m.Migration.source_compute == self.host,
+                       m.Migration.dest_compute == self.host),
+                m.Migration.deleted == 0,
+                m.Migration.status.in_(ms.IN_PROGRESS + (ms.DONE,)))))
+            undone = {}
+            for uuid, vm_state in mine:
+                latest = s.execute(sa.select(m.Migration.uuid, m.Migration.status,
+                                             m.Migration.migration_type).where(
+                    m.Migration.instance_uuid == uuid, m.Migration.source_compute == self.host,
+                    m.Migration.deleted == 0).order_by(m.Migration.id.desc())).first()
+                if latest is not None and latest.status == ms.ERROR and \
+                        latest.migration_type in ("resize", "migration"):
+                    undone[uuid] = (latest.uuid, vm_state)
+        for uuid, (migration_uuid, vm_state) in undone.items():
+            running = vm_state == vm_states.ACTIVE
+            if uuid in guests and (not running or self._power(uuid) == power_state.RUNNING):
+                continue
+            with cleanup.step(f"bring back {uuid} after an undone move"):
+                self.finish_revert_resize(ctxt, uuid, migration_uuid, power_on=running,
+                                          rollback=True)
+                done[uuid] = "restored"
+        for uuid in held - moving:
+            if hosts.get(uuid) == self.host:
+                continue  # this host's (a deleted server's guest went before)
+            with cleanup.step(f"remove {uuid}, another host's"):
+                self.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
+                if self.network_api is not None:
+                    self.network_api.delete_port_bindings(ctxt, uuid, self.host)
+                done[uuid] = "removed"
+        return done
 
     def clean_up_deleted(self, ctxt, instance_uuid):
         """A server deleted while it moved: its guest here (or the copy kept for a

@@ -75,6 +75,11 @@ class ComputeDriver:
         """uuids of the guests the hypervisor knows."""
         raise NotImplementedError
 
+    def list_disks(self):
+        """Uuids of the instances whose disks are on this host: its guests, and disks
+        copied here for a move that has not made the guest yet."""
+        return self.list_instances()
+
     def instance_exists(self, instance):
         return instance["uuid"] in self.list_instances()
 

@@ -373,6 +373,11 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         return sorted(d for d in os.listdir(self.path) if not d.endswith("_resize")
                       and os.path.exists(os.path.join(self.path, d, "domain.json")))
 
+    def list_disks(self):
+        if not os.path.isdir(self.path):
+            return []
+        return sorted(d for d in os.listdir(self.path) if not d.endswith("_resize"))
+
     def instance_exists(self, instance):
         return os.path.exists(self._domain_file(instance["uuid"]))
 

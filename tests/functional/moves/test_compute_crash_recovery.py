@@ -23,14 +23,22 @@ from novella.conf import CONF
 from novella.db import engine
 from novella.db import records
 from novella.placement import client as placement_client
+from tests.functional.moves import test_crash_recovery as harness
 
 COMPUTE_METHODS = ("build_and_run_instance", "terminate_instance", "shelve_instance",
-                   "stop_instance", "start_instance", "reboot_instance")
+                   "stop_instance", "start_instance", "reboot_instance",
+                   # a move's steps on its hosts
+                   "prep_resize", "resize_instance", "finish_resize", "confirm_resize",
+                   "revert_resize", "finish_revert_resize",
+                   "prepare_live_migration_at_destination", "live_migration",
+                   "post_live_migration_at_destination", "post_live_migration_at_source",
+                   "rollback_live_migration_at_destination")
 
 
 class HostDeath:
-    """The one thread running the host's operation dies before its ``at``-th effect
-    (None: a clean run, counting them)."""
+    """The thread running a host's part of the operation dies before the operation's
+    ``at``-th effect (None: a clean run, counting them); that host then answers
+    nothing until a fresh service starts for it."""
 
     def __init__(self):
         self.reached = threading.Event()
@@ -39,6 +47,7 @@ class HostDeath:
 
     def arm(self, at):
         self.at, self.count, self.effects, self.thread, self.depth = at, 0, [], None, 0
+        self.dead = None
         self.reached.clear()
 
     def effect(self, name, real):
@@ -56,6 +65,7 @@ class HostDeath:
                     if self.at is None:
                         self.effects.append(name)
                     elif self.count == self.at:
+                        self.dead = self.host
                         self.reached.set()
                         threading.Event().wait()  # this thread never runs another statement
                 return real(*args, **kwargs)
@@ -70,6 +80,8 @@ class HostDeath:
     def detached(self, method):
         """The host's entry point in a thread of its own, which may die."""
         def run(*args, **kwargs):
+            if self.dead == method.__self__.host:
+                raise StoppedAnswering(f"{self.dead} is down")
             thread = threading.Thread(target=method, args=args, kwargs=kwargs, daemon=True)
             self.thread, self.host = thread, method.__self__.host
             thread.start()
@@ -225,4 +237,48 @@ def test_a_compute_service_dying_before_any_effect_finishes_on_restart(cloud, de
             assert after["task_state"] is None, where  # the build stopped on that host
         else:
             assert after == finished, where
+        _delete_and_check_empty(cloud, death, sid, where)
+
+
+# A move: its hosts' steps are counted together; the host running the step that
+# dies is down while the conductor undoes the move, and starts again after.
+MOVES = {
+    "resize": lambda cloud, sid: cloud.action(sid, {"resize": {"flavorRef": "2"}}),
+    "migrate": lambda cloud, sid: cloud.action(sid, {"migrate": None}),
+    "live-migrate": lambda cloud, sid: cloud.action(
+        sid, {"os-migrateLive": {"host": None, "block_migration": "auto"}}, version="2.30"),
+}
+
+
+def _move(cloud, death, move, at):
+    death.arm(-1)
+    sid = _boot(cloud)
+    cloud.aio.wait_idle()
+    source = cloud.host_of(sid)
+    before = harness.books(cloud, sid, source)
+    death.arm(at)
+    status, body = MOVES[move](cloud, sid)
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    return sid, source, before
+
+
+@pytest.mark.parametrize("move", sorted(MOVES))
+def test_a_host_dying_inside_a_move_is_undone_and_reconciled_when_it_starts(cloud, death,
+                                                                            move):
+    sid, source, _ = _move(cloud, death, move, None)
+    finished = harness.books(cloud, sid, source)
+    effects = list(death.effects)
+    assert finished["task_state"] is None and len(effects) >= 2, (finished, effects)
+    _delete_and_check_empty(cloud, death, sid)
+
+    for at in range(1, len(effects) + 1):
+        sid, source, before = _move(cloud, death, move, at)
+        assert death.reached.is_set(), f"{move}: never reached effect {at}"
+        where = (move, at, effects[at - 1], death.dead == source and "source" or "dest")
+        _restart(cloud, death, death.dead)
+        cloud.aio.wait_idle()
+        after = harness.books(cloud, sid, source)
+        undone = dict(before, migration="error")
+        assert after in (finished, undone), (where, after, undone)
         _delete_and_check_empty(cloud, death, sid, where)
