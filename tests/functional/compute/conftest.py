@@ -45,7 +45,7 @@ class Env:
             self.start_host(f"{name}-{tag}")
         self.host1, self.host2 = list(self.managers)
 
-    def notifier(self, ctxt, publisher_id, event_type, payload):
+    def notifier(self, ctxt, publisher_id, event_type, payload, priority="INFO"):
         self.notifications.append((publisher_id, event_type, payload))
 
     def start_host(self, host, **driver_kw):
