@@ -223,6 +223,7 @@ def instance_payload(instance, flavor, name="InstanceActionPayload", version=Non
         "fault": exception_payload(fault) if isinstance(fault, BaseException) else fault,
     }
     data.update(_PAYLOAD_EXTRAS.get(name, {}))
+    extra = {k: v for k, v in extra.items() if k in _PAYLOAD_EXTRAS.get(name, {})}
     if "new_flavor" in extra and not is_versioned(extra["new_flavor"]):
         extra["new_flavor"] = flavor_payload(extra["new_flavor"])
     if name == "InstanceCreatePayload" and not extra.get("instance_name"):

@@ -10,7 +10,12 @@ Layout on the broker (one virtual host per cell, taken from the URL path):
   exchange; a call waits for the reply carrying its correlation id;
 - notifications go to the routing keys ``<topic>.<priority>`` (e.g.
   ``versioned_notifications.info``), and a queue of that name is declared so
-  an operator can read them as with any OpenStack service.
+  an operator can read them as with any OpenStack service. Each is an
+  oslo.messaging 2.0 envelope (``{"oslo.version": "2.0", "oslo.message":
+  "<json>"}``) whose message carries ``message_id``, ``publisher_id``,
+  ``event_type``, ``priority``, ``payload``, ``timestamp`` and the request
+  context as ``_context_<key>`` entries: an ``oslo_messaging`` notification
+  listener receives every field and the context.
 
 kombu connections are not thread-safe, so each consumer owns a connection and
 a thread, and publishing shares one connection under a lock. Requests are
@@ -40,6 +45,26 @@ LEGACY_NOTIFICATION_TOPIC = "notifications"
 def _conf():
     from novella.conf import CONF
     return CONF
+
+
+def notification_envelope(msg):
+    """The oslo.messaging 2.0 envelope of a notification (``Transport.notification``)."""
+    body = {k: v for k, v in msg.items() if k != "context"}
+    body["timestamp"] = str(body["timestamp"]).replace("T", " ")
+    body["_unique_id"] = uuid.uuid4().hex
+    body.update((f"_context_{k}", v) for k, v in (msg.get("context") or {}).items())
+    return {"oslo.version": "2.0", "oslo.message": base.encode(body)}
+
+
+def from_notification_envelope(data):
+    """A notification as ``Transport.notification`` makes it, from what the broker holds."""
+    msg = base.decode(data) if isinstance(data, (str, bytes)) else data
+    if isinstance(msg, dict) and "oslo.message" in msg:
+        msg = base.decode(msg["oslo.message"])
+    msg.pop("_unique_id", None)
+    context = {k[len("_context_"):]: msg.pop(k) for k in list(msg) if k.startswith("_context_")}
+    msg.setdefault("context", context)
+    return msg
 
 
 def kombu_url(url):
@@ -229,7 +254,8 @@ class RabbitTransport(base.Transport):
                       declare=[self.exchange])
 
     def notify(self, ctxt, publisher_id, event_type, payload, priority="INFO"):
-        msg = base.encode(self.notification(ctxt, publisher_id, event_type, payload, priority))
+        msg = base.encode(notification_envelope(
+            self.notification(ctxt, publisher_id, event_type, payload, priority)))
         for topic in self._notification_topics(payload):
             key = f"{topic}.{priority.lower()}"
             queue = kombu.Queue(key, self.exchange, routing_key=key, durable=False)
@@ -318,7 +344,7 @@ class RabbitTransport(base.Transport):
 
     def _on_notification(self, message):
         message.ack()
-        msg = base.decode(message.body)
+        msg = from_notification_envelope(message.body)
         for cb in list(self.notification_listeners):
             try:
                 cb(msg)

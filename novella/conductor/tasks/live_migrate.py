@@ -65,6 +65,10 @@ class LiveMigrate(MoveTask):
                                         move.migration_uuid, move.dest_host)
         except compute_exceptions.LiveMigrationAborted:
             move.cancelled = True  # saved with the step's failure
+            self.undo(None)
+            raise
+        except Exception:
+            self.undo(None)  # the source tells its rollback
             raise
 
     def undo(self, exc):
