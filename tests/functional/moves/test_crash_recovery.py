@@ -10,9 +10,10 @@ database write). A fresh conductor on the same databases takes the
 operation over once the dead one's lease has run out and finishes it
 forward or back. The books must then be exactly those of the server before
 the move (undone) or after a clean run (finished): the server's state and
-host, Placement allocations by consumer (instance and migration) and the
-usage of every provider, the migration's final status and the guest files
-on the simulated hosts. Deleting the server then leaves every provider at
+host, its cell mapping, Placement allocations by consumer (instance and
+migration) and the usage of every provider, its ports' bindings (host,
+status and whether the profile names an allocation), the migration's final
+status and the guest files on the simulated hosts. Deleting the server then leaves every provider at
 zero.
 """
 import os
@@ -25,7 +26,9 @@ from novella.conductor import journal
 from novella.conductor.manager import ConductorManager
 from novella.conductor.tasks.base import TaskList
 from novella.conf import CONF
+from novella.context import get_admin_context
 from novella.db import api_models as am
+from novella.db import cells as cells_mod
 
 FINAL_MIGRATION = {"error", "confirmed", "reverted", "completed", "finished", "done"}
 CONDUCTOR_METHODS = ("schedule_and_build_instances", "migrate_server", "live_migrate_instance", "evacuate_instance",
@@ -191,7 +194,14 @@ def books(cloud, sid, source):
     guests = {(role(host), copy) for host in cloud.aio.computes
               for copy, path in (("guest", sid), ("resize copy", sid + "_resize"))
               if os.path.exists(os.path.join(root, host, path))}
+    ctxt = get_admin_context()
+    network = cloud.aio.network_api
+    bindings = {(role(b["host"]), b["status"], bool((b.get("profile") or {}).get("allocation")))
+                for port in network.list_ports(ctxt, device_id=sid)
+                for b in network.list_port_bindings(ctxt, port["id"])}
+    mapped = cells_mod.instance_cell(cloud.aio.api_db, sid)
     return {"status": server["status"], "task_state": server["OS-EXT-STS:task_state"],
+            "bindings": bindings, "cell": mapped.name if mapped else None,
             "host": role(server["OS-EXT-SRV-ATTR:host"]),
             "flavor": server["flavor"]["original_name"], "allocations": allocations,
             "usages": usages, "guests": guests,
@@ -275,7 +285,7 @@ def crash_at_every_boundary(cloud, crash, operation, operations):
         expected = finished if row.status == "done" else before
         if row.status == "undone" and before is None:  # a build: in cell0, in ERROR
             expected = dict(finished, status="ERROR", host=None, allocations={}, usages={},
-                            guests=set())
+                            guests=set(), bindings=set(), cell="cell0")
         elif row.status == "undone" and before["migration"] is None and after["migration"]:
             expected = dict(before, migration="error")  # a move that was undone says so
         if row.status == "undone":
