@@ -39,14 +39,18 @@ def compute_api(conf, cell_mapping):
                       timeout=conf.rpc_response_timeout, long_timeout=conf.long_rpc_timeout)
 
 
-def held_port_profiles(placement, request_spec, consumer):
+def held_port_profiles(placement, request_spec, consumer, *then):
     """The binding profiles of the server's ports as ``consumer``'s allocation
-    provides them (e.g. the migration's, holding the source host's), or None
-    when no port asks for resources."""
+    provides them (e.g. the migration's, holding the source host's), or the
+    first of ``then`` holding one (a step run again after it handed the
+    allocation on), or None when no port asks for resources."""
     groups = [g for g in request_spec.get("requested_resources") or [] if g.get("requester_id")]
     if not groups:
         return None
-    allocations = placement.get_allocations(consumer).get("allocations") or {}
+    for holder in (consumer,) + then:
+        allocations = placement.get_allocations(holder).get("allocations") or {}
+        if allocations:
+            break
     return scheduler_utils.port_profiles(
         groups, allocations=allocations, traits_of=lambda rp: placement.get_traits(rp)[1])
 

@@ -157,7 +157,8 @@ class FinishRevertAtSource(ResizedTask):
             availability_zone=aggregates.host_availability_zone(
                 r.api_db, r.source_host, r.conf.default_availability_zone),
             port_profiles=common.held_port_profiles(
-                r.placement, request_specs.get(r.api_db, r.instance_uuid), r.migration_uuid))
+                r.placement, request_specs.get(r.api_db, r.instance_uuid), r.migration_uuid,
+                r.instance_uuid))
 
 
 class RecordOldFlavor(ResizedTask):

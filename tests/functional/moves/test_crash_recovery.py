@@ -181,15 +181,18 @@ def books(cloud, sid, source):
     consumers = {"instance": sid}
     if migrations:
         consumers["migration"] = migrations[0]["uuid"]
-    names = {cloud.rp(host): host for host in cloud.aio.computes}
+    def label(provider):  # a host's provider (or one under it, named after it) by role
+        host, _, rest = provider.partition(":")
+        return role(host) + (":" + rest if rest else "")
+    names = {rp["uuid"]: label(rp["name"])
+             for rp in cloud.aio.placement.list_resource_providers()}
     allocations = {}
     for name, consumer in consumers.items():
-        held = {role(names[rp]): a["resources"] for rp, a in cloud.allocations(consumer).items()
-                if rp in names}
+        held = {names[rp]: a["resources"] for rp, a in cloud.allocations(consumer).items()}
         if held:
             allocations[name] = held
-    usages = {role(host): used for host, used in cloud.usages().items()
-              if host in cloud.aio.computes and any(used.values())}
+    usages = {label(provider): used for provider, used in cloud.usages().items()
+              if any(used.values())}
     root = next(iter(cloud.aio.computes.values())).driver.root
     guests = {(role(host), copy) for host in cloud.aio.computes
               for copy, path in (("guest", sid), ("resize copy", sid + "_resize"))
@@ -215,7 +218,11 @@ def _operation_row(cloud, sid, kind):
             .order_by(am.Operation.id.desc())).first()
 
 
-def _start(cloud, crash, operation, at=None, operations=OPERATIONS):
+def _boot(cloud):
+    return cloud.boot(flavor="1")
+
+
+def _start(cloud, crash, operation, at=None, operations=OPERATIONS, boot=_boot):
     """A new server, brought to where ``operation`` starts; the request sent, its
     conductor armed to die at ``at``. Returns (server, its source host, books before);
     a build makes the server, which had no books before."""
@@ -226,7 +233,7 @@ def _start(cloud, crash, operation, at=None, operations=OPERATIONS):
         status, body = request(cloud, None)
         assert status == 202, body
         return body["server"]["id"], None, None
-    sid = cloud.boot(flavor="1")
+    sid = boot(cloud)
     source = cloud.host_of(sid)
     if prepare is not None:
         prepare(cloud, crash, sid)
@@ -250,11 +257,23 @@ def test_a_conductor_dying_at_any_step_boundary_leaves_exact_books(cloud, crashi
     crash_at_every_boundary(cloud, crashing, operation, OPERATIONS)
 
 
-def crash_at_every_boundary(cloud, crash, operation, operations):
+@pytest.mark.parametrize("operation", sorted(set(OPERATIONS) - {"build"}))
+def test_a_conductor_dying_in_a_move_of_a_server_with_a_bandwidth_port(make_cloud, monkeypatch,
+                                                                       operation):
+    """The same, for a server whose port asks for bandwidth: its allocation on the
+    host's bandwidth provider and its binding's allocation key are in the books."""
+    from tests.functional.moves import test_bandwidth as bandwidth
+    cloud = make_cloud(hosts=2, simulated={"resource_provider_bandwidths":
+                                           ["physnet0:10000:10000"]})
+    crash_at_every_boundary(cloud, arm_crashes(cloud, monkeypatch), operation, OPERATIONS,
+                            boot=lambda cloud: bandwidth._boot(cloud, bandwidth._port(cloud)))
+
+
+def crash_at_every_boundary(cloud, crash, operation, operations, boot=_boot):
     """The harness: a clean run, then a death and a recovery at each of its boundaries."""
     kind = operations[operation][2]
     # A clean run: the boundaries to crash at, and the books it ends with.
-    sid, source, _ = _start(cloud, crash, operation, operations=operations)
+    sid, source, _ = _start(cloud, crash, operation, operations=operations, boot=boot)
     crash.wait(cloud)
     cloud.aio.wait_idle()
     finished = books(cloud, sid, source)
@@ -266,7 +285,7 @@ def crash_at_every_boundary(cloud, crash, operation, operations):
 
     for index, name, status in points:
         sid, source, before = _start(cloud, crash, operation, at=(index, status),
-                                     operations=operations)
+                                     operations=operations, boot=boot)
         crash.wait(cloud)
         assert crash.reached.is_set(), f"{operation}: never reached {name} {status}"
         cloud.aio.wait_idle()
