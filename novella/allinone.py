@@ -6,6 +6,7 @@ SQLite database and its own in-process transport, exactly as separate
 services would be wired over RabbitMQ. Tests and benchmarks build the same
 object without HTTP listeners (``http=False``) and call the WSGI apps directly.
 """
+import functools
 import json
 import logging
 import os
@@ -121,11 +122,20 @@ class AllInOne:
             if interval and interval > 0:
                 self.periodics.append(Periodic(getattr(self.conductor, name), interval,
                                                f"conductor-{name}").start())
+        # Heartbeats: one UPDATE per cell per interval for all its hosts here.
+        by_cell = {}
         for host, mgr in self.computes.items():
+            by_cell.setdefault(id(mgr.cell_db), []).append(mgr)
             for name, interval in mgr.periodic_tasks.items():
-                if interval and interval > 0:
+                if interval and interval > 0 and name != "heartbeat":
                     self.periodics.append(Periodic(getattr(mgr, name), interval,
                                                    f"{name}-{host}").start())
+        for mgrs in by_cell.values():
+            interval = mgrs[0].periodic_tasks.get("heartbeat")
+            if interval and interval > 0:
+                self.periodics.append(Periodic(
+                    functools.partial(type(mgrs[0]).heartbeat_hosts, mgrs), interval,
+                    f"heartbeat-{mgrs[0].host}").start())
 
     def _start_placement(self):
         from novella.placement import conf as pconf

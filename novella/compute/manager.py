@@ -158,6 +158,25 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             svc.updated_at = now
             svc.version = SERVICE_VERSION
 
+    @staticmethod
+    def heartbeat_hosts(managers):
+        """The heartbeat of many hosts of one cell in one UPDATE (a process that
+        runs a whole fleet of simulated hosts); a host whose services row is
+        missing gets its own ``heartbeat`` (which makes the row)."""
+        if not managers:
+            return
+        by_host = {mgr.host: mgr for mgr in managers}
+        now = records.utcnow()
+        svc = m.Service
+        where = (svc.host.in_(sorted(by_host)), svc.binary == BINARY, svc.deleted == 0)
+        with managers[0].cell_db.session(write=True) as s:
+            s.execute(sa.update(svc).where(*where).values(
+                report_count=svc.report_count + 1, last_seen_up=now, updated_at=now,
+                version=SERVICE_VERSION).execution_options(synchronize_session=False))
+            present = set(s.scalars(sa.select(svc.host).where(*where)))
+        for host in sorted(set(by_host) - present):
+            by_host[host].heartbeat()
+
     def update_available_resource(self, ctxt=None):
         return self.rt.update_available_resource(ctxt)
 

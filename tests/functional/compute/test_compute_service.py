@@ -197,6 +197,21 @@ def test_heartbeat_updates_the_service_row(env):
     assert set(mgr.periodic_tasks) >= {"heartbeat", "update_available_resource"}
 
 
+def test_heartbeat_of_many_hosts_in_one_statement(env):
+    from novella.compute.manager import ComputeManager
+    one, two = env.service(env.host1), env.service(env.host2)
+    with env.cell_db.session(write=True) as s:  # host2's row is gone: it makes it again
+        s.execute(sa.delete(m.Service).where(m.Service.host == env.host2))
+    ComputeManager.heartbeat_hosts([env.managers[env.host1], env.managers[env.host2]])
+    ComputeManager.heartbeat_hosts([env.managers[env.host1]])
+    after = env.service(env.host1)
+    assert after.report_count == one.report_count + 2
+    assert after.last_seen_up >= one.last_seen_up
+    assert after.updated_at is not None
+    remade = env.service(env.host2)
+    assert remade.report_count == 1 and remade.uuid != two.uuid
+
+
 def test_disabled_service_reports_the_trait(env):
     with env.cell_db.session(write=True) as s:
         s.execute(sa.update(m.Service).where(m.Service.host == env.host1).values(disabled=True))
