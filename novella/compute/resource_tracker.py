@@ -133,20 +133,21 @@ class ResourceTracker:
         with self.lock:
             self._resources = self.driver.get_available_resource(self.nodename)
             with self.cell_db.session(write=True) as s:
-                node = self._node_row(s)
+                service_id, disabled = self._service(s)
+                node = self._node_row(s, service_id)
                 self._write_usage(s, node)
                 self.compute_node = self._as_dict(node)
-                disabled = self._service_disabled(s)
         self.report_to_placement(disabled)
         return self.compute_node
 
-    def _service_disabled(self, s):
-        svc = s.scalars(sa.select(m.Service).where(
+    def _service(self, s):
+        """(id, disabled) of this host's services row, (None, False) without one."""
+        row = s.execute(sa.select(m.Service.id, m.Service.disabled).where(
             m.Service.host == self.host, m.Service.binary == SERVICE_BINARY,
             m.Service.deleted == 0)).first()
-        return bool(svc and svc.disabled)
+        return (row.id, bool(row.disabled)) if row else (None, False)
 
-    def _node_row(self, s):
+    def _node_row(self, s, service_id):
         res = self._resources
         node = s.scalars(sa.select(m.ComputeNode).where(
             m.ComputeNode.host == self.host,
@@ -167,10 +168,7 @@ class ResourceTracker:
                 value = getattr(conf, f"{field}_allocation_ratio")
                 if value:
                     setattr(node, f"{field}_allocation_ratio", value)
-        svc = s.scalars(sa.select(m.Service.id).where(
-            m.Service.host == self.host, m.Service.binary == SERVICE_BINARY,
-            m.Service.deleted == 0)).first()
-        node.service_id = svc
+        node.service_id = service_id
         node.vcpus, node.memory_mb, node.local_gb = res["vcpus"], res["memory_mb"], res["local_gb"]
         node.hypervisor_type = res.get("hypervisor_type", "fake")
         node.hypervisor_version = res.get("hypervisor_version", 1)
