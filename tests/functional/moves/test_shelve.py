@@ -145,12 +145,12 @@ def test_bad_requests_change_nothing(cloud):
     body = _act(cloud, sid, {"unshelve": None}, expect=409)      # not shelved
     assert "vm_state" in body["conflictingRequest"]["message"]
     _act(cloud, sid, {"shelveOffload": None}, expect=409)        # not shelved either
-    _act(cloud, sid, {"shelve": {"x": 1}}, expect=400)
+    _act(cloud, sid, {"shelve": None, "x": 1}, expect=400)
     _running_on(cloud, sid, port, volumes, host)
     _act(cloud, sid, {"shelve": None})
     _act(cloud, sid, {"shelve": None}, expect=409)               # already shelved
     _act(cloud, sid, {"unshelve": {"availability_zone": "nowhere"}}, expect=400)
-    _act(cloud, sid, {"unshelve": {"availability_zone": "nova"}}, version="2.76", expect=400)
+    _act(cloud, sid, {"unshelve": {}}, version="2.77", expect=400)
     _offloaded(cloud, sid, port, volumes)
 
 

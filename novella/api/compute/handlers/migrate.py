@@ -6,9 +6,8 @@ instance action, sets the task state and casts to the conductor, which owns
 the rest (novella/conductor/manager.py, docs/moves.md).
 """
 import logging
-import secrets
 
-from novella.api.compute import errors, hosts, quotas
+from novella.api.compute import common, errors, hosts, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.api.compute.handlers.servers import _flavor
@@ -28,7 +27,8 @@ _resize_schema = v.obj({"resize": v.obj({
     "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]}}, ["flavorRef"])},
     ["resize"])
 _migrate_schema = [
-    ((2, 1), (2, 55), v.obj({"migrate": {"type": "null"}}, ["migrate"])),
+    # Before 2.56 the value is not read (null and {} are both usual).
+    ((2, 1), (2, 55), v.obj({"migrate": {}}, ["migrate"])),
     ((2, 56), None, v.obj({"migrate": {"oneOf": [
         {"type": "null"},
         v.obj({"host": {"oneOf": [{"type": "null"}, v.string(1, 255)]}})]}}, ["migrate"])),
@@ -61,8 +61,8 @@ _evacuate_schema = [
     ((2, 68), None, v.obj({"evacuate": v.obj(
         {"host": _evacuate_host, "adminPass": v.string(0, 255)})}, ["evacuate"])),
 ]
-_confirm_schema = v.obj({"confirmResize": {"type": "null"}}, ["confirmResize"])
-_revert_schema = v.obj({"revertResize": {"type": "null"}}, ["revertResize"])
+_confirm_schema = v.obj({"confirmResize": {}}, ["confirmResize"])
+_revert_schema = v.obj({"revertResize": {}}, ["revertResize"])
 
 _MOVABLE = (states.ACTIVE, states.STOPPED)
 
@@ -160,7 +160,7 @@ def evacuate(req, rec, body):
     _notify(req, rec, notifications.EVACUATE)
     _conductor(req).evacuate_instance(req.context, rec["uuid"], migration["uuid"], host=host)
     if not req.at_least("2.14") and req.api.conf.api.enable_instance_password:
-        return 200, {"adminPass": body["evacuate"].get("adminPass") or secrets.token_urlsafe(9)}
+        return 200, {"adminPass": body["evacuate"].get("adminPass") or common.generate_password()}
     return 200, None
 
 

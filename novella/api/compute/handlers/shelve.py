@@ -20,10 +20,12 @@ from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db import request_specs
 
-_shelve_schema = v.obj({"shelve": {"type": "null"}}, ["shelve"])
-_offload_schema = v.obj({"shelveOffload": {"type": "null"}}, ["shelveOffload"])
+# Any value (null, {}) for shelve, shelveOffload and unshelve before 2.77, as the
+# reference takes them.
+_shelve_schema = v.obj({"shelve": {}}, ["shelve"])
+_offload_schema = v.obj({"shelveOffload": {}}, ["shelveOffload"])
 _unshelve_schema = [
-    ((2, 1), (2, 76), v.obj({"unshelve": {"type": "null"}}, ["unshelve"])),
+    ((2, 1), (2, 76), v.obj({"unshelve": {}}, ["unshelve"])),
     ((2, 77), (2, 90), v.obj({"unshelve": {"oneOf": [
         {"type": "null"},
         v.obj({"availability_zone": v.string(1, 255)}, ["availability_zone"])]}},
@@ -79,7 +81,8 @@ def unshelve(req, rec, body):
         quotas.check_unshelve_offloaded(req.api, rec.get("project_id") or req.context.project_id,
                                         rec.get("user_id") or req.context.user_id,
                                         rec.get("flavor") or {})
-    args = body["unshelve"] or {}
+    # Before 2.77 the value is not read: null, {} or anything else unshelves as is.
+    args = body["unshelve"] if req.at_least("2.77") and body["unshelve"] else {}
     zone_given, zone, host = "availability_zone" in args, args.get("availability_zone"), \
         args.get("host")
     if zone_given or host:

@@ -74,7 +74,8 @@ def create(version):
     hints = {"type": "object", "properties": {
         "group": v.uuid,
         "different_host": {"oneOf": [v.uuid, {"type": "array", "items": v.uuid}]},
-        "same_host": {"oneOf": [v.uuid, {"type": "array", "items": v.uuid}]},
+        # As the reference: a string is not checked (only the items of a list).
+        "same_host": {"type": ["string", "array"], "items": v.uuid},
         "query": {"type": ["string", "object"]},
         "target_cell": {"type": "string"},
         "different_cell": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
@@ -101,8 +102,10 @@ def update(version):
 reboot = v.obj({"reboot": v.obj({"type": {"type": "string",
                                           "enum": ["HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}},
                                 ["type"])}, ["reboot"])
-stop = v.obj({"os-stop": {"type": "null"}}, ["os-stop"])
-start = v.obj({"os-start": {"type": "null"}}, ["os-start"])
+# The argument-less actions take any value, as the reference's do: clients send
+# null or {} (tempest's, python-novaclient's).
+stop = v.obj({"os-stop": {}}, ["os-stop"])
+start = v.obj({"os-start": {}}, ["os-start"])
 
 tags_update_all = v.obj({"tags": {"type": "array", "items": _tag}}, ["tags"])
 tag = _tag
