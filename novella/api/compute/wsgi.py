@@ -201,10 +201,13 @@ class ComputeApp:
             rest = path[len("/v2.1"):]
             parts = rest.split("/")
             if len(parts) > 2 and parts[1] not in _COLLECTIONS:
+                # A project id in the URL: checked once the rest names a resource, so
+                # an unknown path is a 404 whoever asks, as in the reference.
+                fn, kwargs = self.api.router.match(req.method, "/" + "/".join(parts[2:]))
                 self._check_project(req, parts[1])
                 req.project_in_url = parts[1]
-                rest = "/" + "/".join(parts[2:])
-            fn, kwargs = self.api.router.match(req.method, rest)
+            else:
+                fn, kwargs = self.api.router.match(req.method, rest)
             result = fn(req, **kwargs)
         if len(result) == 2:
             status, body = result
