@@ -53,6 +53,11 @@ def build_parser():
     serve.add_argument("--config-file", action="append", default=[])
     serve.add_argument("--bind", help="HOST:PORT for HTTP services")
     serve.add_argument("--host", help="compute host name (compute only)")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="HTTP APIs: worker processes (default: the CPUs, at most 4; "
+                            "0: one process, the in-process threaded server)")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="HTTP APIs: threads per worker process (default 4)")
     serve.set_defaults(fn=_serve)
 
     m = sub.add_parser("manage", help="database and cell administration")

@@ -7,8 +7,19 @@ cell), `[placement] endpoint_override`. The image, network and volume HTTP
 APIs (`serve image|network|volume`) need only the embedded services' options
 (`novella.embedded`: the API database unless a service has a connection of
 its own) and `[api] auth_strategy`.
+
+The HTTP APIs (api, placement, image, network, volume) run under gunicorn:
+``--workers`` processes (default: the number of CPUs, at most 4), each with
+``--threads`` threads (default 4) and HTTP/1.1 keep-alive. The options are
+checked and the schemas looked at once, before any worker starts, so a
+missing option is one `error:` line; every worker then builds its own
+application (its own database connections and message transport).
+``--workers 0`` serves from this one process with the in-process threaded
+server instead. The same applications are importable for any WSGI server:
+`novella.wsgi.compute:application`, `novella.wsgi.placement:application`, ...
 """
 import logging
+import os
 import signal
 import sys
 import threading
@@ -21,22 +32,39 @@ from novella.db.migrate import EMBEDDED
 
 LOG = logging.getLogger(__name__)
 
+DEFAULT_THREADS = 4
+
+
+def default_workers():
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+class ConfigError(Exception):
+    """An option a service needs is missing or wrong (the message says which)."""
+
 
 def _placement_client():
     from novella.placement.client import PlacementClient
     if not CONF.placement.endpoint_override:
-        sys.exit("error: [placement] endpoint_override is not set")
+        raise ConfigError("[placement] endpoint_override is not set")
     return PlacementClient(endpoint=CONF.placement.endpoint_override, token=CONF.placement.token)
 
 
 def _embedded_services():
     """The image, network and volume services, shared through their databases."""
     from novella.db.migrate import SchemaNotSynced
-    from novella.embedded import services_from_conf
+    from novella.embedded import service_connections, services_from_conf
+    missing = [name for name, url in service_connections(CONF).items() if not url]
+    if missing:
+        raise ConfigError(
+            "no database for the %s service%s: set [api_database] connection (where the "
+            "image, network and volume services live by default) or %s"
+            % (", ".join(missing), "s" if len(missing) > 1 else "",
+               ", ".join(f"[{name}_service] connection" for name in missing)))
     try:
         return services_from_conf(CONF)
     except SchemaNotSynced as exc:
-        sys.exit(f"error: {exc}")
+        raise ConfigError(str(exc)) from None
 
 
 def _notifier(transport, publisher_id):
@@ -55,31 +83,83 @@ def _wait_forever(stoppers):
     rpc.cleanup()
 
 
-def _serve_http(app, args, name):
-    """Serve ``app`` on ``--bind`` (default: the usual port of API ``name``) until stopped."""
-    from novella.service import HTTPServer
+# -- the HTTP APIs: each a check run once, and a builder run in every worker --------------
+
+def compute_api_builder():
+    """Check the Compute API's options and schemas; return the function that
+    builds its WSGI application. Raises ConfigError naming what is missing."""
+    if not CONF.api_database.connection:
+        raise ConfigError("[api_database] connection is not set")
+    if not CONF.transport_url:
+        raise ConfigError("[DEFAULT] transport_url is not set")
+    _placement_client()
+    _embedded_services()
+
+    def build():
+        from novella.api.compute.wsgi import make_app
+        api_db = cells_mod.database(CONF.api_database.connection)
+        transport = rpc.get_transport(CONF.transport_url)
+        image_api, network_api, volume_api = _embedded_services()
+        return make_app(CONF, api_db, transport, network_api=network_api,
+                        image_api=image_api, volume_api=volume_api,
+                        placement=_placement_client())
+    return build
+
+
+def embedded_api_builder(name):
+    """The same for the HTTP API of embedded service ``name`` (image, network, volume)."""
+    _embedded_services()
+
+    def build():
+        from novella.embedded import service_app
+        service = dict(zip(EMBEDDED, _embedded_services()))[name]
+        return service_app(CONF, name, service)
+    return build
+
+
+def placement_api_builder(conf):
+    """The same for Placement, from its own ConfigOpts (placement.conf). The
+    schema is made or upgraded here, once, when ``[placement_database]
+    sync_on_startup`` asks for it, and the ledger's counter row written, not
+    by every worker at once."""
+    import sqlalchemy as sa
+    from novella.db import migrate
+    from novella.placement import ledger as ledger_mod, wsgi as placement_wsgi
+    url = conf.placement_database.connection
+    if not url:
+        raise ConfigError("[placement_database] connection is not set")
+    engine = placement_wsgi._engine(url)
+    if conf.placement_database.sync_on_startup:
+        migrate.sync("placement", engine=engine)
+    try:
+        ledger_mod.Ledger(engine).ensure_counter()
+    except sa.exc.SQLAlchemyError as exc:
+        raise ConfigError(f"the placement database cannot be used ({exc.orig}); with "
+                          "[placement_database] sync_on_startup = false, run "
+                          "`python -m novella.placement.cmd db sync --config-file FILE` first") from None
+    return lambda: placement_wsgi.make_app(conf, sync_db=False)
+
+
+def _serve_http(build, args, name):
+    """Serve the application ``build()`` makes on ``--bind`` (default: the usual
+    port of API ``name``) until stopped."""
     default_port = next(port for key, _offset, port in PORTS if key == name)
     host, port = _split(args.bind, default_port)
-    srv = HTTPServer(app, host, port, name).start()
-    print(f"{name.capitalize()} API listening on {srv.url}", flush=True)
-    _wait_forever([srv.stop])
-
-
-def serve_api(args):
-    from novella.api.compute.wsgi import make_app
-    api_db = cells_mod.database(CONF.api_database.connection)
-    transport = rpc.get_transport(CONF.transport_url)
-    image_api, network_api, volume_api = _embedded_services()
-    app = make_app(CONF, api_db, transport, network_api=network_api,
-                   image_api=image_api, volume_api=volume_api, placement=_placement_client())
-    _serve_http(app, args, "compute")
-
-
-def serve_embedded(args):
-    """`novella serve image|network|volume`: one embedded service's HTTP API."""
-    from novella.embedded import service_app
-    service = dict(zip(EMBEDDED, _embedded_services()))[args.service]
-    _serve_http(service_app(CONF, args.service, service), args, args.service)
+    label = "Compute" if name == "compute" else name.capitalize()
+    workers = default_workers() if args.workers is None else args.workers
+    if workers == 0:
+        from novella.service import HTTPServer
+        srv = HTTPServer(build(), host, port, name).start()
+        print(f"{label} API listening on {srv.url}", flush=True)
+        _wait_forever([srv.stop])
+        return
+    from novella.db import engine as engine_mod
+    from novella.service import serve_wsgi
+    # The checks opened database connections: no worker may inherit them.
+    engine_mod.release_connections()
+    serve_wsgi(build, host, port, name, workers=workers,
+               threads=args.threads or DEFAULT_THREADS,
+               ready=lambda url: print(f"{label} API listening on {url}", flush=True))
 
 
 def serve_conductor(args):
@@ -116,9 +196,9 @@ def serve_compute(args):
     from novella.virt.simulated import SimulatedDriver
     host = args.host or CONF.host
     if not host:
-        sys.exit("error: give --host NAME or [DEFAULT] host")
+        raise ConfigError("give --host NAME or [DEFAULT] host")
     if not CONF.database.connection:
-        sys.exit("error: [database] connection (this host's cell database) is not set")
+        raise ConfigError("[database] connection (this host's cell database) is not set")
     cell_db = cells_mod.database(CONF.database.connection)
     transport = rpc.get_transport(CONF.transport_url)
     image_api, network_api, volume_api = _embedded_services()
@@ -141,15 +221,17 @@ def _split(bind, default_port):
 
 def main(args):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    if args.service == "placement":
-        from novella.placement import cmd as placement_cmd
-        argv = ["serve", "placement"]
-        for f in args.config_file:
-            argv += ["--config-file", f]
-        if args.bind:
-            argv += ["--bind", args.bind]
-        return placement_cmd.main(argv)
-    parse_args([], default_config_files=args.config_file)
-    {"api": serve_api, "conductor": serve_conductor, "scheduler": serve_scheduler,
-     "compute": serve_compute, "image": serve_embedded, "network": serve_embedded,
-     "volume": serve_embedded}[args.service](args)
+    try:
+        if args.service == "placement":
+            from novella.placement import conf as placement_conf
+            conf = placement_conf.make_conf(default_config_files=args.config_file)
+            return _serve_http(placement_api_builder(conf), args, "placement")
+        parse_args([], default_config_files=args.config_file)
+        if args.service == "api":
+            return _serve_http(compute_api_builder(), args, "compute")
+        if args.service in EMBEDDED:
+            return _serve_http(embedded_api_builder(args.service), args, args.service)
+        {"conductor": serve_conductor, "scheduler": serve_scheduler,
+         "compute": serve_compute}[args.service](args)
+    except ConfigError as exc:
+        sys.exit(f"error: {exc}")

@@ -110,6 +110,14 @@ def insert_rows(conn, model, rows):
         conn.execute(_insert_of(model), rows)
 
 
+def release_connections():
+    """Close every pooled connection, keeping the engines (before a fork: a
+    child must open connections of its own)."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+
+
 def dispose_all():
     with _lock:
         for engine in _engines.values():

@@ -156,11 +156,8 @@ def make_app(conf, sync_db=True):
 
 
 def _conf_from_env():
-    path = os.environ.get("NOVELLA_PLACEMENT_CONFIG")
-    if not path and os.environ.get("OS_PLACEMENT_CONFIG_DIR"):
-        path = os.path.join(os.environ["OS_PLACEMENT_CONFIG_DIR"], "placement.conf")
-    files = [path] if path and os.path.exists(path) else []
-    return conf_mod.make_conf(default_config_files=files)
+    from novella.wsgi import placement_config_files
+    return conf_mod.make_conf(default_config_files=placement_config_files())
 
 
 class _LazyApp:
