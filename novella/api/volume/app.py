@@ -72,7 +72,9 @@ def _links(req, vid):
             {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/volumes/{vid}"}]
 
 
-def _volume(req, v):
+def _volume(req, v, extended=True):
+    """A volume's detail view; ``extended``: with the attributes the reference adds to
+    show and list only (tenant, image metadata, host), not to the create response."""
     doc = {"id": v["id"], "name": v["name"], "description": v["description"], "size": v["size"],
            "status": v["status"], "availability_zone": v["availability_zone"],
            "volume_type": v["volume_type"] or DEFAULT_TYPE["name"],
@@ -81,8 +83,10 @@ def _volume(req, v):
            "snapshot_id": None, "source_volid": None, "consistencygroup_id": None,
            "replication_status": None, "migration_status": None, "group_id": None,
            "created_at": v["created_at"], "updated_at": v["updated_at"],
-           "attachments": v["attachments"], "links": _links(req, v["id"]),
-           "os-vol-tenant-attr:tenant_id": v["project_id"]}
+           "attachments": v["attachments"], "links": _links(req, v["id"])}
+    if not extended:
+        return doc
+    doc["os-vol-tenant-attr:tenant_id"] = v["project_id"]
     if v["bootable"]:
         doc["volume_image_metadata"] = {k: str(val) for k, val in
                                         (v["volume_image_metadata"] or {}).items()}
@@ -165,7 +169,7 @@ def create_volume(req):
                            availability_zone=body.get("availability_zone"),
                            volume_type=DEFAULT_TYPE["name"],
                            multiattach=bool(body.get("multiattach", False)))
-    return 202, {"volume": _volume(req, vol)}
+    return 202, {"volume": _volume(req, vol, extended=False)}
 
 
 def show_volume(req, volume_id):

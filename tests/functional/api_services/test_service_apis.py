@@ -218,6 +218,11 @@ def test_volumes_and_attachments(apis):
     v = created.data["volume"]
     assert (v["size"], v["name"], v["status"], v["bootable"]) == (2, "data", "available", "false")
     vid = v["id"]
+    # The create response is the detail view without the attributes show adds.
+    assert "os-vol-tenant-attr:tenant_id" not in v and "os-vol-host-attr:host" not in v
+    shown = vol("GET", f"/v3/volumes/{vid}").data["volume"]
+    assert shown["os-vol-tenant-attr:tenant_id"] == "p1"
+    assert set(shown) - set(v) == {"os-vol-tenant-attr:tenant_id"}   # (host: admins only)
     # With or without the project id in the path; another project does not see it.
     assert vol("GET", f"/v3/volumes/{vid}").data["volume"]["id"] == vid
     assert [x["id"] for x in vol("GET", "/v3/p1/volumes").data["volumes"]] == [vid]
