@@ -29,8 +29,23 @@ def _create_schema(version):
     return v.obj({"server_group": group}, ["server_group"])
 
 
-def view(req, g):
-    out = {"id": g.uuid, "name": g.name, "members": [m.instance_uuid for m in g.members]}
+def _not_deleted(req, groups):
+    """The members of ``groups`` that are not deleted (their mapping is not queued
+    for delete): a deleted server is no longer shown as a member."""
+    uuids = {m.instance_uuid for g in groups for m in g.members}
+    if not uuids:
+        return set()
+    with req.api.api_db.read_session() as s:
+        return set(s.scalars(sa.select(am.InstanceMapping.instance_uuid).where(
+            am.InstanceMapping.instance_uuid.in_(uuids),
+            am.InstanceMapping.queued_for_delete.is_(False))))
+
+
+def view(req, g, not_deleted=None):
+    if not_deleted is None:
+        not_deleted = _not_deleted(req, [g])
+    out = {"id": g.uuid, "name": g.name,
+           "members": [m.instance_uuid for m in g.members if m.instance_uuid in not_deleted]}
     rules = json.loads(g.rules or "{}")
     if req.at_least("2.64"):
         out["policy"] = g.policy
@@ -60,8 +75,9 @@ def index(req):
         q = sa.select(am.InstanceGroup).order_by(am.InstanceGroup.id)
         if not all_projects:
             q = q.where(am.InstanceGroup.project_id == req.context.project_id)
-        rows = s.scalars(q.offset(offset).limit(min(limit, req.api.conf.api.max_limit)))
-        return 200, {"server_groups": [view(req, g) for g in rows]}
+        rows = list(s.scalars(q.offset(offset).limit(min(limit, req.api.conf.api.max_limit))))
+        not_deleted = _not_deleted(req, rows)
+        return 200, {"server_groups": [view(req, g, not_deleted) for g in rows]}
 
 
 def create(req):
