@@ -13,10 +13,13 @@ SQLite, in-process transport, the periodic work of every host running as in
 - boot: ``--boots`` servers booted and deleted one at a time (POST to every
   queued cast handled), p50/p95 wall time and CPU per boot, and the CPU per
   boot net of the idle rate measured before;
-- resize + confirm of one server at a time (``--resizes`` cycles), p50/p95;
 - ``GET /servers/detail`` (a page of up to 1000, with ``--population``
   servers present) and ``GET /os-hypervisors`` and ``/os-hypervisors/detail``
-  (every host), p50 of ``--list-repeats`` calls;
+  (every host), p50 of ``--list-repeats`` calls, the fleet idling;
+- then, with the fleet's periodic work stopped but for the heartbeats (one
+  statement per cell and interval; so that the process's CPU time is the
+  operation's own): the same boots again (wall and CPU p50) and
+  resize + confirm of one server at a time (``--resizes`` cycles), p50/p95;
 - at the largest size only, ``--bulk`` servers booted in bulk (50 per
   request), as many as fit: the target is cut to the placement capacity, to
   what the memory left on the machine would hold at the resident memory per
@@ -131,7 +134,8 @@ def measure_fleet(args):
         net_id = bench_network(aio, "10.128.0.0/16")["id"]
         deadline = time.monotonic() + args.timeout
 
-        # Boot (and delete) one at a time; the first is a warm-up.
+        # Boot (and delete) one at a time, the fleet's periodic work running;
+        # the first is a warm-up.
         single_ops(aio, api, "1", 1, deadline, net_id)
         single = single_ops(aio, api, "1", args.boots, deadline, net_id)
         f["boot_s"] = common.summary(single["boot"])
@@ -139,6 +143,20 @@ def measure_fleet(args):
         f["boot_cpu_net_s"] = max(0.0, statistics.mean(
             c - idle_rate * w for c, w in zip(single["boot_cpu"], single["boot"])))
         f["delete_s"] = common.summary(single["delete"])
+
+        # The listings, while the fleet idles.
+        boot_bulk(aio, api, args.population, "pop")
+        listings(f, api, args, "")
+
+        # The same boots with the periodic work paused (but the heartbeats,
+        # one statement per cell, without which the scheduler drops the hosts):
+        # the process's CPU time is then the boot's own.
+        for p in aio.periodics:
+            if not p.name.startswith("heartbeat"):
+                p.stop()
+        quiet = single_ops(aio, api, "1", args.boots, deadline, net_id)
+        f["boot_quiet_s"] = common.summary(quiet["boot"])
+        f["boot_cpu_quiet_s"] = common.summary(quiet["boot_cpu"])
 
         # Resize + confirm, one server at a time.
         sids = []
@@ -158,16 +176,6 @@ def measure_fleet(args):
             times.append(time.perf_counter() - t0)
         f["resize_confirm_s"] = common.summary(times)
 
-        # A population of servers, then the listings.
-        boot_bulk(aio, api, max(0, args.population - len(sids)), "pop")
-        f["servers_listed"] = len(api.expect("GET", "/servers/detail?limit=1000")["servers"])
-        f["list_servers_s"] = common.summary(_latencies(
-            lambda: api.expect("GET", "/servers/detail?limit=1000"), args.list_repeats))
-        f["hypervisors_listed"] = len(api.expect("GET", "/os-hypervisors")["hypervisors"])
-        f["hypervisors_s"] = common.summary(_latencies(
-            lambda: api.expect("GET", "/os-hypervisors"), args.list_repeats))
-        f["hypervisors_detail_s"] = common.summary(_latencies(
-            lambda: api.expect("GET", "/os-hypervisors/detail"), args.list_repeats))
 
         if args.bulk:
             f["bulk"] = bulk(aio, api, args)
@@ -179,6 +187,17 @@ def measure_fleet(args):
         aio.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     return f
+
+
+def listings(f, api, args, suffix):
+    f["servers_listed" + suffix] = len(api.expect("GET", "/servers/detail?limit=1000")["servers"])
+    f["list_servers_s" + suffix] = common.summary(_latencies(
+        lambda: api.expect("GET", "/servers/detail?limit=1000"), args.list_repeats))
+    f["hypervisors_listed" + suffix] = len(api.expect("GET", "/os-hypervisors")["hypervisors"])
+    f["hypervisors_s" + suffix] = common.summary(_latencies(
+        lambda: api.expect("GET", "/os-hypervisors"), args.list_repeats))
+    f["hypervisors_detail_s" + suffix] = common.summary(_latencies(
+        lambda: api.expect("GET", "/os-hypervisors/detail"), args.list_repeats))
 
 
 def boot_bulk(aio, api, n, prefix, chunk=50):
@@ -430,6 +449,8 @@ ROWS = [  # label, key path, unit ("s", "ms" from seconds, "MiB", "%", "")
     ("CPU per boot (p50)", "boot_cpu_s.p50", "ms"),
     ("CPU per boot, net of idle (mean)", "boot_cpu_net_s", "ms"),
     ("delete p50", "delete_s.p50", "ms"),
+    ("boot p50, periodic work paused", "boot_quiet_s.p50", "ms"),
+    ("CPU per boot (p50), periodic work paused", "boot_cpu_quiet_s.p50", "ms"),
     ("resize+confirm p50", "resize_confirm_s.p50", "ms"),
     ("resize+confirm p95", "resize_confirm_s.p95", "ms"),
     ("GET /servers/detail p50", "list_servers_s.p50", "ms"),
