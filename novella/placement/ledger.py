@@ -160,9 +160,12 @@ class Ledger:
 
     # -- schema / bootstrap -------------------------------------------------
     def ensure_counter(self):
-        with self.engine.begin() as conn:
-            if conn.execute(sa.select(m.ledger.c.version)).first() is None:
-                conn.execute(m.ledger.insert().values(id=1, version=0))
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(sa.select(m.ledger.c.version)).first() is None:
+                    conn.execute(m.ledger.insert().values(id=1, version=0))
+        except sa.exc.IntegrityError:
+            pass  # another process (a WSGI server's other worker) wrote it first
 
     # -- transactions ---------------------------------------------------------
     @contextlib.contextmanager
