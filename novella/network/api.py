@@ -63,6 +63,10 @@ class NetworkInUse(Conflict):
     pass
 
 
+class SubnetInUse(Conflict):
+    pass
+
+
 class NetworkAmbiguous(Conflict):
     pass
 
@@ -274,6 +278,22 @@ class NetworkAPI(QosMixin):
             if sn is None:
                 raise SubnetNotFound(f"subnet {subnet_id} could not be found")
             return self._subnet_dict(sn)
+
+    def delete_subnet(self, ctxt, subnet_id):
+        """Delete a subnet no port has an address from; SubnetInUse otherwise."""
+        with self.db.session(write=True) as s:
+            sn = s.get(models.Subnet, subnet_id)
+            if sn is None:
+                raise SubnetNotFound(f"subnet {subnet_id} could not be found")
+            if s.scalar(sa.select(sa.func.count()).select_from(models.IPAllocation)
+                        .where(models.IPAllocation.subnet_id == sn.id)):
+                raise SubnetInUse(f"Unable to complete operation on subnet {subnet_id}: "
+                                  "One or more ports have an IP allocation from this subnet.")
+            network_id = sn.network_id
+            s.delete(sn)
+        free = self._free_from.get(network_id, {})
+        for key in [k for k in free if k[0] == subnet_id]:
+            free.pop(key, None)
 
     def list_subnets(self, ctxt, network_id=None):
         with self.db.session() as s:

@@ -218,6 +218,18 @@ def show_subnet(req, subnet_id):
     return 200, {"subnet": _fields(req, _subnet(sn))}
 
 
+def delete_subnet(req, subnet_id):
+    sn = _api(req).get_subnet(req.context, subnet_id)
+    if sn["network_id"] not in _visible_network_ids(req):
+        raise rest.not_found(f"Subnet {subnet_id} could not be found.", "SubnetNotFound")
+    net = _api(req).get_network(req.context, sn["network_id"])
+    if not req.is_admin() and net["project_id"] != req.context.project_id:
+        raise rest.HTTPError(403, "(rule:delete_subnet) is disallowed by policy",
+                             "PolicyNotAuthorized")
+    _api(req).delete_subnet(req.context, subnet_id)
+    return 204, None
+
+
 # --- ports -------------------------------------------------------------------------
 def list_ports(req):
     ports = [_port(p) for p in _api(req).list_ports(req.context)]
@@ -450,6 +462,7 @@ ROUTES = [
     ("GET", "/v2.0/subnets", list_subnets),
     ("POST", "/v2.0/subnets", create_subnet),
     ("GET", "/v2.0/subnets/{subnet_id}", show_subnet),
+    ("DELETE", "/v2.0/subnets/{subnet_id}", delete_subnet),
     ("GET", "/v2.0/ports", list_ports),
     ("POST", "/v2.0/ports", create_port),
     ("GET", "/v2.0/ports/{port_id}", show_port),

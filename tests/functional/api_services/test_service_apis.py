@@ -264,3 +264,31 @@ def test_volumes_and_attachments(apis):
     assert vol("GET", "/v3/types").data["volume_types"][0]["name"] == "__DEFAULT__"
     assert vol("GET", "/v3/volumes", headers={"OpenStack-API-Version": "volume 4.0"}
                ).status_int == 406
+
+
+def test_subnet_delete(apis):
+    net = apis["network"]
+    mine = net("POST", "/v2.0/networks", {"network": {"name": "mine"}}).data["network"]
+    first, second = (net("POST", "/v2.0/subnets", {"subnet": {
+        "network_id": mine["id"], "cidr": cidr, "ip_version": 4}}).data["subnet"]["id"]
+        for cidr in ("192.168.7.0/24", "192.168.8.0/24"))
+    port = net("POST", "/v2.0/ports", {"port": {"network_id": mine["id"], "fixed_ips": [
+        {"subnet_id": first}]}}).data["port"]
+    assert [ip["subnet_id"] for ip in port["fixed_ips"]] == [first]
+
+    # A port has an address from it: 409, and the subnet stays.
+    busy = net("DELETE", f"/v2.0/subnets/{first}")
+    assert busy.status_int == 409 and busy.data["NeutronError"]["type"] == "SubnetInUse"
+    # Another project: not found; the shared-network rules as for a network.
+    assert net("DELETE", f"/v2.0/subnets/{second}", token=BOB).status_int == 404
+    assert net("DELETE", f"/v2.0/subnets/{second}").status_int == 204
+    assert net("GET", f"/v2.0/subnets/{second}").status_int == 404
+    assert net("GET", f"/v2.0/networks/{mine['id']}").data["network"]["subnets"] == [first]
+    assert net("DELETE", f"/v2.0/subnets/{second}").status_int == 404
+
+    assert net("DELETE", f"/v2.0/ports/{port['id']}").status_int == 204
+    assert net("DELETE", f"/v2.0/subnets/{first}").status_int == 204
+    assert net("GET", f"/v2.0/networks/{mine['id']}").data["network"]["subnets"] == []
+    # A new port on the network gets no address (no subnet left).
+    bare = net("POST", "/v2.0/ports", {"port": {"network_id": mine["id"]}})
+    assert bare.status_int == 201 and bare.data["port"]["fixed_ips"] == []
