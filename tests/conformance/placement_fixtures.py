@@ -14,18 +14,37 @@ classes with those names.  Each fixture:
 Which implementation is exercised is chosen with ``NOVELLA_GABBI_TARGET``:
 ``novella`` (default) or ``reference`` (the installed ``openstack-placement``
 package, used to prove that these fixtures are faithful).
+
+How requests reach it is chosen with ``NOVELLA_GABBI_SERVER``:
+
+* ``intercept`` (default): in process, through wsgi-intercept, no socket;
+* ``threaded``: through a real socket to the in-process threaded HTTP/1.1
+  server of the all-in-one (``novella.service.HTTPServer``), one per file;
+* ``gunicorn``: through a real socket to ``novella serve placement`` itself,
+  a process of its own under gunicorn (two workers, keep-alive), started
+  by the fixture on the file's own database and configuration file; the
+  fixture seeds its data over HTTP too. Novella only.
 """
 import json
 import os
+import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
 
 import webob
+import webob.client
 from gabbi import fixture as gabbi_fixture
 
 TARGET_ENV = "NOVELLA_GABBI_TARGET"
 TARGETS = ("novella", "reference")
+SERVER_ENV = "NOVELLA_GABBI_SERVER"
+SERVERS = ("intercept", "threaded", "gunicorn")
 
 ADMIN_TOKEN = "admin"
 # Microversions used while seeding data.  Aggregates are written with the
@@ -43,6 +62,27 @@ def current_target():
         raise ValueError("%s must be one of %s, not %r"
                          % (TARGET_ENV, ", ".join(TARGETS), target))
     return target
+
+
+def current_server():
+    server = os.environ.get(SERVER_ENV, "intercept").strip().lower() or "intercept"
+    if server not in SERVERS:
+        raise ValueError("%s must be one of %s, not %r"
+                         % (SERVER_ENV, ", ".join(SERVERS), server))
+    if server == "gunicorn" and current_target() != "novella":
+        raise ValueError("%s=gunicorn runs Novella's own `serve placement`" % SERVER_ENV)
+    return server
+
+
+# Where the YAML file being run sends its requests when they go through a
+# socket (set by the runner before gabbi builds the file's tests).
+SOCKET = {"host": "127.0.0.1", "port": None}
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _scratch_dir():
@@ -133,6 +173,64 @@ def _build_reference(overrides):
 
 
 _BUILDERS = {"novella": _build_novella, "reference": _build_reference}
+
+
+class _Remote:
+    """A WSGI app that sends each request to host:port over HTTP."""
+
+    def __init__(self, host, port):
+        self.host, self.port = host, port
+
+    def __call__(self, environ, start_response):
+        environ = dict(environ, SERVER_NAME=self.host, SERVER_PORT=str(self.port),
+                       HTTP_HOST="%s:%s" % (self.host, self.port))
+        return webob.client.send_request_app(environ, start_response)
+
+
+def _conf_text(overrides):
+    lines = []
+    for group, values in overrides.items():
+        lines.append("[%s]" % group)
+        for name, value in values.items():
+            if isinstance(value, (list, tuple)):
+                value = ",".join(value)
+            lines.append("%s = %s" % (name, value))
+    return "\n".join(lines) + "\n"
+
+
+def _start_gunicorn(overrides, workdir, port, timeout=120):
+    """`novella serve placement` under gunicorn on 127.0.0.1:port, with the
+    file's options; returns (the HTTP app seeding goes through, cleanup)."""
+    conf = os.path.join(workdir, "placement.conf")
+    with open(conf, "w") as f:
+        f.write(_conf_text(overrides))
+    log_path = os.path.join(workdir, "serve.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "novella.cmd.main", "serve", "placement",
+         "--config-file", conf, "--bind", "127.0.0.1:%d" % port,
+         "--workers", "2", "--threads", "2"],
+        stdout=log, stderr=subprocess.STDOUT)
+
+    def cleanup():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # gunicorn's quick shutdown
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        log.close()
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open(log_path) as f:
+            if re.search(r"Placement API listening on", f.read()):
+                return _Remote("127.0.0.1", port), cleanup
+        time.sleep(0.05)
+    cleanup()
+    with open(log_path) as f:
+        raise RuntimeError("serve placement did not start:\n" + f.read()[-3000:])
 
 
 class _StrictHeaders:
@@ -273,8 +371,12 @@ class APIFixture(gabbi_fixture.GabbiFixture):
         self._cleanup = None
         self.export_environment()
         overrides = self.config_overrides()
-        app, self._cleanup = _BUILDERS[current_target()](overrides)
-        _CURRENT["app"] = _StrictHeaders(app)
+        if current_server() == "gunicorn":
+            app, self._cleanup = _start_gunicorn(overrides, self.workdir,
+                                                 SOCKET["port"])
+        else:
+            app, self._cleanup = _BUILDERS[current_target()](overrides)
+            _CURRENT["app"] = _StrictHeaders(app)
         self.seed = Seeder(app)
         self.populate()
 

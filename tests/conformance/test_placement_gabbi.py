@@ -10,6 +10,13 @@ A gabbi test may fail only if it is listed, with a reason, in
 ``docs/conformance.md``; any other failure fails the pytest test of its
 file.  ``NOVELLA_GABBI_TARGET=reference`` runs the very same suite against
 the reference implementation, where everything passes.
+
+``NOVELLA_GABBI_SERVER=gunicorn`` sends every request through a real socket
+to ``novella serve placement`` under gunicorn (a process per file), and
+``NOVELLA_GABBI_SERVER=threaded`` to the all-in-one's threaded HTTP/1.1
+server (see :mod:`tests.conformance.placement_fixtures`). Through a socket,
+the tests listed under "Known failures through a socket" in
+``docs/conformance.md`` may fail too.
 """
 import collections
 import contextlib
@@ -37,6 +44,7 @@ EXPECTED_FILES = 79
 EXPECTED_TESTS = 1316
 
 KNOWN_SECTION = "## Known failures"
+SOCKET_SECTION = "## Known failures through a socket"
 
 
 class ConformanceSummary(UserWarning):
@@ -82,11 +90,11 @@ def yaml_test_names(path):
     return [t["name"] for t in load_yaml(path)["tests"]]
 
 
-def known_failures(doc=STATUS_DOC):
-    """Parse the known-failure table of docs/conformance.md.
+def known_failures(doc=STATUS_DOC, section=KNOWN_SECTION):
+    """Parse a known-failure table of docs/conformance.md.
 
     Rows look like ``| file.yaml | test name | reason |`` and must follow
-    the ``## Known failures`` heading (until the next heading).
+    the ``section`` heading (until the next heading).
     Returns {(file, test name): reason}.
     """
     known = {}
@@ -95,7 +103,7 @@ def known_failures(doc=STATUS_DOC):
     in_section = False
     for line in doc.read_text().splitlines():
         if line.startswith("#"):
-            in_section = line.strip().lower() == KNOWN_SECTION.lower()
+            in_section = line.strip().lower() == section.lower()
             continue
         if not in_section or not line.lstrip().startswith("|"):
             continue
@@ -103,6 +111,15 @@ def known_failures(doc=STATUS_DOC):
         if len(cells) < 3 or not cells[0].strip("`").endswith(".yaml"):
             continue  # header or separator row
         known[(cells[0].strip("`"), cells[1].strip("`"))] = cells[2]
+    return known
+
+
+def known_for_this_run(doc=STATUS_DOC):
+    """The failures allowed in this run: through a socket, also those of
+    the socket's own table."""
+    known = known_failures(doc)
+    if placement_fixtures.current_server() != "intercept":
+        known.update(known_failures(doc, SOCKET_SECTION))
     return known
 
 
@@ -186,6 +203,26 @@ def _fast_jsonpath():
 _CACHED_JSONPATH = {}
 
 
+@contextlib.contextmanager
+def _endpoint():
+    """(host, port, intercept) gabbi sends this file's requests to."""
+    server = placement_fixtures.current_server()
+    if server == "intercept":
+        yield str(uuid.uuid4()), None, placement_fixtures.setup_app
+    elif server == "threaded":
+        from novella.service import HTTPServer
+        http = HTTPServer(placement_fixtures.setup_app(), "127.0.0.1", 0,
+                          "placement").start()
+        try:
+            yield http.host, http.port, None
+        finally:
+            http.stop()
+    else:  # gunicorn: the file's fixture starts the server on this port
+        port = placement_fixtures.free_port()
+        placement_fixtures.SOCKET["port"] = port
+        yield "127.0.0.1", port, None
+
+
 def run_yaml_file(path):
     """Run one gabbi YAML file; return [(test name, outcome, detail)]."""
     from gabbi import handlers
@@ -193,15 +230,16 @@ def run_yaml_file(path):
 
     handler_objects = [handler() for handler in handlers.RESPONSE_HANDLERS]
     loader = unittest.TestLoader()
-    suite = suitemaker.test_suite_from_dict(
-        loader, "placement_" + path.stem.replace("-", "_").replace(".", "_"),
-        load_yaml(path), str(path.parent), str(uuid.uuid4()), None,
-        placement_fixtures, placement_fixtures.setup_app, prefix="",
-        handlers=handler_objects, test_loader_name=__name__)
-    cases = list(suite)  # a suite forgets its tests once they have run
     result = _Recorder()
-    with _fast_jsonpath():
-        suite.run(result)
+    with _endpoint() as (host, port, intercept):
+        suite = suitemaker.test_suite_from_dict(
+            loader, "placement_" + path.stem.replace("-", "_").replace(".", "_"),
+            load_yaml(path), str(path.parent), host, port,
+            placement_fixtures, intercept, prefix="",
+            handlers=handler_objects, test_loader_name=__name__)
+        cases = list(suite)  # a suite forgets its tests once they have run
+        with _fast_jsonpath():
+            suite.run(result)
     rows = []
     for case in cases:
         outcome, detail = result.outcomes.get(
@@ -278,10 +316,11 @@ def _record_and_maybe_summarise(request, yaml_name, counts):
 
 
 def summary_line(counts, files):
-    return ("placement gabbi conformance [target=%s]: %d tests in %d files:"
-            " %d passed, %d failed (%d known, %d unexpected),"
+    return ("placement gabbi conformance [target=%s, server=%s]: %d tests in"
+            " %d files: %d passed, %d failed (%d known, %d unexpected),"
             " %d known-failing now passing, %d skipped, %d xfailed"
-            % (placement_fixtures.current_target(), counts["tests"], files,
+            % (placement_fixtures.current_target(),
+               placement_fixtures.current_server(), counts["tests"], files,
                counts["passed"], counts["failed"], counts["known_failed"],
                counts["unexpected_failed"], counts["known_passed"],
                counts["skipped"], counts["xfailed"]))
@@ -306,7 +345,8 @@ def test_suite_is_installed_and_complete():
 
 def test_known_failures_name_real_tests():
     """Every entry of docs/conformance.md names an existing test."""
-    known = known_failures()
+    known = dict(known_failures())
+    known.update(known_failures(section=SOCKET_SECTION))
     existing = {(p.name, name) for p in _FILES for name in yaml_test_names(p)}
     stale = sorted(set(known) - existing)
     assert not stale, "docs/conformance.md lists unknown tests: %s" % stale
@@ -317,7 +357,7 @@ def test_known_failures_name_real_tests():
 @pytest.mark.parametrize("yaml_path", _FILES, ids=[p.stem for p in _FILES])
 def test_gabbi_file(yaml_path, request):
     names = yaml_test_names(yaml_path)
-    known = known_failures()
+    known = known_for_this_run()
     rows = run_yaml_file(yaml_path)
 
     # The harness must really have run every test of the file.
@@ -467,7 +507,7 @@ def main(argv=None):
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = pool.map(_run_for_report, paths, chunksize=1)
     failures = [row for rows in results for row in rows]
-    known = known_failures()
+    known = known_for_this_run()
     total = sum(len(yaml_test_names(pathlib.Path(p))) for p in paths)
     for file_name, name, headline in failures:
         mark = "" if (file_name, name) in known else "  <- not listed"
