@@ -143,6 +143,7 @@ class Move(Recorded):
         self.conf, self.api_db = services.conf, services.api_db
         self.placement, self.scheduler = services.placement, services.scheduler
         self.image_api, self.volume_api = services.image_api, services.volume_api
+        self.network_api = getattr(services, "network_api", None)
         self.notify = getattr(services, "notify_instance", None)
         self.ctxt = ctxt
         self.cell_db = cells_mod.cell_database(self.cell)
@@ -177,6 +178,34 @@ class Move(Recorded):
 class MoveTask(Task):
     def __init__(self, move):
         self.move = move
+
+
+def roll_back_destination(move, rollback, attachments=None):
+    """``rollback()``: the destination's own undo. A destination that does not
+    answer is rolled back from outside as far as the other services allow: its
+    port bindings and the volume attachments made for it go (its claim goes with
+    the allocation handed back to the source; what is on its disks it removes as
+    it starts again, ComputeManager.reconcile_moves)."""
+    try:
+        rollback()
+    except rpc.Timeout:
+        LOG.warning("%s did not answer the undo of migration %s", move.dest_host,
+                    move.migration_uuid)
+        unanswered(move, move.dest_host, attachments)
+
+
+def unanswered(state, host, attachments=None):
+    """What a host that does not answer had made for the server, removed through
+    the services that made it: its port bindings (the source's active again, had
+    the host activated its own), the volume attachments."""
+    network_api = getattr(state, "network_api", None)
+    if network_api is not None:
+        source = getattr(state, "source_host", None)
+        if source and source != host:
+            network_api.activate_port_bindings(state.ctxt, state.instance_uuid, source)
+        network_api.delete_port_bindings(state.ctxt, state.instance_uuid, host)
+    for attachment_id in (attachments or {}).values():
+        state.volume_api.attachment_delete(state.ctxt, attachment_id)
 
 
 def first_steps(move, across_cells=False):
@@ -339,6 +368,8 @@ def on_a_destination(state, what, prepare):
             LOG.info("%s of %s on %s failed: %s", what, state.instance_uuid,
                      sel["service_host"], exc)
             reasons.append(f"{sel['service_host']}: {exc}")
+            if isinstance(exc, rpc.Timeout):  # it could not take back what it began
+                unanswered(state, sel["service_host"])
         state.placement.delete_allocations(state.instance_uuid)  # release the refused claim
     state.selection = None
     raise MaxRetriesExceeded(state.instance_uuid, reasons)

@@ -228,9 +228,10 @@ class PrepResizeAtDestTask(MoveTask):
     def undo(self, exc):
         move = self.move
         if not move.dest_reverted:
-            move.target_compute.revert_snapshot_based_resize_at_dest(
-                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
-                rollback=True)
+            common.roll_back_destination(move, lambda: (
+                move.target_compute.revert_snapshot_based_resize_at_dest(
+                    move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+                    rollback=True)))
             move.dest_reverted = True
 
 

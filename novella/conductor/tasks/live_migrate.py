@@ -20,6 +20,7 @@ The composition, in order, and what each step undoes when a later one fails:
     CleanUpSource         what is left on the source goes, the migration's allocation (the
                           source's) is deleted, migration 'completed'
 """
+from novella import rpc
 from novella.compute import cleanup
 from novella.compute import exceptions as compute_exceptions
 from novella.compute.states import migration_status as ms
@@ -48,9 +49,10 @@ class PrepareAtDestination(MoveTask):
 
     def undo(self, exc):
         move = self.move
-        move.compute.rollback_live_migration_at_destination(
-            move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
-            attachments=move.attachments)
+        common.roll_back_destination(move, lambda: (
+            move.compute.rollback_live_migration_at_destination(
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+                attachments=move.attachments)), attachments=move.attachments)
 
 
 class LiveMigrate(MoveTask):
@@ -104,7 +106,10 @@ class CleanUpSource(MoveTask):
     def execute(self):
         move = self.move
         with cleanup.step("clean up the source after a live migration"):
-            move.compute.post_live_migration_at_source(
-                move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid)
+            try:
+                move.compute.post_live_migration_at_source(
+                    move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid)
+            except rpc.Timeout:  # its guest goes when it starts again (reconcile_moves)
+                common.unanswered(move, move.source_host)
         move.placement.delete_allocations(move.migration_uuid)
         migration_records.update(move.cell_db, move.migration_uuid, status=ms.COMPLETED)

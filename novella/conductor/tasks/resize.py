@@ -22,17 +22,12 @@ host drops its copy and the migration's allocation) or reverted
 then the source brings the old one back with the migration's allocation
 handed back to the instance).
 """
-import logging
-
-from novella import rpc
 from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask, ResizedTask
 from novella.db import aggregates
 from novella.db import records
 from novella.db import request_specs
 from novella.scheduler import utils as scheduler_utils
-
-LOG = logging.getLogger(__name__)
 
 CONDUCTOR_EVENT = "conductor_migrate_server"
 
@@ -60,8 +55,9 @@ class PrepResizeAtDest(MoveTask):
     def undo(self, exc):
         move = self.move
         if not move.dest_reverted:
-            move.compute.revert_resize(move.ctxt, move.dest_host, move.instance_uuid,
-                                       move.migration_uuid, rollback=True)
+            common.roll_back_destination(move, lambda: move.compute.revert_resize(
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+                rollback=True))
             move.dest_reverted = True
 
 
@@ -76,17 +72,15 @@ class ResizeInstance(MoveTask):
         move = self.move
         # The destination first: on the same host its guest directory is
         # where the source's copy goes back. A destination that does not answer
-        # must not keep the source from taking its guest back (it clears up what
-        # it holds when it starts again).
-        try:
+        # must not keep the source from taking its guest back.
+        if move.dest_host == move.source_host:
             move.compute.revert_resize(move.ctxt, move.dest_host, move.instance_uuid,
                                        move.migration_uuid, rollback=True)
-            move.dest_reverted = True
-        except rpc.Timeout:
-            if move.dest_host == move.source_host:
-                raise
-            LOG.warning("%s did not answer the undo of %s; the source takes its guest back",
-                        move.dest_host, move.migration_uuid)
+        else:
+            common.roll_back_destination(move, lambda: move.compute.revert_resize(
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
+                rollback=True))
+        move.dest_reverted = True
         move.compute.finish_revert_resize(
             move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid,
             power_on=move.was_running, rollback=True, availability_zone=move.source_zone,

@@ -32,7 +32,13 @@ COMPUTE_METHODS = ("build_and_run_instance", "terminate_instance", "shelve_insta
                    "revert_resize", "finish_revert_resize",
                    "prepare_live_migration_at_destination", "live_migration",
                    "post_live_migration_at_destination", "post_live_migration_at_source",
-                   "rollback_live_migration_at_destination")
+                   "rollback_live_migration_at_destination",
+                   # across cells
+                   "prep_snapshot_based_resize_at_dest", "prep_snapshot_based_resize_at_source",
+                   "finish_snapshot_based_resize_at_dest",
+                   "confirm_snapshot_based_resize_at_source",
+                   "revert_snapshot_based_resize_at_dest",
+                   "finish_revert_snapshot_based_resize_at_source")
 
 
 class HostDeath:
@@ -47,7 +53,7 @@ class HostDeath:
 
     def arm(self, at):
         self.at, self.count, self.effects, self.thread, self.depth = at, 0, [], None, 0
-        self.dead = None
+        self.dead = self.dead_thread = None
         self.reached.clear()
 
     def effect(self, name, real):
@@ -65,7 +71,7 @@ class HostDeath:
                     if self.at is None:
                         self.effects.append(name)
                     elif self.count == self.at:
-                        self.dead = self.host
+                        self.dead, self.dead_thread = self.host, self.thread
                         self.reached.set()
                         threading.Event().wait()  # this thread never runs another statement
                 return real(*args, **kwargs)
@@ -78,17 +84,29 @@ class HostDeath:
             setattr(compute, name, self.detached(getattr(compute, name)))
 
     def detached(self, method):
-        """The host's entry point in a thread of its own, which may die."""
+        """The host's entry point in a thread of its own, which may die: its caller
+        then gets no answer; else the method's result or exception."""
         def run(*args, **kwargs):
-            if self.dead == method.__self__.host:
-                raise StoppedAnswering(f"{self.dead} is down")
-            thread = threading.Thread(target=method, args=args, kwargs=kwargs, daemon=True)
-            self.thread, self.host = thread, method.__self__.host
+            host = method.__self__.host
+            if self.dead == host:
+                raise StoppedAnswering(f"{host} is down")
+            outcome = {}
+
+            def target():
+                try:
+                    outcome["result"] = method(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    outcome["error"] = exc
+            thread = threading.Thread(target=target, daemon=True)
+            self.thread, self.host = thread, host
             thread.start()
-            while thread.is_alive() and not self.reached.is_set():
+            while thread.is_alive() and self.dead_thread is not thread:
                 thread.join(0.02)
-            if self.reached.is_set():
-                raise StoppedAnswering(f"{self.host} stopped answering")
+            if self.dead_thread is thread:
+                raise StoppedAnswering(f"{host} stopped answering")
+            if "error" in outcome:
+                raise outcome["error"]
+            return outcome.get("result")
         return run
 
     @staticmethod
@@ -115,6 +133,11 @@ def _public(cls):
 
 @pytest.fixture
 def death(cloud, monkeypatch):
+    return arm_host_deaths(cloud, monkeypatch)
+
+
+def arm_host_deaths(cloud, monkeypatch):
+    """The cloud's compute services may die before any effect (see HostDeath)."""
     death = HostDeath()
     aio = cloud.aio
     some = next(iter(aio.computes.values()))
@@ -266,7 +289,12 @@ def _move(cloud, death, move, at):
 @pytest.mark.parametrize("move", sorted(MOVES))
 def test_a_host_dying_inside_a_move_is_undone_and_reconciled_when_it_starts(cloud, death,
                                                                             move):
-    sid, source, _ = _move(cloud, death, move, None)
+    host_dies_at_every_effect(cloud, death, move)
+
+
+def host_dies_at_every_effect(cloud, death, move):
+    """The harness; returns (the books before and after a clean run, its effects)."""
+    sid, source, clean_before = _move(cloud, death, move, None)
     finished = harness.books(cloud, sid, source)
     effects = list(death.effects)
     assert finished["task_state"] is None and len(effects) >= 2, (finished, effects)
@@ -282,3 +310,4 @@ def test_a_host_dying_inside_a_move_is_undone_and_reconciled_when_it_starts(clou
         undone = dict(before, migration="error")
         assert after in (finished, undone), (where, after, undone)
         _delete_and_check_empty(cloud, death, sid, where)
+    return clean_before, finished, effects
