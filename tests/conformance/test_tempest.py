@@ -1,0 +1,683 @@
+"""Tempest's compute API tests, run against a fresh `novella up`.
+
+Tempest is a test-only dependency (``tempest`` from PyPI); its tests are
+loaded from the installed package and nothing of it is copied here.
+
+One run: `novella up` starts as a subprocess on free ports (one cell of
+three simulated hosts, the embedded identity, image, network and volume
+services); ``tempest.conf`` and ``accounts.yaml`` are generated in a
+temporary directory; ``python -m stestr`` runs ``tempest.api.compute``
+with tempest's own test discovery and class grouping; the subunit stream
+is parsed into one outcome per test (or per class, where a class's setup
+failed or skipped it).
+
+Tempest's default, dynamic credentials, creates a project and users per
+test class through the identity admin API; Novella's embedded identity
+has no projects, users or role assignments API, so the run uses
+pre-provisioned accounts instead: the users of ``accounts.yaml`` are
+created in the identity database before `novella up` starts.
+
+A test may fail or be skipped only if ``docs/conformance.md`` lists it in
+the "Tempest (compute API)" section with a reason. The pytest test fails on
+an unlisted failure or skip, and on a listed test that no longer exists;
+a listed test that now passes is reported (and should leave the list).
+
+``python3 -m tests.conformance.test_tempest [REGEX]`` runs the same thing
+outside pytest and prints the outcomes grouped by reason, to maintain the
+list.
+"""
+import collections
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+STATUS_DOC = REPO_ROOT / "docs" / "conformance.md"
+SECTION = "## Tempest (compute API)"
+
+EXPECTED_TEMPEST_VERSION = "47.0.0"
+TEST_REGEX = r"^tempest\.api\.compute\."
+CONCURRENCY = 2          # tempest workers (2 cores: novella up is the third process)
+CELLS, HOSTS_PER_CELL = 1, 3
+N_PORTS = 6              # identity, compute, placement, image, network, volume
+RUN_TIMEOUT = 40 * 60    # the whole tempest run, seconds (a hang must not hold CI)
+START_TIMEOUT = 120
+
+# Pre-provisioned accounts: projects with a member, a reader and a manager
+# user each (tempest's primary and alt credentials), admin and service users.
+N_PROJECTS = 8
+N_ADMINS = 4
+N_SERVICE = 2
+
+
+class TempestSummary(UserWarning):
+    """Carries the one-line summary of the tempest run."""
+
+
+# ---------------------------------------------------------------------------
+# The installed suite
+# ---------------------------------------------------------------------------
+
+def tempest_dir():
+    try:
+        import tempest
+    except ImportError:
+        return None
+    return pathlib.Path(tempest.__file__).resolve().parent
+
+
+def tempest_version():
+    from importlib import metadata
+    try:
+        return metadata.version("tempest")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def write_stestr_conf(workdir):
+    """A .stestr.conf that discovers the installed tempest's tests, grouped by class."""
+    tdir = tempest_dir()
+    conf = workdir / ".stestr.conf"
+    conf.write_text("[DEFAULT]\n"
+                    f"test_path={tdir / 'test_discover'}\n"
+                    f"top_dir={tdir.parent}\n"
+                    "group_regex=([^\\.]*\\.)*\n")
+    if not (workdir / ".stestr").exists():
+        subprocess.run([sys.executable, "-m", "stestr", "init"], cwd=workdir, check=True,
+                       capture_output=True, timeout=120)
+    return conf
+
+
+def _tempest_env(workdir):
+    env = dict(os.environ, TEMPEST_CONFIG_DIR=str(workdir), TEMPEST_CONFIG="tempest.conf",
+               PYTHONUNBUFFERED="1")
+    for key in [k for k in env if k.startswith("OS_")]:
+        del env[key]
+    return env
+
+
+def list_tests(workdir, regex=TEST_REGEX):
+    """Every test id tempest has for ``regex`` (attributes stripped)."""
+    write_stestr_conf(workdir)
+    res = subprocess.run([sys.executable, "-m", "stestr", "list", regex], cwd=workdir,
+                         env=_tempest_env(workdir), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, f"stestr list failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return {strip_id(line) for line in res.stdout.split() if line.startswith("tempest.")}
+
+
+# ---------------------------------------------------------------------------
+# Test ids and the status document
+# ---------------------------------------------------------------------------
+
+_CLASS_LEVEL = re.compile(r"^(?:setUpClass|tearDownClass) \((?P<cls>[\w.]+)\)$")
+
+
+def strip_id(test_id):
+    """``a.b.C.test_x[id-...,smoke]`` -> ``a.b.C.test_x``; ``setUpClass (a.b.C)`` -> ``a.b.C``."""
+    test_id = test_id.strip()
+    match = _CLASS_LEVEL.match(test_id)
+    if match:
+        return match.group("cls")
+    return test_id.split("[", 1)[0]
+
+
+def known_entries(doc=STATUS_DOC):
+    """Parse the Tempest section of docs/conformance.md.
+
+    Under ``## Tempest (compute API)``, ``### Known failures`` and
+    ``### Known skips`` hold ``#### <reason>`` headings, each followed by
+    bullet lines naming a test (or a whole class) in backquotes.
+    Returns {test id: ("failure" | "skip", reason)}.
+    """
+    known = {}
+    if not doc.exists():
+        return known
+    in_section = False
+    kind = reason = None
+    for line in doc.read_text().splitlines():
+        if line.startswith(("# ", "## ")):
+            in_section = line.strip() == SECTION
+            kind = reason = None
+            continue
+        if not in_section:
+            continue
+        if line.startswith("### "):
+            title = line[4:].strip().lower()
+            kind = ("failure" if title == "known failures"
+                    else "skip" if title == "known skips" else None)
+            reason = None
+            continue
+        if line.startswith("#### "):
+            reason = line[5:].strip()
+            continue
+        match = re.match(r"^\s*[-*]\s+`([^`]+)`", line)
+        if match and kind and reason:
+            known[match.group(1).strip()] = (kind, reason)
+    return known
+
+
+def exists(test_id, all_ids):
+    return test_id in all_ids or any(t.startswith(test_id + ".") for t in all_ids)
+
+
+# ---------------------------------------------------------------------------
+# The cloud under test
+# ---------------------------------------------------------------------------
+
+def _free_port_base():
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + N_PORTS >= 65535:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + N_PORTS):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def accounts():
+    """The pre-provisioned accounts: [{"name", "password", "project", "roles"}].
+
+    Each member project also has a reader and a manager user (tempest asks
+    for them in its primary's project); each admin and service user has a
+    project of its own. The members come first: tempest's alt credentials
+    are the first free non-admin account of the file, so they are a member
+    of another project than the primary's, never its reader or manager.
+    """
+    def spec(name, project, role):
+        return {"name": name, "password": uuid.uuid4().hex[:16], "project": project,
+                "roles": [role]}
+    specs = []
+    for role in ("member", "reader", "manager"):
+        specs += [spec(f"tempest-{role}-{i}", f"tempest-project-{i}", role)
+                  for i in range(1, N_PROJECTS + 1)]
+    specs += [spec(f"tempest-admin-{i}", f"tempest-admin-{i}", "admin")
+              for i in range(1, N_ADMINS + 1)]
+    specs += [dict(spec(f"tempest-service-{i}", f"tempest-service-{i}", "service"),
+                   roles=["admin", "service"])
+              for i in range(1, N_SERVICE + 1)]
+    return specs
+
+
+def provision_accounts(data_dir, specs):
+    """Create the accounts in the identity database `novella up` will open."""
+    code = ("import json, sys\n"
+            "from novella.api.identity.store import IdentityStore\n"
+            "IdentityStore(sys.argv[1]).ensure(json.loads(sys.stdin.read()))\n")
+    # A separate interpreter: the store's engine must not outlive this call here.
+    subprocess.run([sys.executable, "-c", code, f"sqlite:///{data_dir}/identity.db"],
+                   input=json.dumps(specs), text=True, check=True, cwd=REPO_ROOT,
+                   timeout=120)
+
+
+class Cloud:
+    """A running `novella up`."""
+
+    def __init__(self, data_dir):
+        self.data_dir = pathlib.Path(data_dir)
+        self.port_base = _free_port_base()
+        self.proc = None
+        self.log_path = self.data_dir / "novella-up.log"
+        self.identity = f"http://127.0.0.1:{self.port_base}"
+        self.compute = f"http://127.0.0.1:{self.port_base + 1}"
+
+    def start(self, specs):
+        import requests
+        provision_accounts(self.data_dir, specs)
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "novella.cmd.main", "up", "--data-dir", str(self.data_dir),
+             "--port-base", str(self.port_base), "--host", "127.0.0.1",
+             "--cells", str(CELLS), "--hosts-per-cell", str(HOSTS_PER_CELL)],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        end = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError("novella up exited:\n" + self.log_path.read_text()[-3000:])
+            if (self.data_dir / "clouds.yaml").exists():
+                try:
+                    if requests.get(f"http://127.0.0.1:{self.port_base + 5}/",
+                                    timeout=2).status_code:
+                        return self
+                except requests.RequestException:
+                    pass
+            time.sleep(0.3)
+        raise RuntimeError("novella up did not start:\n" + self.log_path.read_text()[-3000:])
+
+    def stop(self):
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
+
+    def admin_session(self):
+        """(requests session with an admin token, {service type: url})."""
+        import requests
+        passwords = json.loads((self.data_dir / "passwords.json").read_text())
+        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": "admin", "password": passwords["admin"], "domain": {"id": "default"}}}},
+            "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
+        resp = requests.post(self.identity + "/v3/auth/tokens", json=body, timeout=30)
+        assert resp.status_code == 201, resp.text
+        catalog = {svc["type"]: next(e["url"] for e in svc["endpoints"]
+                                     if e["interface"] == "public")
+                   for svc in resp.json()["token"]["catalog"]}
+        session = requests.Session()
+        session.headers["X-Auth-Token"] = resp.headers["X-Subject-Token"]
+        return session, catalog
+
+
+def discover(cloud):
+    """What tempest.conf must name: images, flavors, network, the microversion range."""
+    session, catalog = cloud.admin_session()
+
+    def get(url, **kw):
+        resp = session.get(url, timeout=30, **kw)
+        assert resp.status_code == 200, f"GET {url}: {resp.status_code} {resp.text}"
+        return resp.json()
+
+    images = get(catalog["image"] + "/v2/images")["images"]
+    flavors = get(catalog["compute"] + "/flavors/detail")["flavors"]
+    networks = get(catalog["network"] + "/v2.0/networks")["networks"]
+    version = get(catalog["compute"] + "/")["version"]
+    flavors.sort(key=lambda f: (f["ram"], f["vcpus"], f["disk"]))
+    image = next(i for i in images if i["status"] == "active")
+    shared = next(n for n in networks if n.get("shared"))
+    # A second image, as tempest's rebuild tests want one different from the first.
+    alt = session.post(catalog["image"] + "/v2/images", timeout=30, json={
+        "name": "cirros-alt", "disk_format": "qcow2", "container_format": "bare",
+        "visibility": "public"})
+    assert alt.status_code == 201, alt.text
+    alt_id = alt.json()["id"]
+    put = session.put(catalog["image"] + f"/v2/images/{alt_id}/file", timeout=30,
+                      data=b"\0" * 1024,
+                      headers={"Content-Type": "application/octet-stream"})
+    assert put.status_code == 204, put.text
+    return {"image": image["id"], "image_alt": alt_id,
+            "flavor": flavors[0]["id"], "flavor_alt": flavors[1]["id"],
+            "network": shared["name"], "min_microversion": version["min_version"],
+            "max_microversion": version["version"], "catalog": catalog}
+
+
+def write_config(workdir, cloud, specs, found):
+    """tempest.conf and accounts.yaml in ``workdir``."""
+    lines = []
+    for spec in specs:
+        lines += [f"- username: '{spec['name']}'",
+                  f"  project_name: '{spec['project']}'",
+                  f"  password: '{spec['password']}'",
+                  "  user_domain_name: 'Default'",
+                  "  project_domain_name: 'Default'"]
+        lines.append(f"  roles: {json.dumps(spec['roles'])}")
+        lines += ["  resources:", f"    network: '{found['network']}'"]
+    (workdir / "accounts.yaml").write_text("\n".join(lines) + "\n")
+    (workdir / "locks").mkdir(exist_ok=True)
+    conf = f"""[DEFAULT]
+log_file = {workdir / 'tempest.log'}
+use_stderr = false
+debug = false
+
+[oslo_concurrency]
+lock_path = {workdir / 'locks'}
+
+[auth]
+use_dynamic_credentials = false
+test_accounts_file = {workdir / 'accounts.yaml'}
+default_credentials_domain_name = Default
+create_isolated_networks = false
+tempest_roles =
+
+[identity]
+uri_v3 = {cloud.identity}/v3
+auth_version = v3
+region = RegionOne
+admin_role = admin
+default_domain_id = default
+
+[identity-feature-enabled]
+api_v2 = false
+api_v2_admin = false
+api_v3 = true
+
+[compute]
+image_ref = {found['image']}
+image_ref_alt = {found['image_alt']}
+flavor_ref = {found['flavor']}
+flavor_ref_alt = {found['flavor_alt']}
+fixed_network_name = {found['network']}
+min_compute_nodes = {CELLS * HOSTS_PER_CELL}
+min_microversion = {found['min_microversion']}
+max_microversion = {found['max_microversion']}
+build_interval = 1
+build_timeout = 60
+endpoint_type = publicURL
+region = RegionOne
+
+[compute-feature-enabled]
+resize = true
+vnc_console = false
+spice_console = false
+serial_console = false
+metadata_service = false
+block_migration_for_live_migration = true
+volume_backed_live_migration = true
+
+[validation]
+run_validation = false
+
+[image]
+build_interval = 1
+build_timeout = 60
+
+[network]
+build_interval = 1
+build_timeout = 60
+project_networks_reachable = false
+
+[volume]
+catalog_type = volumev3
+build_interval = 1
+build_timeout = 60
+
+[service_available]
+nova = true
+glance = true
+neutron = true
+cinder = true
+swift = false
+horizon = false
+placement = true
+"""
+    (workdir / "tempest.conf").write_text(conf)
+
+
+# ---------------------------------------------------------------------------
+# Running and reading the results
+# ---------------------------------------------------------------------------
+
+def run_tempest(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY, timeout=RUN_TIMEOUT):
+    """Run the tests; return the path of the subunit v2 stream."""
+    write_stestr_conf(workdir)
+    stream = workdir / "results.subunit"
+    with open(stream, "wb") as out, open(workdir / "stestr.err", "w") as err:
+        proc = subprocess.run(
+            [sys.executable, "-m", "stestr", "run", "--concurrency", str(concurrency),
+             "--subunit", regex],
+            cwd=workdir, env=_tempest_env(workdir), stdout=out, stderr=err, timeout=timeout)
+    # stestr exits non-zero when a test failed: that is for the comparison to judge.
+    assert stream.stat().st_size > 0, (
+        f"stestr produced no results (exit {proc.returncode}):\n"
+        + (workdir / "stestr.err").read_text()[-3000:])
+    return stream
+
+
+_STATUS = {"success": "passed", "fail": "failed", "skip": "skipped",
+           "xfail": "passed", "uxsuccess": "failed"}
+
+
+def parse_subunit(path):
+    """{stripped test id: (outcome, detail)} from a subunit v2 stream."""
+    import subunit
+    import testtools
+
+    results = {}
+
+    def on_test(test):
+        outcome = _STATUS.get(test["status"])
+        if outcome is None:
+            return
+        detail = ""
+        details = test.get("details") or {}
+        for name in ("reason", "traceback"):
+            if name in details:
+                detail = details[name].as_text()
+                break
+        key = strip_id(test["id"])
+        # A class-level entry and its tests, or a test run twice: failure wins.
+        if key in results and results[key][0] == "failed" and outcome != "failed":
+            return
+        results[key] = (outcome, detail)
+
+    with open(path, "rb") as stream:
+        case = subunit.ByteStreamToStreamResult(stream, non_subunit_name="stdout")
+        result = testtools.StreamToDict(on_test)
+        result.startTestRun()
+        try:
+            case.run(result)
+        finally:
+            result.stopTestRun()
+    return results
+
+
+def compare(results, known, all_ids):
+    """The verdict: counts, and the lists that fail the run or are reported."""
+    counts = collections.Counter(passed=0, failed=0, skipped=0)
+    unexpected_failures, unexpected_skips, now_passing = [], [], []
+    for test_id, (outcome, detail) in sorted(results.items()):
+        counts[outcome] += 1
+        listed = known.get(test_id)
+        if outcome == "failed" and (listed is None or listed[0] != "failure"):
+            unexpected_failures.append((test_id, detail))
+        elif outcome == "skipped" and listed is None:
+            unexpected_skips.append((test_id, detail))
+        elif outcome == "passed" and listed is not None:
+            now_passing.append(test_id)
+    stale = sorted(t for t in known if not exists(t, all_ids))
+    not_run = sorted(t for t, (kind, _) in known.items()
+                     if t not in results and exists(t, all_ids)
+                     and not any(r.startswith(t + ".") for r in results))
+    return {"counts": counts, "unexpected_failures": unexpected_failures,
+            "unexpected_skips": unexpected_skips, "now_passing": now_passing,
+            "stale": stale, "not_run": not_run}
+
+
+def summary_line(verdict, elapsed):
+    c = verdict["counts"]
+    return ("tempest %s compute API [%s]: %d passed, %d failed, %d skipped"
+            " (%d unlisted failures, %d unlisted skips, %d listed now passing) in %.0f s"
+            % (tempest_version(), TEST_REGEX, c["passed"], c["failed"], c["skipped"],
+               len(verdict["unexpected_failures"]), len(verdict["unexpected_skips"]),
+               len(verdict["now_passing"]), elapsed))
+
+
+def _short(detail, limit=1200):
+    lines = [line for line in detail.strip().splitlines() if line.strip()]
+    text = "\n".join(lines[-12:])
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def run_all(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY):
+    """Start a cloud, configure and run tempest; (results, elapsed seconds)."""
+    data_dir = workdir / "novella-data"
+    data_dir.mkdir(exist_ok=True)
+    specs = accounts()
+    cloud = Cloud(data_dir)
+    started = time.monotonic()
+    try:
+        cloud.start(specs)
+        write_config(workdir, cloud, specs, discover(cloud))
+        stream = run_tempest(workdir, regex, concurrency)
+        return parse_subunit(stream), time.monotonic() - started
+    finally:
+        cloud.stop()
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+
+def test_known_entries_parser(tmp_path):
+    doc = tmp_path / "conformance.md"
+    doc.write_text(
+        "# Conformance\n\n## Known failures\n\n- `tempest.api.x.A.test_no` not here\n\n"
+        f"{SECTION}\n\nprose\n\n### Known failures\n\n#### No rebuild action\n\n"
+        "- `tempest.api.compute.a.A.test_rebuild`\n- `tempest.api.compute.a.B`\n\n"
+        "#### No locks\n\n* `tempest.api.compute.b.C.test_lock` (with a note)\n\n"
+        "### Known skips\n\n#### Needs SSH into the guest\n\n"
+        "- `tempest.api.compute.c.D.test_ssh`\n\n# Other\n\n### Known skips\n\n#### r\n\n"
+        "- `tempest.api.compute.z.Z`\n")
+    assert known_entries(doc) == {
+        "tempest.api.compute.a.A.test_rebuild": ("failure", "No rebuild action"),
+        "tempest.api.compute.a.B": ("failure", "No rebuild action"),
+        "tempest.api.compute.b.C.test_lock": ("failure", "No locks"),
+        "tempest.api.compute.c.D.test_ssh": ("skip", "Needs SSH into the guest"),
+    }
+
+
+def test_ids_and_comparison():
+    assert strip_id("tempest.api.compute.a.A.test_x[id-1234,smoke]") == \
+        "tempest.api.compute.a.A.test_x"
+    assert strip_id("setUpClass (tempest.api.compute.a.B)") == "tempest.api.compute.a.B"
+    all_ids = {"tempest.api.compute.a.A.test_x", "tempest.api.compute.a.A.test_y",
+               "tempest.api.compute.a.B.test_z", "tempest.api.compute.a.C.test_w"}
+    known = {"tempest.api.compute.a.A.test_y": ("failure", "r1"),
+             "tempest.api.compute.a.B": ("skip", "r2"),
+             "tempest.api.compute.a.C.test_w": ("failure", "r3"),
+             "tempest.api.compute.gone.G.test_g": ("failure", "r4")}
+    results = {"tempest.api.compute.a.A.test_x": ("failed", "boom"),
+               "tempest.api.compute.a.A.test_y": ("failed", "known"),
+               "tempest.api.compute.a.B": ("skipped", "no feature"),
+               "tempest.api.compute.a.C.test_w": ("passed", "")}
+    verdict = compare(results, known, all_ids)
+    assert verdict["counts"] == {"passed": 1, "failed": 2, "skipped": 1}
+    assert [t for t, _ in verdict["unexpected_failures"]] == ["tempest.api.compute.a.A.test_x"]
+    assert verdict["unexpected_skips"] == []
+    assert verdict["now_passing"] == ["tempest.api.compute.a.C.test_w"]
+    assert verdict["stale"] == ["tempest.api.compute.gone.G.test_g"]
+
+
+def test_parse_subunit(tmp_path):
+    """Outcomes, attributes stripped, class-level entries, from a real v2 stream."""
+    import subunit
+    path = tmp_path / "r.subunit"
+    with open(path, "wb") as f:
+        out = subunit.StreamResultToBytes(f)
+        for test_id, status in (("tempest.api.compute.a.A.test_x[id-1,smoke]", "success"),
+                                ("tempest.api.compute.a.A.test_y[id-2]", "fail"),
+                                ("setUpClass (tempest.api.compute.a.B)", "skip")):
+            out.status(test_id=test_id, test_status="inprogress")
+            out.status(test_id=test_id, test_status=status)
+    assert {k: v[0] for k, v in parse_subunit(path).items()} == {
+        "tempest.api.compute.a.A.test_x": "passed",
+        "tempest.api.compute.a.A.test_y": "failed",
+        "tempest.api.compute.a.B": "skipped"}
+
+
+def test_tempest_compute_api(tmp_path):
+    """The whole tempest.api.compute suite; unlisted failures and skips fail it."""
+    if tempest_dir() is None:
+        pytest.fail("tempest is not installed; `pip install -e .[test]`")
+    known = known_entries()
+    assert known, f"{STATUS_DOC} has no {SECTION!r} entries"
+    empty = sorted(t for t, (_, reason) in known.items() if not reason)
+    assert not empty, f"entries without a reason: {empty}"
+
+    all_ids = list_tests(tmp_path)
+    assert len(all_ids) > 400, f"only {len(all_ids)} compute API tests found"
+    results, elapsed = run_all(tmp_path)
+    verdict = compare(results, known, all_ids)
+    # The run really ran: every test id reported exists in the suite.
+    assert all(exists(t, all_ids) for t in results)
+    assert verdict["counts"]["passed"] > 0
+
+    line = summary_line(verdict, elapsed)
+    print(line)
+    for test_id in verdict["now_passing"]:
+        print(f"listed in {STATUS_DOC.name} but passes now: {test_id}")
+    warnings.warn(TempestSummary(line), stacklevel=1)
+
+    problems = []
+    if verdict["stale"]:
+        problems.append("listed tests that no longer exist:\n  " + "\n  ".join(verdict["stale"]))
+    for title, rows in (("failures", verdict["unexpected_failures"]),
+                        ("skips", verdict["unexpected_skips"])):
+        if rows:
+            problems.append(f"{len(rows)} unlisted {title}:\n" + "\n".join(
+                f"--- {t}\n{_short(d)}" for t, d in rows))
+    if problems:
+        pytest.fail(line + "\n" + "\n".join(problems), pytrace=False)
+
+
+# ---------------------------------------------------------------------------
+# Command line: outcomes grouped by reason, to maintain docs/conformance.md
+# ---------------------------------------------------------------------------
+
+def _headline(detail):
+    lines = [line.strip() for line in detail.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[\w.]+(Error|Exception|Failure|Conflict|NotFound|BadRequest|"
+                    r"Forbidden|Unauthorized|TimeoutException|ServerFault|"
+                    r"InvalidHTTPResponseBody|UnexpectedResponseCode|"
+                    r"Skip\w*)\b", line) or "Error:" in line:
+            return line[:240]
+    return lines[-1][:240] if lines else ""
+
+
+def main(argv=None):
+    """``python3 -m tests.conformance.test_tempest [-j N] [--keep DIR] [REGEX]``"""
+    import argparse
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("-j", "--concurrency", type=int, default=CONCURRENCY)
+    parser.add_argument("--keep", help="work directory to use and keep")
+    parser.add_argument("--json", help="write {test id: [outcome, detail]} here")
+    parser.add_argument("regex", nargs="?", default=TEST_REGEX)
+    args = parser.parse_args(argv)
+    workdir = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="tempest-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        all_ids = list_tests(workdir, args.regex)
+        results, elapsed = run_all(workdir, args.regex, args.concurrency)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True))
+    known = known_entries()
+    verdict = compare(results, known, all_ids)
+    groups = collections.defaultdict(list)
+    for test_id, (outcome, detail) in sorted(results.items()):
+        if outcome != "passed":
+            mark = "" if test_id in known else "  <- not listed"
+            groups[(outcome, _headline(detail))].append(test_id + mark)
+    for (outcome, headline), ids in sorted(groups.items()):
+        print(f"\n[{outcome}] {headline}")
+        for test_id in ids:
+            print(f"- `{test_id}`")
+    for test_id in verdict["now_passing"]:
+        print(f"listed but passes now: {test_id}")
+    for test_id in verdict["stale"]:
+        print(f"listed but no longer exists: {test_id}")
+    print(summary_line(verdict, elapsed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
