@@ -353,6 +353,16 @@ def list_records(api, filters, sort, limit, marker=None):
             _add_faults_and_volumes(s, recs)
             return recs
 
+    # The build requests first, then the cells: a server is created in its cell before
+    # its build request goes, so one that moves meanwhile is read in one or the other.
+    building = {}
+    with api.api_db.session() as s:
+        q = sa.select(am.BuildRequest)
+        if "project_id" in filters and not isinstance(filters["project_id"], (list, tuple)):
+            q = q.where(am.BuildRequest.project_id == filters["project_id"])
+        for br in s.scalars(q):
+            rec = build_request_record(br)
+            building[rec["uuid"]] = rec
     results = cells_mod.scatter(cells, in_cell)
     merged = {}
     for cell_uuid, recs in results.items():
@@ -362,16 +372,16 @@ def list_records(api, filters, sort, limit, marker=None):
             continue
         for rec in recs:
             merged[rec["uuid"]] = rec
-    with api.api_db.session() as s:
-        q = sa.select(am.BuildRequest)
-        if "project_id" in filters and not isinstance(filters["project_id"], (list, tuple)):
-            q = q.where(am.BuildRequest.project_id == filters["project_id"])
-        for br in s.scalars(q):
-            rec = build_request_record(br)
-            if rec["uuid"] in merged or not _matches(rec, filters):
-                continue
-            if marker_rec is not None and _compare(sort, rec, marker_rec) <= 0:
-                continue
-            merged[rec["uuid"]] = rec
+    missing = [uuid for uuid in building if uuid not in merged]
+    if missing:
+        with api.api_db.session() as s:
+            still = set(s.scalars(sa.select(am.BuildRequest.instance_uuid).where(
+                am.BuildRequest.instance_uuid.in_(missing))))
+        for uuid in missing:
+            # Still a build request; or it reached its cell after that cell was read.
+            rec = building[uuid] if uuid in still else load(api.api_db, uuid)
+            if rec is not None and _matches(rec, filters) and (
+                    marker_rec is None or _compare(sort, rec, marker_rec) > 0):
+                merged[uuid] = rec
     ordered = sorted(merged.values(), key=functools.cmp_to_key(lambda a, b: _compare(sort, a, b)))
     return ordered[:limit]

@@ -115,3 +115,45 @@ def test_detail_shows_cell_and_build_request_fields(cloud, spread):
     assert by_name["srv-0"]["status"] == "ACTIVE"
     assert by_name["srv-3"]["status"] == "ERROR"
     assert all(s["flavor"]["ram"] == 512 for s in servers)
+
+
+def _move_to_cell(cloud, server_id, cell, **values):
+    """What the conductor does with a build request: the instance in its cell first,
+    then its mapping points there and the build request goes."""
+    import sqlalchemy as sa
+    from novella.db import api_models as am, cell_models as cm
+    cloud.instance(cell, uuid=server_id, name="moved", host="h", hidden=True, **values)
+    with cloud.db(cell).session(write=True) as s:
+        s.execute(sa.update(cm.Instance).where(cm.Instance.uuid == server_id).values(hidden=False))
+    with cloud.api_db.session(write=True) as s:
+        s.execute(sa.update(am.InstanceMapping).where(
+            am.InstanceMapping.instance_uuid == server_id).values(cell_id=cloud.cells[cell].id))
+        s.execute(sa.delete(am.BuildRequest).where(am.BuildRequest.instance_uuid == server_id))
+
+
+@pytest.mark.parametrize("query", ["", "?status=ACTIVE", "?name=moved"])
+def test_server_leaving_its_build_request_while_listed_is_listed(cloud, monkeypatch, query):
+    """A server that reaches its cell after that cell was read is still listed, as it is
+    in its cell (not as the build request it was)."""
+    from novella.api.compute import instances
+    cloud.flavor()
+    waiting, moving = [cloud.user.post("/servers", {"server": {
+        "name": name, "flavorRef": "1", "imageRef": "155d900f-4e14-4e4c-a73d-069cbf4541e6"}}
+    ).json["server"]["id"] for name in ("waiting", "moving")]
+    scatter = instances.cells_mod.scatter
+
+    def cells_then_move(cells, fn):
+        results = scatter(cells, fn)
+        if not moved:
+            moved.append(moving)
+            _move_to_cell(cloud, moving, "cell2")
+        return results
+    moved = []
+    monkeypatch.setattr(instances.cells_mod, "scatter", cells_then_move)
+    resp = cloud.user.get("/servers/detail" + query)
+    assert moved == [moving]
+    listed = {s["id"]: (s["name"], s["status"]) for s in resp.json["servers"]}
+    expected = {moving: ("moved", "ACTIVE")}
+    if not query:
+        expected[waiting] = ("waiting", "BUILD")
+    assert listed == expected
