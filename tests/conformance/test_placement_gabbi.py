@@ -401,6 +401,28 @@ def test_gabbi_file(yaml_path, request):
         pytest.fail("\n".join(lines), pytrace=False)
 
 
+# A few files through a real socket to `novella serve placement` under gunicorn
+# in every run (the whole suite that way: NOVELLA_GABBI_SERVER=gunicorn): the
+# HTTP framing and headers, CORS, percent-encoded names.
+SOCKET_FILES = ["basic-http", "cors", "unicode"]
+
+
+@pytest.mark.parametrize("stem", SOCKET_FILES)
+def test_gabbi_file_through_gunicorn(stem, monkeypatch):
+    if placement_fixtures.current_target() != "novella":
+        pytest.skip("serves Novella's own `serve placement`")
+    monkeypatch.setenv(placement_fixtures.SERVER_ENV, "gunicorn")
+    path = next(p for p in _FILES if p.stem == stem)
+    known = known_for_this_run()
+    rows = run_yaml_file(path)
+    assert [r[0] for r in rows] == yaml_test_names(path)
+    outcomes = collections.Counter(outcome for _name, outcome, _detail in rows)
+    assert set(outcomes) <= {"passed", "failed"} and outcomes["passed"] > 0
+    unexpected = ["--- %s\n%s" % (name, _short(detail)) for name, outcome, detail in rows
+                  if outcome == "failed" and (path.name, name) not in known]
+    assert not unexpected, "\n".join(unexpected)
+
+
 def test_status_table_parser(tmp_path):
     """The known-failure table format of docs/conformance.md is understood."""
     doc = tmp_path / "conformance.md"
