@@ -74,6 +74,11 @@ class Journal:
             self.steps.append([name, status])
         self._write(steps=_json(self.steps), state=_json(self.state.record()))
 
+    def release(self):
+        """Give the running operation up at once, for another turn of recovery."""
+        self._write(steps=_json(self.steps), state=_json(self.state.record()),
+                    lease_until=utcnow() - datetime.timedelta(seconds=1))
+
     def end(self, status):
         self._write(status=status, steps=_json(self.steps), state=_json(self.state.record()),
                     lease_until=None)

@@ -26,7 +26,7 @@ from novella.conductor.tasks import build as build_tasks
 from novella.conductor.tasks import common
 from novella.conductor.tasks import cross_cell as cross_cell_tasks
 from novella.conductor.tasks import shelve as shelve_tasks
-from novella.conductor.tasks.base import TaskList
+from novella.conductor.tasks.base import TaskList, Unfinished
 from novella.context import get_admin_context
 from novella.db import api_models as am
 from novella.db import cell_models as cm
@@ -244,7 +244,7 @@ class ConductorManager:
         kind = action + ("-cross-cell" if cross_cell else "")
         uuid = resized.instance_uuid
         tasks = TaskList(f"{kind} {uuid}", operations.OPERATIONS[kind].tasks(resized),
-                         journal=self._journal(kind, ctxt, resized))
+                         journal=self._journal(kind, ctxt, resized), forward=True)
         if cross_cell:
             name = (notifications.RESIZE_CONFIRM if action == "confirm"
                     else notifications.RESIZE_REVERT)
@@ -256,19 +256,25 @@ class ConductorManager:
         return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
 
     def _resized_ended(self, ctxt, resized, run):
-        """``run()`` the rest of a confirm or revert, then record how it ended."""
+        """``run()`` the rest of a confirm or revert, then record how it ended (unless
+        it waits for a host, to be carried on by recovery)."""
         try:
             run()
+        except Unfinished:
+            return
         except Exception as exc:
             migration_records.update(resized.instance_db, resized.migration_uuid,
                                      status=ms.ERROR)
             with contextlib.suppress(records.InstanceNotFound):
                 records.add_fault(resized.instance_db, resized.instance_uuid, exc)
+            self._resized_closed(ctxt, resized)
             raise
-        finally:
-            records.finish_action(resized.instance_db, ctxt, resized.instance_uuid)
-            common.free_what_a_delete_left(self, ctxt, resized.instance_uuid,
-                                           resized.migration_uuid, resized.places())
+        self._resized_closed(ctxt, resized)
+
+    def _resized_closed(self, ctxt, resized):
+        records.finish_action(resized.instance_db, ctxt, resized.instance_uuid)
+        common.free_what_a_delete_left(self, ctxt, resized.instance_uuid,
+                                       resized.migration_uuid, resized.places())
 
     def poll_unconfirmed_cross_cell_resizes(self, ctxt=None):
         """Confirm cross-cell moves in VERIFY_RESIZE longer than ``resize_confirm_window``.

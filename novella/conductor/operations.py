@@ -82,7 +82,8 @@ def recover(conductor, operation):
                      kind.tasks(state),
                      journal=Journal(conductor.api_db, conductor.owner, conductor.lease,
                                      operation["kind"], operation["instance_uuid"], ctxt, state,
-                                     operation_uuid=operation["uuid"], steps=steps))
+                                     operation_uuid=operation["uuid"], steps=steps),
+                     forward=kind.recovery == FORWARD)
     _follow_routes(tasks, steps)
     statuses = [status for _name, status in steps]
     for index, (task, status) in enumerate(zip(tasks.tasks, statuses)):

@@ -21,6 +21,11 @@ Two kinds of step shape the list as it runs:
 - a step with ``no_return = True`` is the point of no return: once it has
   completed, the operation only goes forward and nothing up to it is undone.
 
+A list that only goes forward (``forward=True``: confirm, revert) does not
+fail when a host does not answer one of its steps: it raises ``Unfinished``
+and leaves its journal to a conductor that carries it on later, once the
+host answers again (the operation's lease is given up at once).
+
 Given a journal (novella/conductor/journal.py), the list records each step as
 started before it acts, done after it, and undoing/undone around its undo,
 so that a conductor that dies anywhere leaves in the database exactly where
@@ -29,6 +34,8 @@ fresh conductor carries on from there: forward from the
 first step not done, or back through every step that started.
 """
 import logging
+
+from novella import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -55,11 +62,16 @@ class Task:
         """Take back what execute() did; ``exc`` is why the operation failed."""
 
 
+class Unfinished(Exception):
+    """A forward-only operation waits for a host that did not answer."""
+
+
 class TaskList:
-    def __init__(self, name, tasks, journal=None):
+    def __init__(self, name, tasks, journal=None, forward=False):
         self.name = name
         self.tasks = list(tasks)
         self.journal = journal
+        self.forward = forward
         self.completed = []       # names of the tasks whose execute() returned
         self.undone = []          # names, in the order they were undone
         self.undo_errors = []     # (task name, exception) of undos that failed
@@ -82,6 +94,11 @@ class TaskList:
             except BaseException as exc:
                 if not isinstance(exc, Exception):
                     raise  # the process is going away: nothing more is written
+                if self.forward and self.journal is not None and isinstance(exc, rpc.Timeout):
+                    LOG.warning("%s: step %s waits for its host: %s", self.name, task.name,
+                                exc)
+                    self.journal.release()
+                    raise Unfinished(f"{self.name}: {task.name} waits for its host") from exc
                 self.failed_task = task.name
                 LOG.info("%s: step %s failed: %s", self.name, task.name, exc)
                 self._boundary(index, task, "failed")

@@ -201,8 +201,11 @@ def unanswered(state, host, attachments=None):
     network_api = getattr(state, "network_api", None)
     if network_api is not None:
         source = getattr(state, "source_host", None)
-        if source and source != host:
-            network_api.activate_port_bindings(state.ctxt, state.instance_uuid, source)
+        if source and source != host:  # the ports' active bindings on the source again
+            network_api.migrate_instance_finish(
+                state.ctxt, state.instance_uuid, source, port_profiles=held_port_profiles(
+                    state.placement, state.request_spec, state.migration_uuid,
+                    state.instance_uuid))
         network_api.delete_port_bindings(state.ctxt, state.instance_uuid, host)
     for attachment_id in (attachments or {}).values():
         state.volume_api.attachment_delete(state.ctxt, attachment_id)

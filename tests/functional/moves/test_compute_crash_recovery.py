@@ -168,6 +168,7 @@ def _restart(cloud, death, host):
                            transport=old.transport)
     fresh.init_host()
     death.wrap(fresh)
+    death.dead = None  # it answers again
     old.transport.serve("compute", host, fresh)
     cloud.aio.computes[host] = fresh
 
@@ -265,23 +266,35 @@ def test_a_compute_service_dying_before_any_effect_finishes_on_restart(cloud, de
 
 # A move: its hosts' steps are counted together; the host running the step that
 # dies is down while the conductor undoes the move, and starts again after.
+def _resize(cloud, sid):
+    return cloud.action(sid, {"resize": {"flavorRef": "2"}})
+
+
+# move: (what brings the server to where it starts, the request)
 MOVES = {
-    "resize": lambda cloud, sid: cloud.action(sid, {"resize": {"flavorRef": "2"}}),
-    "migrate": lambda cloud, sid: cloud.action(sid, {"migrate": None}),
-    "live-migrate": lambda cloud, sid: cloud.action(
-        sid, {"os-migrateLive": {"host": None, "block_migration": "auto"}}, version="2.30"),
+    "resize": (None, _resize),
+    "migrate": (None, lambda cloud, sid: cloud.action(sid, {"migrate": None})),
+    "live-migrate": (None, lambda cloud, sid: cloud.action(
+        sid, {"os-migrateLive": {"host": None, "block_migration": "auto"}}, version="2.30")),
+    "confirm": (_resize, lambda cloud, sid: cloud.action(sid, {"confirmResize": None})),
+    "revert": (_resize, lambda cloud, sid: cloud.action(sid, {"revertResize": None})),
 }
 
 
 def _move(cloud, death, move, at):
     death.arm(-1)
+    prepare, request = MOVES[move]
     sid = _boot(cloud)
     cloud.aio.wait_idle()
     source = cloud.host_of(sid)
+    if prepare is not None:
+        assert prepare(cloud, sid)[0] == 202
+        cloud.aio.wait_idle()
+        assert cloud.server(sid)["status"] == "VERIFY_RESIZE", cloud.fault(sid)
     before = harness.books(cloud, sid, source)
     death.arm(at)
-    status, body = MOVES[move](cloud, sid)
-    assert status == 202, body
+    status, body = request(cloud, sid)
+    assert status in (202, 204), body
     cloud.aio.wait_idle()
     return sid, source, before
 
@@ -305,6 +318,7 @@ def host_dies_at_every_effect(cloud, death, move):
         assert death.reached.is_set(), f"{move}: never reached effect {at}"
         where = (move, at, effects[at - 1], death.dead == source and "source" or "dest")
         _restart(cloud, death, death.dead)
+        cloud.aio.conductor.recover_operations()  # as its periodic task does
         cloud.aio.wait_idle()
         after = harness.books(cloud, sid, source)
         undone = dict(before, migration="error")
