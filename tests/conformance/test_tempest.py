@@ -499,11 +499,11 @@ def compare(results, known, all_ids):
             "stale": stale, "not_run": not_run}
 
 
-def summary_line(verdict, elapsed):
+def summary_line(verdict, elapsed, regex=TEST_REGEX):
     c = verdict["counts"]
     return ("tempest %s compute API [%s]: %d passed, %d failed, %d skipped"
             " (%d unlisted failures, %d unlisted skips, %d listed now passing) in %.0f s"
-            % (tempest_version(), TEST_REGEX, c["passed"], c["failed"], c["skipped"],
+            % (tempest_version(), regex, c["passed"], c["failed"], c["skipped"],
                len(verdict["unexpected_failures"]), len(verdict["unexpected_skips"]),
                len(verdict["now_passing"]), elapsed))
 
@@ -675,7 +675,7 @@ def main(argv=None):
         print(f"listed but passes now: {test_id}")
     for test_id in verdict["stale"]:
         print(f"listed but no longer exists: {test_id}")
-    print(summary_line(verdict, elapsed))
+    print(summary_line(verdict, elapsed, args.regex))
     return 0
 
 
