@@ -1,6 +1,7 @@
 """/servers: create, list (merged across cells), show, update, delete."""
 import base64
 import datetime
+import ipaddress
 import json
 import re
 import secrets
@@ -521,7 +522,8 @@ def create(req):
             "key_data": key_pair.public_key if key_pair else None,
             "user_data": server.get("user_data"),
             "config_drive": "True" if validation.to_bool(server.get("config_drive", False)) else "",
-            "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
+            "access_ip_v4": _access_ip(server.get("accessIPv4")),
+            "access_ip_v6": _access_ip(server.get("accessIPv6")),
             "reservation_id": reservation_id, "launch_index": index, "locked": False,
             "metadata": dict(server.get("metadata") or {}), "flavor": flavor,
             "security_groups": [g["name"] for g in server.get("security_groups") or []] or ["default"],
@@ -590,6 +592,14 @@ def _forget(api_db, uuids):
 
 
 # --- update -------------------------------------------------------------------------
+def _access_ip(value):
+    """An access address as the reference keeps it: an IPv6 one in its compressed form."""
+    try:
+        return str(ipaddress.ip_address(value)) if value else value
+    except ValueError:
+        return value
+
+
 def update(req, server_id):
     body = req.body_json(schemas.update)
     rec = instances.get(req, server_id)
@@ -600,7 +610,8 @@ def update(req, server_id):
                           ("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6"),
                           ("hostname", "hostname")):
         if field in s_body:
-            changes[column] = s_body[field]
+            changes[column] = _access_ip(s_body[field]) if column.startswith("access_ip") \
+                else s_body[field]
     if changes:
         if rec["cell"] is None:
             with req.api.api_db.session(write=True) as s:
