@@ -35,7 +35,7 @@ CONDUCTOR_EVENT = "schedule_instances"  # the reference's name for the conductor
 class Unshelve(common.Recorded):
     """What one unshelve knows, shared by its tasks."""
 
-    SERVICES = ("conf", "placement", "scheduler", "ctxt", "cell_db", "compute")
+    SERVICES = ("conf", "placement", "scheduler", "network_api", "ctxt", "cell_db", "compute")
     CELLS = ("cell",)
 
     def __init__(self, services, ctxt, cell, instance, request_spec, host=None):
@@ -56,6 +56,7 @@ class Unshelve(common.Recorded):
     def attach(self, services, ctxt):
         self.conf, self.placement, self.scheduler = (services.conf, services.placement,
                                                      services.scheduler)
+        self.network_api = getattr(services, "network_api", None)
         self.ctxt = ctxt
         self.cell_db = cells_mod.cell_database(self.cell)
         self.compute = common.compute_api(self.conf, self.cell)
