@@ -282,7 +282,7 @@ def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, place
     """
     cells = {cell.uuid: cell for cell, _host in places}
     deleted = next((cell for cell in cells.values()
-                    if _deleted_by_user(cells_mod.cell_database(cell), instance_uuid)), None)
+                    if deleted_by_user(cells_mod.cell_database(cell), instance_uuid)), None)
     if deleted is None:
         return False
     cells_mod.set_instance_cell(services.api_db, instance_uuid, deleted)
@@ -302,7 +302,13 @@ def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, place
     return True
 
 
-def _deleted_by_user(cell_db, instance_uuid):
+class DeletedMeanwhile(Exception):
+    def __init__(self, instance_uuid):
+        self.message = f"Instance {instance_uuid} was deleted during its move."
+        super().__init__(self.message)
+
+
+def deleted_by_user(cell_db, instance_uuid):
     """This cell's copy of the server was deleted (or is being deleted); a copy that
     is not there was never made or was removed by the move itself."""
     with cell_db.read_session() as s:

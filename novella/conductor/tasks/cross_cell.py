@@ -289,6 +289,9 @@ class SwitchToTargetCell(MoveTask):
 
     def execute(self):
         move = self.move
+        if common.deleted_by_user(move.cell_db, move.instance_uuid):
+            # Deleted meanwhile: the target cell's copy must never show.
+            raise common.DeletedMeanwhile(move.instance_uuid)
         migration_records.update(move.cell_db, move.migration_uuid, status=ms.FINISHED)
         cells_mod.set_instance_cell(move.api_db, move.instance_uuid, move.target_cell)
         show_copy_in(move.target_db, move.cell_db, move.instance_uuid, move.migration_uuid)
