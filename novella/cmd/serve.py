@@ -24,6 +24,8 @@ import signal
 import sys
 import threading
 
+import requests
+
 from novella import rpc
 from novella.allinone import PORTS
 from novella.conf import CONF, parse_args
@@ -205,7 +207,11 @@ def serve_compute(args):
     mgr = ComputeManager(CONF, host, cell_db, _placement_client(), SimulatedDriver(host, CONF),
                          network_api=network_api, volume_api=volume_api, image_api=image_api,
                          notifier=_notifier(transport, f"nova-compute:{host}"), transport=transport)
-    mgr.init_host()
+    try:
+        mgr.init_host()
+    except requests.ConnectionError:
+        raise ConfigError(f"Placement does not answer at {CONF.placement.endpoint_override} "
+                          "([placement] endpoint_override): start it first") from None
     transport.serve("compute", host, mgr)
     periodics = [Periodic(getattr(mgr, name), interval, name).start()
                  for name, interval in mgr.periodic_tasks.items()]

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -181,3 +182,24 @@ def test_wsgi_modules_read_the_configuration_the_environment_names(tmp_path):
     assert ran.returncode == 1
     assert ran.stderr.strip().splitlines()[-1] == (
         "novella.cmd.serve.ConfigError: [api_database] connection is not set")
+
+
+def test_serve_compute_says_when_placement_does_not_answer(tmp_path):
+    api_url, cell_url = f"sqlite:///{tmp_path}/api.db", f"sqlite:///{tmp_path}/cell1.db"
+    migrate.sync("api", api_url)
+    for name in migrate.EMBEDDED:
+        migrate.sync(name, api_url)
+    migrate.sync("cell", cell_url)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    conf = tmp_path / "nova.conf"
+    conf.write_text(f"[DEFAULT]\ntransport_url = inproc://cell1\nstate_path = {tmp_path}\n"
+                    f"[api_database]\nconnection = {api_url}\n"
+                    f"[database]\nconnection = {cell_url}\n"
+                    f"[placement]\nendpoint_override = http://127.0.0.1:{closed}\n")
+    ran = _run(["compute", "--host", "h1", "--config-file", str(conf)])
+    assert ran.returncode == 1
+    assert ran.stderr.strip().splitlines()[-1] == (
+        f"error: Placement does not answer at http://127.0.0.1:{closed} "
+        "([placement] endpoint_override): start it first")
