@@ -390,6 +390,8 @@ def serve_wsgi(build, host, port, name, workers=2, threads=4, keepalive=5, timeo
         "bind": f"{host}:{port}", "workers": workers, "threads": max(1, threads),
         "worker_class": "gthread", "keepalive": keepalive, "timeout": timeout,
         "graceful_timeout": 10, "backlog": 128, "proc_name": f"novella-{name}",
+        # Long query strings (many UUIDs in a filter): gunicorn's largest bounded limit.
+        "limit_request_line": 8190,
         "errorlog": "-", "accesslog": None, "loglevel": "info", "when_ready": when_ready,
     }
 
