@@ -198,22 +198,32 @@ class AllInOne:
         return Notifier(rpc.get_transport(SUPER_TRANSPORT), publisher_id)
 
     def _start_computes(self):
+        for cell in self.cells:
+            for hi in range(1, self.hosts_per_cell + 1):
+                self._compute(f"{cell.name}-host{hi}", cell)
+        self.log(f"Compute hosts: {len(self.computes)} simulated.")
+
+    def _compute(self, host, cell, **driver_options):
         from novella.compute.manager import ComputeManager
         from novella.virt.simulated import SimulatedDriver
-        for ci, cell in enumerate(self.cells, start=1):
-            cell_db = cells_mod.cell_database(cell)
-            transport = rpc.get_transport(cell.transport_url)
-            for hi in range(1, self.hosts_per_cell + 1):
-                host = f"{cell.name}-host{hi}"
-                driver = SimulatedDriver(host, CONF)
-                mgr = ComputeManager(CONF, host, cell_db, self.placement, driver,
-                                     network_api=self.network_api, volume_api=self.volume_api,
-                                     image_api=self.image_api, notifier=self.notifier(f"nova-compute:{host}"),
-                                     transport=transport)
-                mgr.init_host()
-                transport.serve("compute", host, mgr)
-                self.computes[host] = mgr
-        self.log(f"Compute hosts: {len(self.computes)} simulated.")
+        driver = SimulatedDriver(host, CONF, **driver_options)
+        mgr = ComputeManager(CONF, host, cells_mod.cell_database(cell), self.placement, driver,
+                             network_api=self.network_api, volume_api=self.volume_api,
+                             image_api=self.image_api, notifier=self.notifier(f"nova-compute:{host}"),
+                             transport=rpc.get_transport(cell.transport_url))
+        mgr.init_host()
+        rpc.get_transport(cell.transport_url).serve("compute", host, mgr)
+        self.computes[host] = mgr
+        return mgr
+
+    def add_compute(self, host, cell=None, **driver_options):
+        """Start one more simulated compute host in ``cell`` (a cell name, default the
+        first cell) and map it; ``driver_options`` as ``SimulatedDriver``'s (``nodename``,
+        ``vcpus``, ``memory_mb``, ``local_gb``, ...). Returns its compute manager."""
+        target = next(c for c in self.cells if cell is None or c.name == cell)
+        mgr = self._compute(host, target, **driver_options)
+        manage.discover_hosts(CONF.api_database.connection)
+        return mgr
 
     def _seed_demo_data(self):
         with self.api_db.session(write=True) as s:

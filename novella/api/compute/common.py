@@ -1,5 +1,6 @@
 """Helpers every handler shares: paging, query values, timestamps."""
 import datetime
+import secrets
 
 from novella.api.compute import errors, validation
 
@@ -33,8 +34,10 @@ def next_link(req, collection_parts, items, limit, id_key="id", name=None):
     """``[{"rel": "next", "href": ...}]`` when a full page was returned."""
     if not items or len(items) < limit:
         return []
-    query = [(k, v) for k, v in req.GET.items() if k != "marker"]
-    query.append(("marker", items[-1][id_key]))
+    # As the reference: the query's parameters sorted, the marker replaced
+    # where it was or added last.
+    query = dict(sorted(req.GET.items()))
+    query["marker"] = items[-1][id_key]
     from urllib.parse import urlencode
     return [{"rel": "next", "href": req.self_link(*collection_parts) + "?" + urlencode(query)}]
 
@@ -84,3 +87,16 @@ def changes_window(req):
         raise errors.BadRequest("The value of changes-since must be less than "
                                 "or equal to changes-before.")
     return since, before
+
+
+# The reference's generated passwords: 12 characters, digits and letters
+# without the easily confused ones (0, 1, I, O, l), each group represented.
+_PASSWORD_GROUPS = ("23456789", "ABCDEFGHJKLMNPQRSTUVWXYZ", "abcdefghijkmnopqrstuvwxyz")
+
+
+def generate_password(length=12):
+    chars = [secrets.choice(group) for group in _PASSWORD_GROUPS]
+    alphabet = "".join(_PASSWORD_GROUPS)
+    chars += [secrets.choice(alphabet) for _ in range(length - len(chars))]
+    secrets.SystemRandom().shuffle(chars)
+    return "".join(chars)

@@ -35,8 +35,10 @@ from novella.conf import quota as quota_conf
 from novella.db import api_models as am, cell_models as cm, cells as cells_mod
 
 RESOURCES = ["instances", "cores", "ram", "metadata_items", "injected_files",
-             "injected_file_content_bytes", "injected_file_path_length", "key_pairs",
+             "injected_file_content_bytes", "injected_file_path_bytes", "key_pairs",
              "server_groups", "server_group_members"]
+# The option giving a resource's default, where it is not named as the resource.
+_OPTION = {"injected_file_path_bytes": "injected_file_path_length"}
 # What each resource is called in /limits.
 LIMIT_NAMES = {"instances": "maxTotalInstances", "cores": "maxTotalCores",
                "ram": "maxTotalRAMSize", "metadata_items": "maxServerMeta",
@@ -63,7 +65,7 @@ def enforced(api):
 # --- limits ---------------------------------------------------------------------------
 def class_limits(api, class_name="default"):
     conf = _conf(api)
-    limits = {r: getattr(conf, r) for r in RESOURCES}
+    limits = {r: getattr(conf, _OPTION.get(r, r)) for r in RESOURCES}
     with api.api_db.connection() as conn:
         for resource, hard in conn.execute(sa.select(
                 classes_table.c.resource, classes_table.c.hard_limit)
@@ -364,7 +366,7 @@ def check_injected_files(api, ctxt, files):
     for item in files:
         path = str((item or {}).get("path", "")) if isinstance(item, dict) else ""
         content = str((item or {}).get("contents", "")) if isinstance(item, dict) else ""
-        if 0 <= limits["injected_file_path_length"] < len(path):
+        if 0 <= limits["injected_file_path_bytes"] < len(path):
             raise errors.Forbidden("Personality file path exceeds maximum 255")
         if 0 <= limits["injected_file_content_bytes"] < len(content):
             raise errors.Forbidden("Personality file content exceeds maximum "

@@ -17,8 +17,17 @@ def status(rec):
     return states.server_status(rec.get("vm_state"), rec.get("task_state"))
 
 
-def addresses(rec):
-    """{network label: [addresses]} from the VIFs in the info cache."""
+def addresses(rec, extended=True):
+    """{network label: [addresses]} from the VIFs in the info cache; without
+    ``extended`` (an update's answer before 2.75) no type and MAC address."""
+    out = _addresses(rec)
+    if not extended:
+        out = {label: [{"version": ip["version"], "addr": ip["addr"]} for ip in ips]
+               for label, ips in out.items()}
+    return out
+
+
+def _addresses(rec):
     out = {}
     for vif in rec.get("network_info") or []:
         net = vif.get("network") or {}
@@ -102,8 +111,12 @@ def basic(req, rec):
             "links": req.links("servers", rec["uuid"])}
 
 
-def detail(req, rec, show=False):
+def detail(req, rec, show=False, update=False):
+    """The detailed view; ``update``: as an update answers, which before 2.75
+    leaves out the zone, config drive, key name, usage times, security groups,
+    extended attributes and status, attached volumes and host status."""
     st = status(rec)
+    everything = not update or req.at_least("2.75")
     out = basic(req, rec)
     out.update({
         "status": st, "tenant_id": rec["project_id"], "user_id": rec["user_id"],
@@ -111,28 +124,31 @@ def detail(req, rec, show=False):
         "image": image(req, rec), "flavor": flavor(req, rec),
         "created": iso(rec.get("created_at")),
         "updated": iso(rec.get("updated_at") or rec.get("created_at")),
-        "addresses": addresses(rec),
+        "addresses": addresses(rec, extended=everything),
         "accessIPv4": rec.get("access_ip_v4") or "", "accessIPv6": rec.get("access_ip_v6") or "",
         "OS-DCF:diskConfig": "MANUAL",
-        "OS-EXT-AZ:availability_zone": rec.get("availability_zone") or "",
-        "config_drive": rec.get("config_drive") or "",
-        "key_name": rec.get("key_name"),
-        "OS-SRV-USG:launched_at": _usec(rec.get("launched_at")),
-        "OS-SRV-USG:terminated_at": _usec(rec.get("terminated_at")),
-        "OS-EXT-STS:task_state": rec.get("task_state"),
-        "OS-EXT-STS:vm_state": rec.get("vm_state"),
-        "OS-EXT-STS:power_state": rec.get("power_state") or 0,
-        "os-extended-volumes:volumes_attached": [
-            {"id": v["id"], **({"delete_on_termination": v["delete_on_termination"]}
-                              if req.at_least("2.3") else {})}
-            for v in rec.get("volumes") or []],
     })
+    if everything:
+        out.update({
+            "OS-EXT-AZ:availability_zone": rec.get("availability_zone") or "",
+            "config_drive": rec.get("config_drive") or "",
+            "key_name": rec.get("key_name"),
+            "OS-SRV-USG:launched_at": _usec(rec.get("launched_at")),
+            "OS-SRV-USG:terminated_at": _usec(rec.get("terminated_at")),
+            "OS-EXT-STS:task_state": rec.get("task_state"),
+            "OS-EXT-STS:vm_state": rec.get("vm_state"),
+            "OS-EXT-STS:power_state": rec.get("power_state") or 0,
+            "os-extended-volumes:volumes_attached": [
+                {"id": v["id"], **({"delete_on_termination": v["delete_on_termination"]}
+                                  if req.at_least("2.3") else {})}
+                for v in rec.get("volumes") or []],
+        })
     if st in ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"):
         out["progress"] = rec.get("progress") or 0
-    if rec.get("cell") is not None or st != "BUILD":
+    if everything and (rec.get("cell") is not None or st != "BUILD"):
         out["security_groups"] = [{"name": "default"}]
-    if req.can("os_compute_api:os-extended-server-attributes",
-               {"project_id": rec["project_id"], "user_id": rec["user_id"]}):
+    if everything and req.can("os_compute_api:os-extended-server-attributes",
+                              {"project_id": rec["project_id"], "user_id": rec["user_id"]}):
         out["OS-EXT-SRV-ATTR:host"] = rec.get("host")
         out["OS-EXT-SRV-ATTR:hypervisor_hostname"] = rec.get("node")
         out["OS-EXT-SRV-ATTR:instance_name"] = "instance-%08x" % (rec.get("id") or 0)
@@ -145,7 +161,7 @@ def detail(req, rec, show=False):
                         "OS-EXT-SRV-ATTR:user_data": rec.get("user_data")})
     if req.at_least("2.9"):
         out["locked"] = bool(rec.get("locked"))
-    if req.at_least("2.16") and req.can("os_compute_api:servers:show:host_status"):
+    if everything and req.at_least("2.16") and req.can("os_compute_api:servers:show:host_status"):
         out["host_status"] = host_status(req, rec.get("host"))
     if req.at_least("2.19"):
         out["description"] = rec.get("display_description")
@@ -157,7 +173,7 @@ def detail(req, rec, show=False):
         out["locked_reason"] = None
     if req.at_least("2.90"):
         out["OS-EXT-SRV-ATTR:hostname"] = rec.get("hostname")
-    if req.at_least("2.96"):
+    if everything and req.at_least("2.96"):
         out["pinned_availability_zone"] = rec.get("pinned_availability_zone")
     if show and req.at_least("2.71"):
         out["server_groups"] = rec.get("server_groups", [])

@@ -18,7 +18,7 @@ from novella.api.compute import errors, microversion
 from novella.api.compute.handlers import (
     aggregates, availability_zones, flavors, hypervisors, instance_actions, keypairs, limits,
     migrate, migrations, server_actions, server_groups, server_tags, servers, services, shelve,
-    versions, volume_attachments, admin_actions, quota_sets)
+    versions, volume_attachments, admin_actions, quota_sets, removed)
 from novella.policies import compute as compute_policies, make_enforcer
 
 LOG = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ LOG = logging.getLogger(__name__)
 HANDLER_MODULES = [versions, servers, server_actions, server_tags, instance_actions,
                    migrations, flavors, keypairs, services, hypervisors,
                    availability_zones, aggregates, server_groups, limits, migrate,
-                   shelve, volume_attachments, admin_actions, quota_sets]
+                   shelve, volume_attachments, admin_actions, quota_sets, removed]
 
 
 class Request(webob.Request):
@@ -100,7 +100,7 @@ class Request(webob.Request):
 _COLLECTIONS = {"servers", "flavors", "os-keypairs", "os-services", "os-hypervisors",
                 "os-availability-zone", "os-aggregates", "os-server-groups",
                 "os-migrations", "limits", "extensions", "images", "os-quota-sets",
-                "os-quota-class-sets"}
+                "os-quota-class-sets"} | removed.COLLECTIONS
 
 
 class API:

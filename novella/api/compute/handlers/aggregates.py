@@ -188,7 +188,9 @@ def action(req, aggregate_id):
                                             f"One or more hosts already in availability zone(s) "
                                             f"{sorted(conflicts)}.")
             _set_metadata(s, agg, metadata)
-        agg.updated_at = utcnow()
+            # A host joining or leaving changes the membership, not the
+            # aggregate: its updated_at stays (as the reference's).
+            agg.updated_at = utcnow()
         s.flush()
         out = view(req, agg)
         agg_uuid = agg.uuid

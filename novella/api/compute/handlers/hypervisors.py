@@ -48,14 +48,13 @@ def view(req, cell, node, svc, detail, with_servers=False, show=False):
                         "current_workload": 0, "running_vms": node.running_vms,
                         "disk_available_least": node.local_gb - node.local_gb_used,
                         "cpu_info": cpu_info})
-        elif show:
+        else:  # 2.88 shows the uptime (unknown here) in every detailed view
             out["uptime"] = None
     if with_servers:
+        # As the reference: a host without servers has no "servers" before 2.75.
         servers = _servers(cell, node)
-        if servers or not req.at_least("2.75"):
+        if servers or req.at_least("2.75"):
             out["servers"] = servers
-        else:
-            out["servers"] = []
     return out
 
 

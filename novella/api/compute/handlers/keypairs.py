@@ -4,7 +4,7 @@ import hashlib
 
 import sqlalchemy as sa
 
-from novella.api.compute import errors, quotas, validation as v
+from novella.api.compute import common, errors, quotas, validation as v
 from novella.db import api_models as am
 
 P = "os_compute_api:os-keypairs:"
@@ -41,7 +41,29 @@ def _generate():
                                 serialization.NoEncryption()).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
                                            serialization.PublicFormat.OpenSSH).decode()
-    return private, public + " Generated-by-Novella"
+    return private, public + " Generated-by-Nova"
+
+
+def _generate_x509(user_id):
+    """A self-signed certificate for ``user_id`` (ten years, as the reference's
+    WinRM certificates) and its private key."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, user_id)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False)
+            .sign(key, hashes.SHA256()))
+    private = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode()
+    return private, cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def _user(req):
@@ -49,22 +71,49 @@ def _user(req):
     return user_id or req.context.user_id
 
 
+def x509_fingerprint(pem):
+    """SHA-1 of the certificate, as colon-separated hex pairs (the reference's)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    try:
+        cert = x509.load_pem_x509_certificate(pem.encode())
+    except ValueError:
+        raise errors.BadRequest("Keypair data is invalid: failed to generate fingerprint")
+    digest = cert.fingerprint(hashes.SHA1()).hex()  # noqa: S303 - the reference's format
+    return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+
+
 def view(req, kp, detail=False):
     out = {"name": kp.name, "public_key": kp.public_key, "fingerprint": kp.fingerprint}
     if req.at_least("2.2"):
         out["type"] = kp.type
     if detail:
-        out.update({"user_id": kp.user_id, "created_at": kp.created_at, "deleted": False,
-                    "deleted_at": None, "updated_at": None, "id": kp.id})
+        out.update({"user_id": kp.user_id, "created_at": common.iso_usec(kp.created_at),
+                    "deleted": False, "deleted_at": None, "updated_at": None, "id": kp.id})
     return out
 
 
 def index(req):
     user_id = _user(req)
     req.authorize(P + "index", {"user_id": user_id})
+    paged = req.at_least("2.35")
+    limit, marker = common.limit_and_marker(req) if paged else (None, None)
     with req.api.api_db.session() as s:
-        rows = s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id).order_by(am.KeyPair.name))
-        return 200, {"keypairs": [{"keypair": view(req, kp)} for kp in rows]}
+        query = sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id)
+        if marker is not None:
+            if s.scalars(query.where(am.KeyPair.name == marker)).first() is None:
+                raise errors.BadRequest(f"Marker {marker} could not be found.")
+            query = query.where(am.KeyPair.name > marker)
+        query = query.order_by(am.KeyPair.name)
+        if limit is not None:
+            query = query.limit(limit)
+        items = [view(req, kp) for kp in s.scalars(query)]
+    out = {"keypairs": [{"keypair": kp} for kp in items]}
+    if paged:
+        links = common.next_link(req, ["os-keypairs"], items, limit, id_key="name")
+        if links:
+            out["keypairs_links"] = links
+    return 200, out
 
 
 def create(req):
@@ -73,10 +122,10 @@ def create(req):
     req.authorize(P + "create", {"user_id": user_id})
     private = None
     public = body.get("public_key")
-    if public is None:
-        private, public = _generate()
     key_type = body.get("type", "ssh")
-    fp = fingerprint(public) if key_type == "ssh" else hashlib.sha1(public.encode()).hexdigest()
+    if public is None:
+        private, public = _generate_x509(user_id) if key_type == "x509" else _generate()
+    fp = fingerprint(public) if key_type == "ssh" else x509_fingerprint(public)
     quotas.check_count(req.api, req.context, "key_pairs",
                        quotas.count_rows(req.api, am.KeyPair, am.KeyPair.user_id == user_id),
                        user_id=user_id, message="Quota exceeded, too many key pairs.")

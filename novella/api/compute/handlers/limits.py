@@ -29,9 +29,9 @@ def index(req):
         absolute.update({"maxTotalFloatingIps": -1, "maxSecurityGroups": -1,
                          "maxSecurityGroupRules": -1, "totalFloatingIpsUsed": 0,
                          "totalSecurityGroupsUsed": 0})
-    if not req.at_least("2.57"):
+    if not req.at_least("2.39"):  # the image metadata proxy went at 2.39
         absolute.update({"maxImageMeta": limits["metadata_items"]})
-    else:
+    if req.at_least("2.57"):
         absolute.pop("maxPersonality")
         absolute.pop("maxPersonalitySize")
     return 200, {"limits": {"rate": [], "absolute": absolute}}

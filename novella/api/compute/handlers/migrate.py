@@ -6,9 +6,8 @@ instance action, sets the task state and casts to the conductor, which owns
 the rest (novella/conductor/manager.py, docs/moves.md).
 """
 import logging
-import secrets
 
-from novella.api.compute import errors, hosts, quotas
+from novella.api.compute import common, errors, hosts, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.api.compute.handlers.servers import _flavor
@@ -161,7 +160,7 @@ def evacuate(req, rec, body):
     _notify(req, rec, notifications.EVACUATE)
     _conductor(req).evacuate_instance(req.context, rec["uuid"], migration["uuid"], host=host)
     if not req.at_least("2.14") and req.api.conf.api.enable_instance_password:
-        return 200, {"adminPass": body["evacuate"].get("adminPass") or secrets.token_urlsafe(9)}
+        return 200, {"adminPass": body["evacuate"].get("adminPass") or common.generate_password()}
     return 200, None
 
 

@@ -2,7 +2,8 @@
 of one of its users, and of the ``default`` class (novella/api/compute/quotas.py).
 
 2.36 drops the network quotas from the documents (and refuses them in
-updates); 2.57 drops the injected file quotas.
+updates), 2.50 from quota classes, which show the server group quotas from
+2.50; 2.57 drops the injected file quotas.
 """
 from oslo_policy import policy
 
@@ -24,19 +25,23 @@ POLICIES = [
 
 # Quotas of the network service the reference reported before 2.36 (always -1 here).
 _NETWORK = ["floating_ips", "fixed_ips", "security_groups", "security_group_rules"]
-_FILES = ["injected_files", "injected_file_content_bytes", "injected_file_path_length"]
+_FILES = ["injected_files", "injected_file_content_bytes", "injected_file_path_bytes"]
 _LIMIT = {"type": ["integer", "string"], "pattern": r"^-?[0-9]+$", "minimum": -1,
           "maximum": v.MAX_INT}
+
+
+# What a quota class shows only from 2.50.
+_GROUPS = ["server_groups", "server_group_members"]
 
 
 def _names(req, classes=False):
     names = list(quotas.RESOURCES)
     if req.at_least("2.57"):
         names = [n for n in names if n not in _FILES]
-    if not req.at_least("2.36"):
-        names += _NETWORK + (["networks"] if not classes else [])
-    if classes and req.at_least("2.50"):
-        names = [n for n in names if n not in _NETWORK]
+    if not req.at_least("2.50" if classes else "2.36"):
+        names += _NETWORK
+    if classes and not req.at_least("2.50"):
+        names = [n for n in names if n not in _GROUPS]
     return names
 
 
@@ -44,8 +49,8 @@ def _update_schema(version, classes=False):
     names = list(quotas.RESOURCES)
     if version >= (2, 57):
         names = [n for n in names if n not in _FILES]
-    if version < (2, 36):
-        names += _NETWORK + ["networks"]
+    if version < (2, 36) or (classes and version < (2, 50)):
+        names += _NETWORK
     inner = {n: _LIMIT for n in names}
     if not classes:
         inner["force"] = v.boolean

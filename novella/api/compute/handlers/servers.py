@@ -101,15 +101,22 @@ def _filters(req):
             raise errors.BadRequest("Invalid input for query parameters name.")
         filters["name"] = params["name"]
     if "status" in params:
-        vm, task = instances.STATUS_MAP.get(params["status"].upper(), (None, None))
-        if vm is None:
-            if req.at_least("2.38"):
-                raise errors.BadRequest("Invalid status value")
+        # One or more statuses (status=active&status=error): any of them.
+        statuses = [st.upper() for st in req.GET.getall("status")]
+        known = [st for st in statuses if st in instances.STATUS_MAP]
+        if len(known) < len(statuses) and req.at_least("2.38"):
+            raise errors.BadRequest("Invalid status value")
+        if not known:
             return None
-        if params["status"].upper() == "DELETED":
+        if "DELETED" in known:
             if not admin:
                 raise errors.Forbidden("Only administrators may list deleted instances")
             filters["deleted"] = True
+        vm, task = [], []
+        for st in known:
+            st_vm, st_task = instances.STATUS_MAP[st]
+            vm += [x for x in st_vm if x not in vm]
+            task = None if task is None or st_task is None else task + st_task
         filters["vm_states"] = vm
         if task is not None:
             filters["task_states"] = task
@@ -175,7 +182,7 @@ def detail(req):
     return _list(req, detail=True)
 
 
-def show(req, server_id):
+def show(req, server_id, update=False):
     rec = instances.get(req, server_id, rule=P + "show")
     if req.at_least("2.96"):
         views.add_pinned_zones(req.api, [rec])
@@ -184,7 +191,7 @@ def show(req, server_id):
             rec["server_groups"] = list(s.scalars(
                 sa.select(am.InstanceGroup.uuid).join(am.InstanceGroupMember)
                 .where(am.InstanceGroupMember.instance_uuid == server_id)))
-    return 200, {"server": views.detail(req, rec, show=True)}
+    return 200, {"server": views.detail(req, rec, show=True, update=update)}
 
 
 # --- create -------------------------------------------------------------------------
@@ -497,7 +504,7 @@ def create(req):
     tags = list(server.get("tags") or [])
     reservation_id = "r-" + secrets.token_hex(4)
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-    admin_pass = server.get("adminPass") or secrets.token_urlsafe(9)
+    admin_pass = server.get("adminPass") or common.generate_password()
     requested_destination = None
     if server.get("host") or server.get("hypervisor_hostname"):
         requested_destination = {"host": server.get("host"),
@@ -624,7 +631,7 @@ def update(req, server_id):
                 br.instance = json.dumps(inst)
         else:
             records.update_instance(cells_mod.cell_database(rec["cell"]), server_id, **changes)
-    return show(req, server_id)
+    return show(req, server_id, update=True)
 
 
 # --- delete -------------------------------------------------------------------------

@@ -17,8 +17,8 @@ def root(req):
     v21 = _v21(req)
     del v21["media-types"]
     v21["links"] = v21["links"][:1]
-    v20 = {"id": "v2.0", "status": "SUPPORTED", "version": "", "min_version": "",
-           "updated": "2011-01-21T11:33:21Z",
+    v20 = {"id": "v2.0", "status": "DEPRECATED", "version": "", "min_version": "",
+           "updated": "2025-07-04T12:00:00Z",
            "links": [{"rel": "self", "href": req.link_prefix() + "/v2/"}]}
     return 200, {"versions": [v20, v21]}, {}
 

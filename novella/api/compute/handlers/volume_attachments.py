@@ -58,15 +58,17 @@ def _bdms(rec):
                 for b in rows if b.volume_id]
 
 
-def _view(req, server_id, bdm):
+def _view(req, server_id, bdm, created=False):
+    """An attachment as show and list give it; ``created``: as an attach
+    answers, which keeps ``id`` and has no attachment or BDM ids at 2.89."""
     doc = {"serverId": server_id, "volumeId": bdm["volume_id"], "device": bdm["device_name"]}
-    if not req.at_least("2.89"):
+    if created or not req.at_least("2.89"):
         doc["id"] = bdm["volume_id"]
     if req.at_least("2.70"):
         doc["tag"] = bdm.get("tag")
     if req.at_least("2.79"):
         doc["delete_on_termination"] = bdm["delete_on_termination"]
-    if req.at_least("2.89"):
+    if req.at_least("2.89") and not created:
         doc["attachment_id"] = bdm.get("attachment_id")
         doc["bdm_uuid"] = bdm["uuid"]
     return doc
@@ -140,7 +142,7 @@ def create(req, server_id):
         except VolumeError:
             pass
         raise errors.BadRequest(f"Failed to attach volume {volume_id}: {exc}")
-    return 200, {"volumeAttachment": _view(req, rec["uuid"], bdm)}
+    return 200, {"volumeAttachment": _view(req, rec["uuid"], bdm, created=True)}
 
 
 def delete(req, server_id, volume_id):

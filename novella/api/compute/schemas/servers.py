@@ -74,7 +74,8 @@ def create(version):
     hints = {"type": "object", "properties": {
         "group": v.uuid,
         "different_host": {"oneOf": [v.uuid, {"type": "array", "items": v.uuid}]},
-        "same_host": {"oneOf": [v.uuid, {"type": "array", "items": v.uuid}]},
+        # As the reference: a string is not checked (only the items of a list).
+        "same_host": {"type": ["string", "array"], "items": v.uuid},
         "query": {"type": ["string", "object"]},
         "target_cell": {"type": "string"},
         "different_cell": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
