@@ -93,10 +93,16 @@ def all_zero(placement_url, token="admin"):
 
 def seed(deployment):
     """A public image, the default network and two flavors; returns (image, image API)."""
-    from novella.conf import CONF, parse_args
+    from oslo_config import cfg
+
+    from novella import conf as conf_mod
     from novella.embedded import services_from_conf
-    parse_args([], default_config_files=[deployment["conf"]])
-    image_api, network_api, _volumes = services_from_conf(CONF)
+    # A configuration of its own: the process-wide one may carry other tests' overrides.
+    conf = cfg.ConfigOpts()
+    for module in conf_mod.MODULES:
+        module.register_opts(conf)
+    conf([], project="nova", default_config_files=[deployment["conf"]])
+    image_api, network_api, _volumes = services_from_conf(conf)
     ctxt = get_admin_context()
     image = image_api.create(ctxt, name="cirros", visibility="public",
                              disk_format="qcow2", container_format="bare")
