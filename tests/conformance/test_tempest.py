@@ -32,7 +32,6 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ import uuid
 import warnings
 
 import pytest
+
+from tests.e2e import processes
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 STATUS_DOC = REPO_ROOT / "docs" / "conformance.md"
@@ -176,26 +177,6 @@ def exists(test_id, all_ids):
 # The cloud under test
 # ---------------------------------------------------------------------------
 
-def _free_port_base():
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + N_PORTS >= 65535:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + N_PORTS):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 def accounts():
@@ -238,7 +219,7 @@ class Cloud:
 
     def __init__(self, data_dir):
         self.data_dir = pathlib.Path(data_dir)
-        self.port_base = _free_port_base()
+        self.port_base = processes.free_port_base(N_PORTS)
         self.proc = None
         self.log_path = self.data_dir / "novella-up.log"
         self.identity = f"http://127.0.0.1:{self.port_base}"

@@ -36,6 +36,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_base(count):
+    """The first of ``count`` consecutive free ports (for `novella up --port-base`)."""
+    for _ in range(50):
+        base = free_port()
+        if base + count >= 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
 def wait(what, fn, timeout=DEADLINE, interval=0.2):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

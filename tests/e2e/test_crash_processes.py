@@ -24,7 +24,6 @@ The measured times are printed and reported as warnings (docs/recovery.md).
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -198,27 +197,6 @@ def _report(what, seconds, detail):
 
 # -- `novella up` killed and started again ----------------------------------------------
 
-def _free_port_base():
-    """The first of N_PORTS consecutive free ports."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + N_PORTS >= 65535:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + N_PORTS):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 class AllInOne:
@@ -227,7 +205,7 @@ class AllInOne:
     def __init__(self, data_dir, conf_file):
         self.data_dir = data_dir
         self.conf_file = conf_file
-        self.port_base = _free_port_base()
+        self.port_base = processes.free_port_base(N_PORTS)
         self.proc = None
         self.runs = 0
         self.log_path = None

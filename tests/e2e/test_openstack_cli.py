@@ -10,13 +10,14 @@ import concurrent.futures
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 import requests
+
+from tests.e2e import processes
 
 OPENSTACK = shutil.which("openstack") or os.path.join(os.path.dirname(sys.executable), "openstack")
 if not os.path.exists(OPENSTACK):
@@ -29,27 +30,6 @@ DEADLINE = 60        # seconds any one wait may take
 CLI_TIMEOUT = 90     # seconds any one command may take
 
 
-def _free_port_base():
-    """The first of N_PORTS consecutive free ports."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + N_PORTS >= 65535:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + N_PORTS):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 def _wait(what, fn, timeout=DEADLINE, interval=0.3):
@@ -106,7 +86,7 @@ class Cloud:
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory):
     data_dir = str(tmp_path_factory.mktemp("novella-up"))
-    port_base = _free_port_base()
+    port_base = processes.free_port_base(N_PORTS)
     log = open(os.path.join(data_dir, "novella-up.log"), "w")
     proc = subprocess.Popen([sys.executable, "-m", "novella.cmd.main", "up", "--data-dir", data_dir,
                              "--port-base", str(port_base), "--host", "127.0.0.1"],
