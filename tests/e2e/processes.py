@@ -27,7 +27,7 @@ ADMIN = {"X-Auth-Token": "admin:admin", "OpenStack-API-Version": "compute 2.79",
 TOKEN = {"X-Auth-Token": "admin:admin"}
 PLACEMENT_VERSION = "placement 1.39"
 EMBEDDED = ("image", "network", "volume")
-DEADLINE = 60  # seconds any one wait may take
+DEADLINE = 180  # seconds any one wait may take (CI runs Tempest beside these)
 
 
 def free_port():
