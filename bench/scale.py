@@ -20,6 +20,9 @@ SQLite, in-process transport, the periodic work of every host running as in
   statement per cell and interval; so that the process's CPU time is the
   operation's own): the same boots again (wall and CPU p50) and
   resize + confirm of one server at a time (``--resizes`` cycles), p50/p95;
+  and the SQL statements (every database, counted by a SQLAlchemy event
+  listener) of one boot and of one resize + confirm, mean of
+  ``--statement-ops``, in all and per database;
 - at the largest size only, ``--bulk`` servers booted in bulk (50 per
   request), as many as fit: the target is cut to the placement capacity, to
   what the memory left on the machine would hold at the resident memory per
@@ -95,7 +98,7 @@ def measure_fleet(args):
     """Runs in the child: every figure of the all-in-one at one size."""
     import logging
     logging.basicConfig(level=logging.WARNING)
-    from bench.boot import ComputeClient, bench_network, single_ops
+    from bench.boot import ComputeClient, SQLCounter, bench_network, single_ops
     from bench.resize import cycle, other
     from novella.allinone import AllInOne
 
@@ -157,6 +160,8 @@ def measure_fleet(args):
         quiet = single_ops(aio, api, "1", args.boots, deadline, net_id)
         f["boot_quiet_s"] = common.summary(quiet["boot"])
         f["boot_cpu_quiet_s"] = common.summary(quiet["boot_cpu"])
+        sql = SQLCounter()
+        f["statements_per_boot"] = boot_statements(aio, api, sql, net_id, args.statement_ops)
 
         # Resize + confirm, one server at a time.
         sids = []
@@ -175,18 +180,52 @@ def measure_fleet(args):
             cycle(aio, api, sid, flavors[sid])
             times.append(time.perf_counter() - t0)
         f["resize_confirm_s"] = common.summary(times)
+        if sids:
+            f["statements_per_resize_confirm"] = resize_statements(
+                aio, api, sql, sids[0], flavors, args.statement_ops)
 
 
         if args.bulk:
             f["bulk"] = bulk(aio, api, args)
-            f["list_servers_after_bulk_s"] = common.summary(_latencies(
-                lambda: api.expect("GET", "/servers/detail?limit=1000"), args.list_repeats))
+            listings(f, api, args, "_after_bulk")
         f["rss_end_mb"] = common.pid_rss_mb(pid)[0]
         f["peak_rss_mb"] = common.pid_rss_mb(pid)[1]
     finally:
         aio.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     return f
+
+
+def _statements(sql, ops):
+    """{database: statements per operation, "total": all of them} from ``sql``'s counts."""
+    per = {db: sum(verbs.values()) for db, verbs in sql.per_database(ops).items()}
+    return dict(per, total=round(sum(per.values()), 1))
+
+
+def boot_statements(aio, api, sql, net_id, ops):
+    """SQL statements of one boot (POST to every cast handled), mean of ``ops``."""
+    from bench.boot import server_body
+    sql.counts = {}
+    for i in range(ops):
+        sql.enabled = True
+        server = api.expect("POST", "/servers", server_body(aio, f"sql-{i}", "1", net_id))["server"]
+        aio.wait_idle()
+        sql.enabled = False
+        api.expect("DELETE", f"/servers/{server['id']}")
+        aio.wait_idle()
+    return _statements(sql, ops)
+
+
+def resize_statements(aio, api, sql, sid, flavors, ops):
+    """SQL statements of one resize + confirm, mean of ``ops``."""
+    from bench.resize import cycle, other
+    sql.counts = {}
+    for _ in range(ops):
+        flavors[sid] = other(flavors[sid])
+        sql.enabled = True
+        cycle(aio, api, sid, flavors[sid])
+        sql.enabled = False
+    return _statements(sql, ops)
 
 
 def listings(f, api, args, suffix):
@@ -280,6 +319,7 @@ def run_child(size, args):
            "--cells", str(args.cells), "--idle", str(args.idle), "--boots", str(args.boots),
            "--resizes", str(args.resizes), "--population", str(args.population),
            "--list-repeats", str(args.list_repeats), "--timeout", str(args.timeout),
+           "--statement-ops", str(args.statement_ops),
            "--bulk", str(args.bulk if size == max(args.size_list) else 0),
            "--bulk-chunk", str(args.bulk_chunk), "--bulk-time-limit", str(args.bulk_time_limit)]
     if args.profile_startup:
@@ -456,6 +496,8 @@ ROWS = [  # label, key path, unit ("s", "ms" from seconds, "MiB", "%", "")
     ("GET /servers/detail p50", "list_servers_s.p50", "ms"),
     ("GET /os-hypervisors p50", "hypervisors_s.p50", "ms"),
     ("GET /os-hypervisors/detail p50", "hypervisors_detail_s.p50", "ms"),
+    ("statements per boot", "statements_per_boot.total", ""),
+    ("statements per resize+confirm", "statements_per_resize_confirm.total", ""),
     ("peak resident memory", "peak_rss_mb", "MiB"),
 ]
 
@@ -501,6 +543,11 @@ def report(results, args):
         fl = results[n].get("fleet", {})
         if fl.get("error"):
             print(f"{n} hosts: {fl['error']}")
+        for what in ("boot", "resize_confirm"):
+            per = fl.get(f"statements_per_{what}")
+            if per:
+                print(f"{n} hosts: SQL statements per {what.replace('_', '+')}: " + ", ".join(
+                    f"{db} {v:g}" for db, v in sorted(per.items())))
         b = fl.get("bulk")
         if b:
             print(f"\nbulk at {fl['hosts']} hosts: {b['booted']} of {b['asked']} servers booted "
@@ -508,10 +555,16 @@ def report(results, args):
                   f"CPU {b['cpu_per_server_s'] * 1000:.1f} ms per server, "
                   f"{b['rss_per_server_kb']:.0f} KiB resident per server, RSS {b['rss_mb']:.0f} MiB; "
                   f"vm_states {b['vm_states']}; bound: {b['bound']}")
-            ls = fl.get("list_servers_after_bulk_s") or {}
-            if ls.get("p50") is not None:
-                print(f"GET /servers/detail?limit=1000 with {b['booted']} servers: "
-                      f"p50 {ls['p50'] * 1000:.1f} ms")
+            for label, key in (("GET /servers/detail?limit=1000", "list_servers_s"),
+                               ("GET /os-hypervisors", "hypervisors_s"),
+                               ("GET /os-hypervisors/detail", "hypervisors_detail_s")):
+                lat = fl.get(key + "_after_bulk") or {}
+                if lat.get("p50") is not None:
+                    print(f"{label} with {b['booted']} servers: p50 {lat['p50'] * 1000:.1f} ms "
+                          f"(at start: p50 {(fl.get(key) or {}).get('p50', 0) * 1000:.1f} ms with "
+                          f"{fl.get('servers_listed', '-')} servers)")
+            print(f"resident memory after the bulk boot {fl.get('rss_end_mb', 0):.0f} MiB, "
+                  f"peak {fl.get('peak_rss_mb', 0):.0f} MiB")
     prow = []
     for n in sizes:
         pl = results[n].get("placement")
@@ -541,6 +594,8 @@ def main(argv=None):
     ap.add_argument("--population", type=int, default=200,
                     help="servers present when listing servers")
     ap.add_argument("--list-repeats", type=int, default=5)
+    ap.add_argument("--statement-ops", type=int, default=3,
+                    help="boots and resize+confirm cycles whose SQL statements are counted")
     ap.add_argument("--bulk", type=int, default=100000,
                     help="servers booted in bulk at the largest size (0: none)")
     ap.add_argument("--bulk-chunk", type=int, default=1000)

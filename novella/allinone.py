@@ -7,29 +7,18 @@ services would be wired over RabbitMQ. Tests and benchmarks build the same
 object without HTTP listeners (``http=False``) and call the WSGI apps directly.
 """
 import functools
+import gc
 import json
 import logging
 import os
 import uuid
 
-import sqlalchemy as sa
-
 from novella import rpc
 from novella.cmd import manage
 from novella.conf import CONF
-from novella.db import api_models as am
 from novella.db import cells as cells_mod
 
 LOG = logging.getLogger(__name__)
-
-DEMO_FLAVORS = [
-    # flavorid, name, vcpus, memory_mb, root_gb
-    ("1", "m1.tiny", 1, 512, 1),
-    ("2", "m1.small", 1, 2048, 20),
-    ("3", "m1.medium", 2, 4096, 40),
-    ("4", "m1.large", 4, 8192, 80),
-    ("5", "m1.xlarge", 8, 16384, 160),
-]
 
 SUPER_TRANSPORT = "inproc://super"
 
@@ -39,11 +28,12 @@ DEMO_PHYSNET_NETWORK = "physnet1-net"
 
 # name, offset from --port-base, usual port
 PORTS = [("identity", 0, 5000), ("compute", 1, 8774), ("placement", 2, 8778),
-         ("image", 3, 9292), ("network", 4, 9696), ("volume", 5, 8776)]
+         ("image", 3, 9292), ("network", 4, 9696), ("volume", 5, 8776), ("optimize", 6, 9322)]
 # The catalog's service type and name for each HTTP API.
 SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", "nova", "/v2.1"),
             "placement": ("placement", "placement", ""), "image": ("image", "glance", ""),
-            "network": ("network", "neutron", ""), "volume": ("volumev3", "cinderv3", "/v3")}
+            "network": ("network", "neutron", ""), "volume": ("volumev3", "cinderv3", "/v3"),
+            "optimize": ("infra-optim", "watcher", "")}
 
 
 class AllInOne:
@@ -111,31 +101,43 @@ class AllInOne:
         self._start_api()
         if self.http:
             self._start_periodics()
+        # What start-up made (a fleet's hosts, their providers, the applications) lives
+        # as long as the process: out of the collector's full passes, which otherwise
+        # walk it all every few dozen requests at thousands of hosts.
+        gc.freeze()
         return self
 
     def _start_periodics(self):
         """What each compute service runs on a timer (heartbeats, resources, power states),
         so a long-running all-in-one keeps its hosts up for the scheduler."""
         from novella.service import Periodic
-        # The conductor's: cross-cell auto-confirm, its operations' leases, recovery.
-        for name, interval in self.conductor.periodic_tasks.items():
-            if interval and interval > 0:
-                self.periodics.append(Periodic(getattr(self.conductor, name), interval,
-                                               f"conductor-{name}").start())
-        # Heartbeats: one UPDATE per cell per interval for all its hosts here.
+        # The conductor's (cross-cell auto-confirm, its operations' leases, recovery)
+        # and the scheduler's (host discovery).
+        for role, mgr in (("conductor", self.conductor), ("scheduler", self.scheduler)):
+            for name, interval in mgr.periodic_tasks.items():
+                if interval and interval > 0:
+                    self.periodics.append(Periodic(getattr(mgr, name), interval,
+                                                   f"{role}-{name}").start())
+        # Heartbeats and resource updates: a few statements per cell per interval
+        # for all its hosts here (each cell's at its own offset in the interval).
+        from novella.compute import resource_tracker
+        per_cell = {"heartbeat": lambda mgrs: functools.partial(
+                        type(mgrs[0]).heartbeat_hosts, mgrs),
+                    "update_available_resource": lambda mgrs: functools.partial(
+                        resource_tracker.update_available_resources, [m.rt for m in mgrs])}
         by_cell = {}
         for host, mgr in self.computes.items():
             by_cell.setdefault(id(mgr.cell_db), []).append(mgr)
             for name, interval in mgr.periodic_tasks.items():
-                if interval and interval > 0 and name != "heartbeat":
+                if interval and interval > 0 and name not in per_cell:
                     self.periodics.append(Periodic(getattr(mgr, name), interval,
                                                    f"{name}-{host}").start())
         for mgrs in by_cell.values():
-            interval = mgrs[0].periodic_tasks.get("heartbeat")
-            if interval and interval > 0:
-                self.periodics.append(Periodic(
-                    functools.partial(type(mgrs[0]).heartbeat_hosts, mgrs), interval,
-                    f"heartbeat-{mgrs[0].host}").start())
+            for name, task in per_cell.items():
+                interval = mgrs[0].periodic_tasks.get(name)
+                if interval and interval > 0:
+                    self.periodics.append(Periodic(task(mgrs), interval,
+                                                   f"{name}-{mgrs[0].host}").start())
 
     def _start_placement(self):
         from novella.placement import conf as pconf
@@ -198,23 +200,35 @@ class AllInOne:
         return Notifier(rpc.get_transport(SUPER_TRANSPORT), publisher_id)
 
     def _start_computes(self):
+        from novella.compute import fleet
         for cell in self.cells:
-            for hi in range(1, self.hosts_per_cell + 1):
-                self._compute(f"{cell.name}-host{hi}", cell)
+            # A cell's hosts start together (novella/compute/fleet.py), in batches.
+            names = [f"{cell.name}-host{hi}" for hi in range(1, self.hosts_per_cell + 1)]
+            for k in range(0, len(names), 500):
+                mgrs = [self._manager(host, cell) for host in names[k:k + 500]]
+                fleet.init_hosts(mgrs)
+                for mgr in mgrs:
+                    self._serve(mgr, cell)
         self.log(f"Compute hosts: {len(self.computes)} simulated.")
 
     def _compute(self, host, cell, **driver_options):
+        mgr = self._manager(host, cell, **driver_options)
+        mgr.init_host()
+        self._serve(mgr, cell)
+        return mgr
+
+    def _manager(self, host, cell, **driver_options):
         from novella.compute.manager import ComputeManager
         from novella.virt.simulated import SimulatedDriver
         driver = SimulatedDriver(host, CONF, **driver_options)
-        mgr = ComputeManager(CONF, host, cells_mod.cell_database(cell), self.placement, driver,
-                             network_api=self.network_api, volume_api=self.volume_api,
-                             image_api=self.image_api, notifier=self.notifier(f"nova-compute:{host}"),
-                             transport=rpc.get_transport(cell.transport_url))
-        mgr.init_host()
-        rpc.get_transport(cell.transport_url).serve("compute", host, mgr)
-        self.computes[host] = mgr
-        return mgr
+        return ComputeManager(CONF, host, cells_mod.cell_database(cell), self.placement, driver,
+                              network_api=self.network_api, volume_api=self.volume_api,
+                              image_api=self.image_api, notifier=self.notifier(f"nova-compute:{host}"),
+                              transport=rpc.get_transport(cell.transport_url))
+
+    def _serve(self, mgr, cell):
+        rpc.get_transport(cell.transport_url).serve("compute", mgr.host, mgr)
+        self.computes[mgr.host] = mgr
 
     def add_compute(self, host, cell=None, **driver_options):
         """Start one more simulated compute host in ``cell`` (a cell name, default the
@@ -226,30 +240,14 @@ class AllInOne:
         return mgr
 
     def _seed_demo_data(self):
-        with self.api_db.session(write=True) as s:
-            if s.scalars(sa.select(am.Flavor).limit(1)).first() is None:
-                for flavorid, name, vcpus, ram, disk in DEMO_FLAVORS:
-                    s.add(am.Flavor(flavorid=flavorid, name=name, vcpus=vcpus,
-                                    memory_mb=ram, root_gb=disk))
-        self.demo_image = self._ensure_demo_image()
-        self.demo_network = self._ensure_demo_network()
+        # What `novella manage bootstrap` makes in a deployment of separate services.
+        from novella.cmd import manage_bootstrap as bootstrap
+        bootstrap.ensure_flavors(self.api_db)
+        self.demo_image, _created = bootstrap.ensure_image(self.image_api)
+        self.demo_network, _created = bootstrap.ensure_network(self.network_api)
+        self.public_network, _created = bootstrap.ensure_public_network(self.network_api)
         if self.qos_demo:
             self.demo_qos_policy, self.demo_physnet_network = self._ensure_demo_qos()
-
-    def _ensure_demo_image(self):
-        from novella.context import get_admin_context
-        ctxt = get_admin_context()
-        for image in self.image_api.list(ctxt):
-            if image["name"] == "cirros":
-                return image
-        image = self.image_api.create(ctxt, name="cirros", disk_format="qcow2",
-                                      container_format="bare", visibility="public")
-        self.image_api.upload(ctxt, image["id"], b"simulated cirros image\n" * 64)
-        return self.image_api.get(ctxt, image["id"])
-
-    def _ensure_demo_network(self):
-        from novella.context import get_admin_context
-        return self.network_api.ensure_default_network(get_admin_context())
 
     def _ensure_demo_qos(self):
         """A shared QoS policy guaranteeing bandwidth each way, and a network on physnet1
@@ -276,6 +274,7 @@ class AllInOne:
                                         network_api=self.network_api, image_api=self.image_api,
                                         volume_api=self.volume_api, placement=self.placement)
         self._make_service_apps()
+        self._start_optimize()
         if not self.http:
             return
         from novella.api.identity.app import IdentityApp
@@ -286,11 +285,23 @@ class AllInOne:
         apps = {"identity": self.identity_app,
                 "compute": self.compute_api_app, "placement": self.placement_app,
                 "image": self.image_api_app, "network": self.network_api_app,
-                "volume": self.volume_api_app}
+                "volume": self.volume_api_app, "optimize": self.optimize_app}
         for name, _offset, _default in PORTS:
             port = int(self.urls[name].rsplit(":", 1)[1])
             self.servers.append(HTTPServer(apps[name], self.bind, port, name).start())
         self._write_clouds_yaml()
+
+    def _start_optimize(self):
+        """The Infrastructure Optimization API and its engine (docs/drain.md). The engine
+        starts with the first audit or plan, or now when a previous run left one going."""
+        from novella.api.optimize.app import make_app
+        from novella.optimize.applier import Engine
+        self.optimize_engine = Engine(CONF, self.api_db, self.placement, self.compute_api_app,
+                                      hostname="allinone")
+        self.optimize_app = make_app(CONF, self.api_db, self.placement, self.optimize_engine)
+        if self.optimize_engine.has_work():
+            self.log("Resuming the drains a previous run left going.")
+            self.optimize_engine.start()
 
     def _make_service_apps(self):
         """The image, network and volume HTTP APIs over the embedded services."""
@@ -329,7 +340,10 @@ class AllInOne:
                     "project_name = service\n"
                     "user_domain_name = Default\n"
                     "project_domain_name = Default\n"
-                    "service_token_roles_required = true\n")
+                    "service_token_roles_required = true\n"
+                    # Every request asks the identity service, so a revoked token
+                    # (DELETE /v3/auth/tokens) fails at once in every API.
+                    "token_cache_time = -1\n")
         return path
 
     def _write_clouds_yaml(self):
@@ -361,6 +375,8 @@ class AllInOne:
     def stop(self):
         for p in self.periodics:
             p.stop()
+        if getattr(self, "optimize_engine", None) is not None:
+            self.optimize_engine.stop()
         for srv in self.servers:
             srv.stop()
         rpc.cleanup()

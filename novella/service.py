@@ -31,6 +31,12 @@ LOG = logging.getLogger(__name__)
 _DRAIN_LIMIT = 1 << 20
 
 
+# Idle seconds before a kept-alive connection is closed. Longer than the pauses of
+# clients that poll (the openstack CLI's --wait asks every 5 s): a server closing
+# just as the next request is sent resets it, and clients do not retry that.
+KEEPALIVE_SECONDS = 75
+
+
 class _BoundedInput:
     """``wsgi.input``: the request body, never read past its Content-Length."""
 
@@ -103,7 +109,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "novella"
     sys_version = ""
     disable_nagle_algorithm = True
-    timeout = 75  # idle seconds before a kept-alive connection is closed
+    timeout = KEEPALIVE_SECONDS
     api_name = "http"
     app = None
 
@@ -368,7 +374,7 @@ class HTTPServer:
         self._server.close_connections()  # kept-alive connections end too
 
 
-def serve_wsgi(build, host, port, name, workers=2, threads=4, keepalive=5, timeout=120,
+def serve_wsgi(build, host, port, name, workers=2, threads=4, keepalive=None, timeout=120,
                ready=None):
     """Serve the WSGI application ``build()`` makes under gunicorn until SIGTERM/SIGINT.
 
@@ -388,7 +394,8 @@ def serve_wsgi(build, host, port, name, workers=2, threads=4, keepalive=5, timeo
 
     options = {
         "bind": f"{host}:{port}", "workers": workers, "threads": max(1, threads),
-        "worker_class": "gthread", "keepalive": keepalive, "timeout": timeout,
+        "worker_class": "gthread", "keepalive": keepalive or KEEPALIVE_SECONDS,
+        "timeout": timeout,
         "graceful_timeout": 10, "backlog": 128, "proc_name": f"novella-{name}",
         # Long query strings (many UUIDs in a filter): gunicorn's largest bounded limit.
         "limit_request_line": 8190,
@@ -508,6 +515,18 @@ def default_scheduler():
         if _DEFAULT is None:
             _DEFAULT = PeriodicScheduler()
         return _DEFAULT
+
+
+# The period of a task whose interval option says "the default" (oslo.service's).
+DEFAULT_INTERVAL = 60
+
+
+def spacing(interval):
+    """A task's period from an interval option read as the reference reads its
+    periodic tasks' spacing: 0 the default period, negative never (0 here)."""
+    if interval is None or interval < 0:
+        return 0
+    return interval or DEFAULT_INTERVAL
 
 
 class Periodic:

@@ -1,12 +1,16 @@
 """The `novella` command.
 
     novella up [--data-dir DIR]                 the whole system in one process
-    novella serve api|placement|conductor|scheduler|compute|image|network|volume [--config-file F]
+    novella up --separate --database URL --transport URL [--keystone]
+                                                each service in a process of its own
+    novella serve api|placement|conductor|scheduler|compute|image|network|volume|optimize [--config-file F]
+    novella drain --source-cell CELL [--target-cell CELL] ...   (docs/drain.md)
     novella manage [--config-file F] api_db sync
     novella manage [--config-file F] db sync|archive_deleted_rows|purge
     novella manage [--config-file F] cell_v2 map_cell0|create_cell|list_cells|discover_hosts|
         verify_instance|list_hosts|delete_host|delete_cell|update_cell
     novella manage [--config-file F] placement audit|heal_allocations
+    novella manage [--config-file F] bootstrap
     (docs/manage.md)
 """
 import argparse
@@ -27,7 +31,15 @@ def _serve(args):
     serve.main(args)
 
 
+def _drain(args):
+    from novella.cmd import drain
+    sys.exit(drain.main(args))
+
+
 def _up(args):
+    if args.separate:
+        from novella.cmd import separate
+        return separate.main(args)
     from novella.cmd import up
     up.main(args)
 
@@ -44,12 +56,25 @@ def build_parser():
     up.add_argument("--cells", type=int, default=2)
     up.add_argument("--hosts-per-cell", type=int, default=2)
     up.add_argument("--config-file", action="append", default=[],
-                    help="nova.conf/placement.conf options, as the separate services read them")
+                    help="nova.conf/placement.conf options, as the separate services read them "
+                         "(with --separate: read by every service after its own files)")
+    up.add_argument("--separate", action="store_true",
+                    help="every service in a process of its own, on --database and --transport "
+                         "(docs/deploy.md)")
+    up.add_argument("--database", help="--separate: the database server, e.g. "
+                                       "postgresql://postgres@127.0.0.1:5432")
+    up.add_argument("--transport", help="--separate: the RabbitMQ broker, e.g. "
+                                        "rabbit://guest:guest@127.0.0.1:5672/")
+    up.add_argument("--keystone", action="store_true",
+                    help="--separate: run the real Keystone (the keystone package) and "
+                         "authenticate every API and service with it")
+    up.add_argument("--name", default="novella",
+                    help="--separate: prefix of the databases and virtual hosts")
     up.set_defaults(fn=_up)
 
     serve = sub.add_parser("serve", help="run one service")
     serve.add_argument("service", choices=["api", "placement", "conductor", "scheduler", "compute",
-                                           "image", "network", "volume"])
+                                           "image", "network", "volume", "optimize"])
     serve.add_argument("--config-file", action="append", default=[])
     serve.add_argument("--bind", help="HOST:PORT for HTTP services")
     serve.add_argument("--host", help="compute host name (compute only)")
@@ -59,6 +84,9 @@ def build_parser():
     serve.add_argument("--threads", type=int, default=None,
                        help="HTTP APIs: threads per worker process (default 4)")
     serve.set_defaults(fn=_serve)
+
+    from novella.cmd import drain
+    drain.add_parser(sub).set_defaults(fn=_drain)
 
     m = sub.add_parser("manage", help="database and cell administration")
     m.add_argument("--config-file", action="append", default=[])

@@ -252,7 +252,7 @@ def _discover_hosts(args, api_url):
 
 def add_commands(groups):
     """The `novella manage` command groups, on an argparse sub-parsers object."""
-    from novella.cmd import manage_cells, manage_db, manage_placement
+    from novella.cmd import manage_bootstrap, manage_cells, manage_db, manage_placement
     command(groups.add_parser("api_db").add_subparsers(dest="action", required=True),
             "sync", _api_db_sync)
     db = groups.add_parser("db").add_subparsers(dest="action", required=True)
@@ -270,3 +270,4 @@ def add_commands(groups):
     manage_cells.add_commands(cell)
     manage_placement.add_commands(
         groups.add_parser("placement").add_subparsers(dest="action", required=True))
+    manage_bootstrap.add_command(groups)

@@ -1,6 +1,6 @@
 """`novella manage placement audit` and `placement heal_allocations` (docs/manage.md).
 
-Both reach placement through its client (``[placement] endpoint_override``)
+Both reach placement through its client, built as `[placement]` says (novella/clients.py)
 and read the cell databases; heal_allocations also reads and updates the
 servers' ports through the network service's client.
 """
@@ -33,10 +33,11 @@ def clients(conf, api_url):
     """(placement client, network service client) as configured."""
     from novella.embedded import service_connections
     from novella.network.api import NetworkAPI
-    if not conf.placement.endpoint_override:
-        raise CommandError("[placement] endpoint_override is not set", 1)
-    placement = placement_client.PlacementClient(endpoint=conf.placement.endpoint_override,
-                                                 token=conf.placement.token)
+    from novella import clients as service_clients
+    try:
+        placement = service_clients.placement_client(conf)
+    except service_clients.MissingOption as exc:
+        raise CommandError(str(exc), 1) from None
     return placement, NetworkAPI(service_connections(conf, api_url)["network"])
 
 

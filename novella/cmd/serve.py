@@ -3,12 +3,23 @@
 Each process reads the usual nova.conf options: `[DEFAULT] transport_url`
 (the top-level transport for api/conductor/scheduler, the cell's for a
 compute), `[api_database] connection`, `[database] connection` (a compute's
-cell), `[placement] endpoint_override`. The image, network and volume HTTP
-APIs (`serve image|network|volume`) need only the embedded services' options
-(`novella.embedded`: the API database unless a service has a connection of
-its own) and `[api] auth_strategy`.
+cell), and how to reach Placement: `[placement]` keystoneauth options
+(`auth_type`, `auth_url`, ...) with Keystone, `[placement] endpoint_override`
+without (novella/clients.py). The conductor, scheduler and compute hosts ask
+Placement for its versions before they serve: when it does not answer, or
+Keystone refuses their credentials, they exit with one `error:` line. They
+and the Compute API call the network, volume and image services' HTTP APIs
+as `[neutron]`, `[cinder]` and `[glance]` say (keystoneauth options, and
+`[service_user]` for the service token: novella/clients.py); a service whose
+group says nothing is reached over its database instead. The image, network
+and volume HTTP APIs (`serve image|network|volume`) need only the embedded
+services' options (`novella.embedded`: the API database unless a service has
+a connection of its own) and `[api] auth_strategy`.
 
-The HTTP APIs (api, placement, image, network, volume) run under gunicorn:
+`serve optimize` (the Infrastructure Optimization API and its drain engine)
+needs the Compute API's options.
+
+The HTTP APIs (api, placement, image, network, volume, optimize) run under gunicorn:
 ``--workers`` processes (default: the number of CPUs, at most 4), each with
 ``--threads`` threads (default 4) and HTTP/1.1 keep-alive. The options are
 checked and the schemas looked at once, before any worker starts, so a
@@ -24,9 +35,7 @@ import signal
 import sys
 import threading
 
-import requests
-
-from novella import rpc
+from novella import clients, rpc
 from novella.allinone import PORTS
 from novella.conf import CONF, parse_args
 from novella.db import cells as cells_mod
@@ -46,10 +55,22 @@ class ConfigError(Exception):
 
 
 def _placement_client():
-    from novella.placement.client import PlacementClient
-    if not CONF.placement.endpoint_override:
-        raise ConfigError("[placement] endpoint_override is not set")
-    return PlacementClient(endpoint=CONF.placement.endpoint_override, token=CONF.placement.token)
+    try:
+        return clients.placement_client(CONF)
+    except clients.MissingOption as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _answering_placement():
+    """The Placement client, once Placement has answered (through Keystone when
+    configured so): a service that needs it fails at start, in one line, rather
+    than on its first request."""
+    placement = _placement_client()
+    try:
+        placement.versions()
+    except clients.UNREACHABLE + clients.REFUSED as exc:
+        raise ConfigError(clients.describe_failure(CONF, exc)) from None
+    return placement
 
 
 def _embedded_services():
@@ -66,6 +87,16 @@ def _embedded_services():
     try:
         return services_from_conf(CONF)
     except SchemaNotSynced as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _service_clients():
+    """The image, network and volume services as the Compute API, conductor and compute
+    hosts use them: over HTTP where ``[glance]``, ``[neutron]``, ``[cinder]`` say where
+    they are, else over their databases."""
+    try:
+        return clients.service_clients(CONF, _embedded_services)
+    except clients.MissingOption as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -95,16 +126,34 @@ def compute_api_builder():
     if not CONF.transport_url:
         raise ConfigError("[DEFAULT] transport_url is not set")
     _placement_client()
-    _embedded_services()
+    _service_clients()
 
     def build():
         from novella.api.compute.wsgi import make_app
         api_db = cells_mod.database(CONF.api_database.connection)
         transport = rpc.get_transport(CONF.transport_url)
-        image_api, network_api, volume_api = _embedded_services()
+        image_api, network_api, volume_api = _service_clients()
         return make_app(CONF, api_db, transport, network_api=network_api,
                         image_api=image_api, volume_api=volume_api,
                         placement=_placement_client())
+    return build
+
+
+def optimize_api_builder():
+    """The same for the Infrastructure Optimization API (drains, docs/drain.md). Its
+    engine moves servers through a Compute API of its own, built as `serve api` builds
+    one (the same options), so it needs what the Compute API needs."""
+    build_compute = compute_api_builder()
+
+    def build():
+        from novella.api.optimize.app import make_app
+        from novella.optimize.applier import Engine
+        api_db = cells_mod.database(CONF.api_database.connection)
+        placement = _placement_client()
+        engine = Engine(CONF, api_db, placement, build_compute(),
+                        hostname=f"{CONF.host or 'optimize'}:{os.getpid()}")
+        engine.start()   # plans left going by a process that died are taken over
+        return make_app(CONF, api_db, placement, engine)
     return build
 
 
@@ -169,8 +218,8 @@ def serve_conductor(args):
     from novella.service import Periodic
     api_db = cells_mod.database(CONF.api_database.connection)
     transport = rpc.get_transport(CONF.transport_url)
-    image_api, network_api, volume_api = _embedded_services()
-    mgr = ConductorManager(CONF, api_db, _placement_client(), network_api=network_api,
+    image_api, network_api, volume_api = _service_clients()
+    mgr = ConductorManager(CONF, api_db, _answering_placement(), network_api=network_api,
                            volume_api=volume_api, image_api=image_api,
                            notifier=_notifier(transport, "nova-conductor"))
     mgr.recover_operations()  # what conductors that died left, once their leases ran out
@@ -184,15 +233,19 @@ def serve_conductor(args):
 
 def serve_scheduler(args):
     from novella.scheduler.manager import SchedulerManager
+    from novella.service import Periodic
     api_db = cells_mod.database(CONF.api_database.connection)
     transport = rpc.get_transport(CONF.transport_url)
-    mgr = SchedulerManager(CONF, api_db, _placement_client())
+    mgr = SchedulerManager(CONF, api_db, _answering_placement())
     transport.serve("scheduler", CONF.host or "scheduler", mgr)
+    periodics = [Periodic(getattr(mgr, name), interval, name).start()
+                 for name, interval in mgr.periodic_tasks.items()]
     print(f"Scheduler serving on {transport.url.split('@')[-1]}", flush=True)
-    _wait_forever([])
+    _wait_forever([p.stop for p in periodics])
 
 
 def serve_compute(args):
+    from novella.compute import pci
     from novella.compute.manager import ComputeManager
     from novella.service import Periodic
     from novella.virt.simulated import SimulatedDriver
@@ -201,17 +254,17 @@ def serve_compute(args):
         raise ConfigError("give --host NAME or [DEFAULT] host")
     if not CONF.database.connection:
         raise ConfigError("[database] connection (this host's cell database) is not set")
+    try:
+        pci.parse_device_specs(CONF.pci.device_spec)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     cell_db = cells_mod.database(CONF.database.connection)
     transport = rpc.get_transport(CONF.transport_url)
-    image_api, network_api, volume_api = _embedded_services()
-    mgr = ComputeManager(CONF, host, cell_db, _placement_client(), SimulatedDriver(host, CONF),
+    image_api, network_api, volume_api = _service_clients()
+    mgr = ComputeManager(CONF, host, cell_db, _answering_placement(), SimulatedDriver(host, CONF),
                          network_api=network_api, volume_api=volume_api, image_api=image_api,
                          notifier=_notifier(transport, f"nova-compute:{host}"), transport=transport)
-    try:
-        mgr.init_host()
-    except requests.ConnectionError:
-        raise ConfigError(f"Placement does not answer at {CONF.placement.endpoint_override} "
-                          "([placement] endpoint_override): start it first") from None
+    mgr.init_host()
     transport.serve("compute", host, mgr)
     periodics = [Periodic(getattr(mgr, name), interval, name).start()
                  for name, interval in mgr.periodic_tasks.items()]
@@ -235,6 +288,8 @@ def main(args):
         parse_args([], default_config_files=args.config_file)
         if args.service == "api":
             return _serve_http(compute_api_builder(), args, "compute")
+        if args.service == "optimize":
+            return _serve_http(optimize_api_builder(), args, "optimize")
         if args.service in EMBEDDED:
             return _serve_http(embedded_api_builder(args.service), args, args.service)
         {"conductor": serve_conductor, "scheduler": serve_scheduler,

@@ -4,8 +4,9 @@
 (nova.conf and placement.conf options); the data directory still decides the
 databases and transports. Defaults that differ from the separate services':
 the simulated hosts report minimum bandwidth on ``physnet1`` and on the
-tunnel, and packet rate (``[simulated]`` options; a configuration file or an
-``OS_SIMULATED__<OPTION>`` environment variable changes them, docs/qos.md).
+tunnel, and packet rate, and have two SR-IOV NICs on ``physnet1``
+(``[simulated]`` and ``[pci] device_spec`` options; a configuration file or an
+``OS_<GROUP>__<OPTION>`` environment variable changes them, docs/qos.md).
 """
 import logging
 import signal
@@ -13,17 +14,28 @@ import threading
 
 from novella.allinone import AllInOne
 
-# [simulated] defaults of `novella up`: 10 Gbit/s each way on physnet1 and on the
-# tunnel, 1000 kpps per host; a configuration file or the environment overrides them.
+# {group: {option: default}} of `novella up`: 10 Gbit/s each way on physnet1 and on
+# the tunnel, 1000 kpps per host, and two SR-IOV NICs of 4 VFs with 10 Gbit/s each
+# way on physnet1 (for direct, macvtap and direct-physical ports); a configuration
+# file or the environment overrides them.
 UP_DEFAULTS = {
-    "resource_provider_bandwidths": ["physnet1:10000000:10000000", "tunnel:10000000:10000000"],
-    "resource_provider_packet_processing_without_direction": 1000,
+    "simulated": {
+        "resource_provider_bandwidths": ["physnet1:10000000:10000000",
+                                         "tunnel:10000000:10000000"],
+        "resource_provider_packet_processing_without_direction": 1000,
+        "sriov_nics": ["ens1:4:10000000:10000000", "ens2:4:10000000:10000000"],
+    },
+    "pci": {
+        "device_spec": ['{"devname": "ens1", "physical_network": "physnet1"}',
+                        '{"devname": "ens2", "physical_network": "physnet1"}'],
+    },
 }
 
 
 def set_defaults(conf):
-    for name, value in UP_DEFAULTS.items():
-        conf.set_default(name, value, group="simulated")
+    for group, options in UP_DEFAULTS.items():
+        for name, value in options.items():
+            conf.set_default(name, value, group=group)
 
 
 def main(args):

@@ -28,6 +28,7 @@ import contextlib
 import json
 
 from novella.compute import cleanup
+from novella.compute import pci
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
@@ -94,7 +95,8 @@ class ComputeCrossCell:
                 records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
                 claim = self.rt.resize_claim(ctxt, instance_uuid, new_flavor, {
                     "uuid": migration_uuid, "source_compute": mig["source_compute"],
-                    "source_node": mig["source_node"]})
+                    "source_node": mig["source_node"]},
+                    ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles)
                 self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
                 connector = self.driver.get_volume_connector(self.instance_dict(st.instance))
                 if self.volume_api is not None:
@@ -105,8 +107,9 @@ class ComputeCrossCell:
                             self._set_bdm(bdm.id, connection_info=json.dumps(dict(
                                 att.get("connection_info") or {}, volume_id=bdm.volume_id)))
                 if self.network_api is not None:
-                    self.network_api.bind_ports_to_host(ctxt, instance_uuid, self.host,
-                                                        port_profiles=port_profiles)
+                    self.network_api.bind_ports_to_host(
+                        ctxt, instance_uuid, self.host,
+                        port_profiles=pci.with_devices(port_profiles, claim.pci_devices))
             except Exception:
                 if self.network_api is not None:
                     with cleanup.step("delete port bindings"):

@@ -58,6 +58,7 @@ class InstanceNotRunning(InstanceInvalidState):
 
 class LiveMigrationAborted(ComputeException):
     """The live migration was aborted on request."""
+    expected = True  # asked for: no compute.exception (novella/compute/steps.py)
 
 
 _BY_NAME = {cls.__name__: cls for cls in (

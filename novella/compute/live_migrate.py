@@ -19,7 +19,8 @@ here, the bindings, attachments and claim); the source's guest runs on
 untouched until the destination has taken over, and
 ``rollback_live_migration_at_source`` (a cast) stops a copy that may still
 run there. Each side tells its rollback (instance.live_migration_rollback
-from the source, instance.live_migration_rollback_dest from the destination).
+from the source, instance.live_migration_rollback_dest from the destination),
+also when a destination failed its preparation (no copy to stop then).
 
 While the source runs ``live_migration``, two casts steer it (the API's
 ``DELETE /servers/{id}/migrations/{id}`` and ``force_complete`` action):
@@ -34,6 +35,7 @@ import logging
 import threading
 
 from novella.compute import cleanup
+from novella.compute import pci
 from novella.compute import exceptions
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
@@ -89,10 +91,12 @@ class ComputeLiveMigration:
         made["claim"] = self.rt.resize_claim(
             ctxt, inst.uuid, records.flavor_of(inst),
             {"uuid": migration_uuid, "source_compute": mig["source_compute"],
-             "source_node": mig["source_node"]})
+             "source_node": mig["source_node"]},
+            ports=self._sriov_ports(ctxt, inst.uuid), port_profiles=port_profiles)
         if self.network_api is not None:
-            self.network_api.bind_ports_to_host(ctxt, inst.uuid, self.host,
-                                                port_profiles=port_profiles)
+            self.network_api.bind_ports_to_host(
+                ctxt, inst.uuid, self.host,
+                port_profiles=pci.with_devices(port_profiles, made["claim"].pci_devices))
             made["bindings"] = True
         return self._attach_volumes_here(ctxt, inst, made["attachments"])
 
@@ -159,8 +163,10 @@ class ComputeLiveMigration:
             records.update_instance(
                 self.cell_db, instance_uuid, expected_task_state=task_states.MIGRATING,
                 host=self.host, node=self.rt.nodename, task_state=None,
-                vm_state=vm_states.ACTIVE, power_state=self._power(instance_uuid),
-                reload=False)
+                # A paused server arrives paused, as the reference's do.
+                vm_state=(vm_states.PAUSED if inst.vm_state == vm_states.PAUSED
+                          else vm_states.ACTIVE),
+                power_state=self._power(instance_uuid), reload=False)
             self.rt.drop_move_claim(ctxt, instance_uuid)
 
     def _switch_attachments(self, ctxt, instance_uuid, attachments):
@@ -211,9 +217,12 @@ class ComputeLiveMigration:
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
             self.rt.refresh_usage()
 
-    def rollback_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
-        """The move failed after the copy began: the guest runs on here; a copy
-        that may still be running is stopped (a cast)."""
+    def rollback_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid,
+                                          copy_started=True):
+        """The move failed: the guest runs on here. After the copy began, a copy
+        that may still be running is stopped; when a destination failed its
+        preparation (``copy_started`` False) there is none, and the rollback
+        is only told (a cast)."""
         try:
             inst = self._get(instance_uuid)
         except records.InstanceNotFound:
@@ -224,7 +233,8 @@ class ComputeLiveMigration:
                          else inst, event_type, fault=fault)
 
         with notifications.action(send, notifications.LIVE_MIGRATION_ROLLBACK):
-            self.live_migration_abort(ctxt, instance_uuid, migration_uuid)
+            if copy_started:
+                self.live_migration_abort(ctxt, instance_uuid, migration_uuid)
 
     # -- steering a running live migration (source) ---------------------------------------
 

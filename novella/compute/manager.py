@@ -8,7 +8,8 @@ driver, tracker, databases) is held by the object, never read from CONF.
 Periodic work is plain methods the service runner calls at the intervals in
 ``periodic_tasks``: ``heartbeat`` (the services row) and
 ``update_available_resource`` (the compute_nodes row and the placement
-provider), ``sync_power_states``.
+provider), ``sync_power_states``, ``reclaim_queued_deletes`` (soft-deleted
+servers, novella/compute/guest_actions.py).
 """
 import collections
 import contextlib
@@ -19,12 +20,16 @@ import uuid as uuid_mod
 
 import sqlalchemy as sa
 
+from novella import service
 from novella.compute import SERVICE_VERSION
 from novella.compute import cleanup
 from novella.compute import exceptions as exc_mod
+from novella.compute import pci
 from novella.compute import resource_tracker
 from novella.compute.cross_cell import ComputeCrossCell
 from novella.compute.evacuate import ComputeEvacuate
+from novella.compute.guest_actions import ComputeGuestActions, injected
+from novella.compute.interface_ops import ComputeInterfaces
 from novella.compute.resize import ComputeResize
 from novella.compute.live_migrate import ComputeLiveMigration
 from novella.compute.recovery import ComputeRecovery
@@ -55,7 +60,8 @@ TOPIC = "compute"
 
 
 class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, ComputeEvacuate,
-                     ComputeShelve, ComputeVolumes, ComputeRecovery):
+                     ComputeShelve, ComputeVolumes, ComputeInterfaces, ComputeGuestActions,
+                     ComputeRecovery):
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf
@@ -81,17 +87,19 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     @property
     def periodic_tasks(self):
-        """{method name: interval in seconds} for the service runner (0 or
-        less: not run), from the reference's options."""
-        default = 60  # the reference's default period of periodic tasks
+        """{method name: interval in seconds} for the service runner (0: not
+        run): each task on its own option, read as the reference reads it."""
         conf = self.conf
-        resources = conf.update_resources_interval
         return {"heartbeat": conf.report_interval,
-                "update_available_resource": default if resources == 0 else resources,
-                "sync_power_states": conf.sync_power_state_interval,
-                "poll_unconfirmed_resizes": default if conf.resize_confirm_window > 0 else 0,
-                "poll_shelved_instances": (conf.shelved_poll_interval
-                                           if conf.shelved_offload_time > 0 else 0)}
+                "update_available_resource": service.spacing(conf.update_resources_interval),
+                "sync_power_states": service.spacing(conf.sync_power_state_interval),
+                # Both run at the default period and only when their option enables them.
+                "poll_unconfirmed_resizes": (service.DEFAULT_INTERVAL
+                                             if conf.resize_confirm_window > 0 else 0),
+                "poll_shelved_instances": (max(conf.shelved_poll_interval, 0)
+                                           if conf.shelved_offload_time > 0 else 0),
+                # The reference's spacing of its reclaim task is the interval itself.
+                "reclaim_queued_deletes": max(conf.reclaim_instance_interval, 0)}
 
     def init_host(self, ctxt=None):
         """Prepare the driver, the services row, the node and its provider; finish what
@@ -101,6 +109,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         self._destroy_deleted_guests(ctxt)
         self._clean_evacuated(ctxt)
         self.recover_interrupted(ctxt or get_admin_context())
+        self.recover_swaps(ctxt or get_admin_context())
+        self.recover_interfaces(ctxt or get_admin_context())
+        self.recover_quiesces(ctxt or get_admin_context())
         self.reconcile_moves(ctxt or get_admin_context())
         self.update_available_resource(ctxt)
 
@@ -257,6 +268,13 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             if cache is None:
                 cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
                 s.add(cache)
+            # A device tag is kept nowhere else: a port keeps its tag through the moves
+            # and rebinds that write the cache again from the ports.
+            tags = {vif.get("id"): vif["tag"] for vif in json.loads(cache.network_info or "[]")
+                    if vif.get("tag")}
+            for vif in network_info or []:
+                if not vif.get("tag") and vif.get("id") in tags:
+                    vif["tag"] = tags[vif["id"]]
             cache.network_info = json.dumps(network_info or [])
 
     def _bdms(self, instance_uuid):
@@ -308,15 +326,28 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     # -- network and volume services (optional) ----------------------------------------
 
-    def _allocate_network(self, ctxt, inst, requested_networks, port_profiles=None):
+    def _allocate_network(self, ctxt, inst, requested_networks, port_profiles=None,
+                          security_groups=None):
         """Ports for the server, bound to this host (with ``port_profiles``
-        in their bindings); returns its network_info."""
+        in their bindings, in ``security_groups``); returns its network_info."""
         if self.network_api is None:
             return []
         return self.network_api.allocate_for_instance(
             ctxt, inst.uuid, inst.project_id, requested_networks=requested_networks,
             host=self.host, availability_zone=inst.availability_zone or "nova",
-            port_profiles=port_profiles) or []
+            port_profiles=port_profiles, security_groups=security_groups) or []
+
+    def _sriov_ports(self, ctxt, instance_uuid=None, requested_networks=None):
+        """The server's ports (or those ``requested_networks`` names) that need a
+        device of this host (novella/compute/pci.py)."""
+        if self.network_api is None:
+            return []
+        port_ids = [r.get("port_id") or r.get("port") for r in requested_networks or []
+                    if isinstance(r, dict) and (r.get("port_id") or r.get("port"))]
+        if not (instance_uuid or port_ids):
+            return []
+        return self.network_api.sriov_ports(ctxt, instance_uuid=instance_uuid,
+                                            port_ids=port_ids)
 
     def _deallocate_network(self, ctxt, inst):
         if self.network_api is not None:
@@ -352,9 +383,15 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             if not self._is_volume(bdm):
                 continue
             if self.volume_api is not None:
-                if bdm.attachment_id:
-                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-                if delete_volumes and bdm.delete_on_termination:
+                ids = [bdm.attachment_id] if bdm.attachment_id else []
+                if delete_volumes:  # the server goes: also an attachment a stopped build left
+                    ids += [a["id"] for a in self.volume_api.attachment_list(
+                        ctxt, volume_id=bdm.volume_id, instance_uuid=inst.uuid)
+                        if a["id"] not in ids]
+                for attachment_id in ids:
+                    self.volume_api.attachment_delete(ctxt, attachment_id)
+                if (delete_volumes and bdm.delete_on_termination  # made (a build may stop before)
+                        and self._volume_exists(ctxt, bdm.volume_id)):
                     self.volume_api.delete(ctxt, bdm.volume_id)
             with self.cell_db.session(write=True) as s:
                 s.get(m.BlockDeviceMapping, bdm.id).attachment_id = None
@@ -363,7 +400,8 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     def build_and_run_instance(self, ctxt, instance_uuid, request_spec=None, node=None,
                                allocations=None, requested_networks=None,
-                               block_device_mappings=None, port_profiles=None, **kwargs):
+                               block_device_mappings=None, port_profiles=None,
+                               injected_files=None, **kwargs):
         """Claim, network, volumes, spawn; on failure clean up and ask for a reschedule.
 
         Raises RescheduledException (this host could not build it) or
@@ -379,13 +417,14 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             image_meta = request_spec.get("image") or {"id": inst.image_ref, "properties": {}}
             done = {"claim": None, "network": False, "attachments": [], "spawned": False}
             try:
+                # The action is finished by the conductor's event around this call.
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
-                                          "compute_build_and_run_instance", host=self.host,
-                                          finish_action=True):
+                                          "compute_build_and_run_instance", host=self.host):
                     self._notify(ctxt, inst, notifications.event_type(notifications.CREATE,
                                                                       "start"), flavor=flavor)
                     inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,
-                                       block_device_mappings, port_profiles, done)
+                                       block_device_mappings, port_profiles, done,
+                                       request_spec.get("security_groups"), injected_files)
             except Exception as exc:  # noqa: BLE001 - every failure is cleaned up here
                 raise self._build_failed(ctxt, instance_uuid, flavor, exc, done,
                                          requested_networks) from exc
@@ -395,18 +434,23 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                     "vm_state": inst.vm_state}
 
     def _build(self, ctxt, inst, flavor, image_meta, requested_networks,
-               block_device_mappings, port_profiles, done):
+               block_device_mappings, port_profiles, done, security_groups=None,
+               injected_files=None):
         uuid = inst.uuid
         done["claim"] = self.rt.instance_claim(
-            ctxt, inst, flavor, expected_task_state=(task_states.SCHEDULING, None),
+            ctxt, inst, flavor, ports=self._sriov_ports(ctxt, requested_networks=requested_networks),
+            port_profiles=port_profiles, expected_task_state=(task_states.SCHEDULING, None),
             expected_vm_state=vm_states.BUILDING, task_state=task_states.NETWORKING)
+        # The ports' devices, in their bindings.
+        port_profiles = pci.with_devices(port_profiles, done["claim"].pci_devices)
         # What the claim wrote, on the copy the driver is told about (the
         # task-state steps below change nothing it reads).
         inst.host, inst.node, inst.launched_on = self.host, self.rt.nodename, self.host
         inst.task_state = task_states.NETWORKING
-        network_info = self._allocate_network(ctxt, inst, requested_networks, port_profiles)
+        network_info = self._allocate_network(ctxt, inst, requested_networks, port_profiles,
+                                              security_groups)
         done["network"] = True
-        bdms = self._store_bdms(uuid, block_device_mappings)
+        bdms = self.create_volumes(ctxt, inst, self._store_bdms(uuid, block_device_mappings))
         # block_device_mapping only while there are volumes to attach.
         has_volumes = any(self._is_volume(b) for b in bdms)
         records.update_instance(self.cell_db, uuid, expected_task_state=task_states.NETWORKING,
@@ -421,7 +465,8 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         done["spawned"] = True  # from here a half-made guest may exist
         self.driver.spawn(ctxt, self.instance_dict(inst, flavor), image_meta,
                           network_info=network_info,
-                          block_device_info=self.block_device_info(uuid, bdms))
+                          block_device_info=self.block_device_info(uuid, bdms),
+                          **injected(injected_files))
         now = records.utcnow()
         active = {"vm_state": vm_states.ACTIVE, "task_state": None, "launched_at": now,
                   "power_state": self.driver.get_info({"uuid": uuid})["state"],

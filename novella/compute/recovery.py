@@ -18,6 +18,13 @@ beginning; the moves belong to the conductor that journals them
     networking, spawning     (the user deletes it; its allocation goes then)
     powering-off, -on        the stop or start runs again
     rebooting...             the reboot runs again, of the kind asked
+    pausing, unpausing,      the guest action runs again (novella/compute/
+    suspending, resuming,    guest_actions.py): pause, unpause, suspend, resume,
+    rescuing, unrescuing,    rescue, unrescue, rebuild in place, soft delete,
+    rebuilding, soft-        restore, the snapshot or backup upload (with the
+    deleting, restoring,     image the API made for it); an interrupted
+    image_*, updating_       password change only clears its task state (the
+    password                 password was never kept)
 
 Each interrupted action event ends ``Error`` before the operation runs again.
 
@@ -30,16 +37,21 @@ part of the undo; it takes it as it starts (``reconcile_moves``):
     a guest here (or disks copied here for one) of a server that is another
         host's (or of none), with no move between the two in progress: it goes,
         with this host's bindings
+    a claim this host made as a move's destination (NUMA cells, PCI devices,
+        SR-IOV ports' VFs) that it never took over, the move having ended
+        without it: the claim goes
 
 ``clean_up_deleted`` is the host's part of a delete that came in while the
 server moved: the conductor asks each host the move touched, once the move
 ended either way, to remove what is left there.
 """
+import json
 import logging
 
 import sqlalchemy as sa
 
 from novella.compute import cleanup
+from novella.compute import guest_actions
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.db import cell_models as m
@@ -69,7 +81,8 @@ class ComputeRecovery:
                 m.Instance.host == self.host, m.Instance.deleted == 0,
                 m.Instance.task_state.in_(
                     (task_states.DELETING, task_states.SHELVING,
-                     task_states.SHELVING_OFFLOADING) + _BUILDING + _POWER))).all())
+                     task_states.SHELVING_OFFLOADING) + _BUILDING + _POWER
+                    + guest_actions.INTERRUPTIBLE))).all())
         for uuid, task_state in found.items():
             LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
                      self.host, task_state, uuid)
@@ -84,6 +97,7 @@ class ComputeRecovery:
     def reconcile_moves(self, ctxt):
         """This host's part of the moves undone while it was down (see above).
         Returns {instance uuid: 'restored' | 'removed'}."""
+        self._drop_claims_of_ended_moves(ctxt)
         done = {}
         guests = set(self.driver.list_instances())
         held = set(self.driver.list_disks())
@@ -126,6 +140,26 @@ class ComputeRecovery:
                 done[uuid] = "removed"
         return done
 
+    def _drop_claims_of_ended_moves(self, ctxt):
+        """A destination's claim (a migration context naming this host, not applied)
+        whose move ended while this host did not answer goes."""
+        with self.cell_db.read_session() as s:
+            claims = {}
+            for uuid, text in s.execute(sa.select(
+                    m.InstanceExtra.instance_uuid, m.InstanceExtra.migration_context).where(
+                    m.InstanceExtra.migration_context.is_not(None))):
+                mc = json.loads(text)
+                if mc.get("dest_compute") == self.host and not mc.get("applied") \
+                        and mc.get("migration_uuid"):
+                    claims[mc["migration_uuid"]] = uuid
+            ended = set(s.scalars(sa.select(m.Migration.uuid).where(
+                m.Migration.uuid.in_(claims),
+                m.Migration.status.not_in(ms.IN_PROGRESS + (ms.DONE,))))) if claims else set()
+        for migration_uuid in ended:
+            with cleanup.step(f"drop the claim of migration {migration_uuid}"):
+                self.rt.drop_move_claim(ctxt, claims[migration_uuid],
+                                        migration_uuid=migration_uuid)
+
     def clean_up_deleted(self, ctxt, instance_uuid):
         """A server deleted while it moved: its guest here (or the copy kept for a
         revert) and this host's port bindings go, unless the server lives on or is
@@ -161,6 +195,8 @@ class ComputeRecovery:
             self.stop_instance(ctxt, uuid)
         elif task_state == task_states.POWERING_ON:
             self.start_instance(ctxt, uuid)
+        elif guest_actions.resume_interrupted(self, ctxt, uuid, task_state):
+            pass
         else:
             self._update(uuid, task_state=None, reload=False)  # the reboot starts over
             self.reboot_instance(ctxt, uuid, reboot_type=_REBOOTING[task_state])

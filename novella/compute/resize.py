@@ -70,11 +70,13 @@ class ComputeResize:
         return self.driver.get_info({"uuid": instance_uuid})["state"]
 
     def _reattach_volumes(self, ctxt, inst):
-        """Point every volume attachment at this host: new attachment, old one deleted."""
+        """Point every volume attachment at this host: new attachment, old one deleted.
+        Returns the instance's BDM rows as read (None without a volume service)."""
         if self.volume_api is None:
-            return
+            return None
         connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        for bdm in self._bdms(inst.uuid):
+        bdms = self._bdms(inst.uuid)
+        for bdm in bdms:
             if bdm.destination_type != "volume" or not bdm.volume_id:
                 continue
             att = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid,
@@ -89,42 +91,50 @@ class ComputeResize:
                 row = s.get(m.BlockDeviceMapping, bdm.id)
                 row.attachment_id = att["id"]
                 row.connection_info = json.dumps(info)
+        return bdms
 
-    def _bind_network_here(self, ctxt, inst, port_profiles=None):
+    def _bind_network_here(self, ctxt, inst, port_profiles=None, claim="current"):
         """The server's ports are active on this host, with ``port_profiles``
-        (what this host's providers give them) in their bindings; returns its
+        (what this host's providers give them) and the devices of its ``claim``
+        here (``ResourceTracker.port_profiles``) in their bindings; returns its
         network_info."""
         if self.network_api is None:
             return self.network_info(inst)
-        network_info = self.network_api.migrate_instance_finish(ctxt, inst.uuid, self.host,
-                                                                port_profiles=port_profiles)
+        network_info = self.network_api.migrate_instance_finish(
+            ctxt, inst.uuid, self.host,
+            port_profiles=self.rt.port_profiles(inst.uuid, port_profiles, claim))
         self._save_network_info(inst.uuid, network_info)
         return network_info
 
     # -- destination: claim -------------------------------------------------------------
 
-    def prep_resize(self, ctxt, instance_uuid, migration_uuid, new_flavor):
-        """Claim NUMA cells and PCI devices for ``new_flavor`` here (the destination).
+    def prep_resize(self, ctxt, instance_uuid, migration_uuid, new_flavor, port_profiles=None):
+        """Claim NUMA cells and PCI devices for ``new_flavor`` here (the destination),
+        and a device for each SR-IOV port from the PF ``port_profiles`` names.
 
         Then the driver's ``prep_resize`` may refuse the host. On failure the
         claim is given back and the error raised, so the conductor can try an
         alternate host.
         """
-        cur = records.flavors(self.cell_db, instance_uuid)["cur"] or new_flavor
         # The payload has the flavor the server has (``flavor``) and the one
         # asked for (``new_flavor``); a failure is told as instance.resize.error
         # (the conductor tries the next host), and the .end goes out either way.
         with steps.step(self, ctxt, instance_uuid, "compute_prep_resize",
-                        notifications.RESIZE_PREP, flavor=cur, new_flavor=new_flavor,
+                        notifications.RESIZE_PREP,
+                        flavor=lambda inst: records.flavor_of(inst) or new_flavor,
+                        new_flavor=new_flavor,
                         error_as=notifications.RESIZE, end_always=True) as st:
+            cur = records.flavor_of(st.instance) or new_flavor
             mig = self._migration(migration_uuid)
-            records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
+            updated = records.set_flavors(self.cell_db, instance_uuid, cur, old=cur,
+                                          new=new_flavor, row=st.instance)
             claim = None
             try:
                 claim = self.rt.resize_claim(
                     ctxt, instance_uuid, new_flavor,
                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
-                     "source_node": mig["source_node"]})
+                     "source_node": mig["source_node"]},
+                    ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles)
                 self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
             except Exception:
                 if claim is not None:  # the driver refused the host: give the claim back
@@ -137,6 +147,8 @@ class ComputeResize:
                 raise
             self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
+            if updated is not None:  # what the .end reports, without reading it again
+                st.instance = updated
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: power off and move the disks ---------------------------------------------
@@ -147,14 +159,14 @@ class ComputeResize:
         Returns the driver's disk_info for finish_resize. On failure the guest
         is put back as it was (disks, power) before the error is raised.
         """
-        flavors = records.flavors(self.cell_db, instance_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_resize_instance",
-                        notifications.RESIZE, flavor=flavors["cur"]) as st:
+                        notifications.RESIZE, flavor=records.flavor_of) as st:
             inst = st.instance
+            flavors = records.flavors_of(inst)
             was_running = self._power(instance_uuid) == power_state.RUNNING
             mig = self._migration(migration_uuid, status=ms.MIGRATING)
             self._update(instance_uuid, expected_task_state=task_states.RESIZE_PREP,
-                         task_state=task_states.RESIZE_MIGRATING)
+                         task_state=task_states.RESIZE_MIGRATING, reload=False)
             try:
                 disk_info = self.driver.migrate_disk_and_power_off(
                     ctxt, self.instance_dict(inst), mig["dest_compute"], flavors["new"],
@@ -168,8 +180,13 @@ class ComputeResize:
                         power_on=was_running)
                 raise
             self._migration(migration_uuid, status=ms.POST_MIGRATING)
-            st.instance = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
-                                  power_state=power_state.SHUTDOWN)
+            now = records.utcnow()
+            self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+                         power_state=power_state.SHUTDOWN, updated_at=now, reload=False)
+            # The row read under the lock, as the UPDATE left it (for the .end).
+            inst.task_state, inst.power_state = task_states.RESIZE_MIGRATED, power_state.SHUTDOWN
+            inst.updated_at = now
+            st.instance = inst
         return disk_info
 
     # -- destination: spawn with the new flavor -------------------------------------------
@@ -181,53 +198,68 @@ class ComputeResize:
         ``availability_zone``: this host's zone, which the server shows from now on.
         ``port_profiles``: ``{port id: binding profile}`` for this host (its providers).
         """
-        flavors = records.flavors(self.cell_db, instance_uuid)
-        new = flavors["new"] or flavors["cur"]
+        def new_of(inst):
+            flavors = records.flavors_of(inst)
+            return flavors["new"] or flavors["cur"]
+
         with steps.step(self, ctxt, instance_uuid, "compute_finish_resize",
-                        notifications.RESIZE_FINISH, flavor=new):
+                        notifications.RESIZE_FINISH, flavor=new_of) as st:
+            flavors = records.flavors_of(st.instance)
+            new = new_of(st.instance)
             mig = self._migration(migration_uuid)
-            inst = self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
-                                task_state=task_states.RESIZE_FINISH)
+            now = records.utcnow()
+            self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
+                         task_state=task_states.RESIZE_FINISH, updated_at=now, reload=False)
+            inst = st.instance  # read under the lock, as the UPDATE above left it
+            inst.task_state, inst.updated_at = task_states.RESIZE_FINISH, now
             self.rt.apply_migration_context(ctxt, instance_uuid)
             network_info = self._bind_network_here(ctxt, inst, port_profiles)
-            self._reattach_volumes(ctxt, inst)
+            bdms = self._reattach_volumes(ctxt, inst)
             old = flavors["old"] or flavors["cur"]
             resized = any(old.get(k) != new.get(k) for k in ("root_gb", "ephemeral_gb", "swap"))
             self.driver.finish_migration(
                 ctxt, mig, self.instance_dict(inst, new), disk_info or [], network_info,
                 {"id": inst.image_ref, "properties": {}}, resized,
-                block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
-            records.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
-                                host=self.host, node=self.rt.nodename,
-                                vm_state=vm_states.RESIZED, task_state=None,
-                                power_state=self._power(instance_uuid),
-                                **_zone(availability_zone))
+                block_device_info=self.block_device_info(instance_uuid, bdms), power_on=power_on)
+            updated = records.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
+                                          host=self.host, node=self.rt.nodename,
+                                          vm_state=vm_states.RESIZED, task_state=None,
+                                          power_state=self._power(instance_uuid), row=inst,
+                                          **_zone(availability_zone))
             self._migration(migration_uuid, status=ms.FINISHED)
             self.rt.refresh_usage()
+            if updated is not None:
+                st.instance = updated
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: confirm ----------------------------------------------------------------
 
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
         """The move is kept: drop the source copy, its claim and the migration's allocation."""
-        mig = self._migration(migration_uuid)
-        if mig["status"] not in (ms.FINISHED, ms.CONFIRMING):
-            LOG.info("migration %s is %s: nothing to confirm", migration_uuid, mig["status"])
-            return mig["status"]
-        flavors = records.flavors(self.cell_db, instance_uuid)
+        # 'confirming' (as the API left it) only from where a confirm may start: the
+        # check and the write in one statement.
+        mig = migration_records.update(self.cell_db, migration_uuid,
+                                       expected_status=(ms.FINISHED, ms.CONFIRMING),
+                                       status=ms.CONFIRMING)
+        if mig is None:
+            status = self._migration(migration_uuid)["status"]
+            LOG.info("migration %s is %s: nothing to confirm", migration_uuid, status)
+            return status
         with steps.step(self, ctxt, instance_uuid, "compute_confirm_resize",
-                        notifications.RESIZE_CONFIRM, flavor=flavors["cur"]) as st:
+                        notifications.RESIZE_CONFIRM, flavor=records.flavor_of) as st:
             inst = st.instance
-            self._migration(migration_uuid, status=ms.CONFIRMING)
+            flavors = records.flavors_of(inst)
             self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
                                           self.network_info(inst))
             self.rt.drop_move_claim(ctxt, instance_uuid)
             self.placement.delete_allocations(migration_uuid)
             stopped = inst.power_state == power_state.SHUTDOWN
-            records.set_flavors(self.cell_db, instance_uuid, flavors["cur"],
-                                vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE,
-                                task_state=None)
+            updated = records.set_flavors(
+                self.cell_db, instance_uuid, flavors["cur"], row=inst,
+                vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE, task_state=None)
             self._migration(migration_uuid, status=ms.CONFIRMED)
+            if updated is not None:
+                st.instance = updated
         return ms.CONFIRMED
 
     # -- destination, then source: revert ----------------------------------------------------
@@ -265,20 +297,23 @@ class ComputeResize:
         ``availability_zone``: this host's zone, which the server shows again;
         ``port_profiles`` as for ``finish_resize``.
         """
-        flavors = records.flavors(self.cell_db, instance_uuid)
-        old = flavors["old"] or flavors["cur"]
+        def old_of(inst):
+            flavors = records.flavors_of(inst)
+            return flavors["old"] or flavors["cur"]
+
         with steps.step(self, ctxt, instance_uuid, "compute_finish_revert_resize",
-                        None if rollback else notifications.RESIZE_REVERT, flavor=old) as st:
+                        None if rollback else notifications.RESIZE_REVERT, flavor=old_of) as st:
             inst = st.instance
+            old = old_of(inst)
             mig = self._migration(migration_uuid)
             # Ports and volumes first: until then the bindings and the volumes'
             # connections are the destination's, and the driver must be given
             # this host's to bring the old guest back.
-            network_info = self._bind_network_here(ctxt, inst, port_profiles)
-            self._reattach_volumes(ctxt, inst)
+            network_info = self._bind_network_here(ctxt, inst, port_profiles, claim="old")
+            bdms = self._reattach_volumes(ctxt, inst)
             self.driver.finish_revert_migration(
                 ctxt, self.instance_dict(inst, old), network_info, migration=mig,
-                block_device_info=self.block_device_info(instance_uuid), power_on=power_on)
+                block_device_info=self.block_device_info(instance_uuid, bdms), power_on=power_on)
             self.rt.revert_migration_context(ctxt, instance_uuid)
             self._back_on_source(instance_uuid, migration_uuid, old, power_on, rollback,
                                  **_zone(availability_zone))

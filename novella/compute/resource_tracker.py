@@ -22,6 +22,7 @@ kept only in memory, so a restarted service finds where things stand:
 
 Claims run under one lock per tracker and inside one database transaction.
 """
+import contextlib
 import json
 import logging
 import math
@@ -31,9 +32,10 @@ import uuid as uuid_mod
 import sqlalchemy as sa
 
 from novella.compute import claims
+from novella.compute import pci
 from novella.db import cell_models as m
 from novella.db import records
-from novella.db.engine import insert_row
+from novella.db.engine import insert_row, insert_rows
 
 LOG = logging.getLogger(__name__)
 
@@ -75,6 +77,50 @@ _ADD_USAGE = sa.update(m.ComputeNode).where(m.ComputeNode.uuid == sa.bindparam("
     running_vms=_plus(m.ComputeNode.running_vms, "b_count"))
 
 
+def _usages(s, trackers):
+    """{host: what its node has given out (sizes, NUMA cells, PCI addresses)}
+    for trackers of one cell, from the database, in two statements."""
+    by_host = {rt.host: rt for rt in trackers}
+    usages = {rt.host: {"vcpus": 0, "memory_mb": 0, "local_gb": 0, "running_vms": 0,
+                        "numa": claims.empty_usage(rt.resources().get("numa_topology")),
+                        "pci": set()} for rt in trackers}
+
+    def add(usage, flavor, numa, pci):
+        usage["vcpus"] += flavor.get("vcpus", 0)
+        usage["memory_mb"] += flavor.get("memory_mb", 0)
+        usage["local_gb"] += flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0)
+        claims.add_usage(usage["numa"], numa)
+        usage["pci"].update(d["address"] for d in pci or [])
+
+    # Only the columns the sums need (no ORM objects): this runs on every
+    # claim and reads every instance of the host.
+    ix, i = m.InstanceExtra, m.Instance
+    hosts = list(by_host)
+    here = s.execute(sa.select(
+        i.host, i.node, i.vcpus, i.memory_mb, i.root_gb, i.ephemeral_gb, ix.flavor,
+        ix.numa_topology, ix.pci_devices).outerjoin(ix, ix.instance_uuid == i.uuid).where(
+        i.host == hosts[0] if len(hosts) == 1 else i.host.in_(hosts), i.deleted == 0))
+    for row in here:
+        if row.node != by_host[row.host].nodename:
+            continue
+        usage = usages[row.host]
+        usage["running_vms"] += 1
+        add(usage, _row_flavor_size(row, "cur"), _loads(row.numa_topology),
+            _loads(row.pci_devices))
+    moving = s.execute(sa.select(ix.flavor, ix.migration_context).join(
+        i, ix.instance_uuid == i.uuid).where(
+        i.deleted == 0, ix.migration_context.is_not(None)))
+    for row in moving:
+        mc = _loads(row.migration_context) or {}
+        if not mc.get("applied") and mc.get("dest_compute") in usages:
+            add(usages[mc["dest_compute"]], _row_flavor_size(row, "new"),
+                mc.get("new_numa_topology"), mc.get("new_pci_devices"))
+        elif mc.get("applied") and mc.get("source_compute") in usages:
+            add(usages[mc["source_compute"]], _row_flavor_size(row, "old"),
+                mc.get("old_numa_topology"), mc.get("old_pci_devices"))
+    return usages
+
+
 class Claim:
     """A NUMA/PCI claim for one instance; ``abort()`` gives it back.
 
@@ -112,6 +158,7 @@ class ResourceTracker:
         self.conf = conf
         self.nodename = driver.get_available_nodes()[0]
         self.aliases = claims.parse_aliases(conf.pci.alias)
+        self.device_specs = pci.parse_device_specs(conf.pci.device_spec)
         self.lock = threading.RLock()
         self.compute_node = None   # the compute_nodes row as a dict
         self._resources = None     # the driver's last view of the node
@@ -148,33 +195,35 @@ class ResourceTracker:
         return (row.id, bool(row.disabled)) if row else (None, False)
 
     def _node_row(self, s, service_id):
-        res = self._resources
         node = s.scalars(sa.select(m.ComputeNode).where(
             m.ComputeNode.host == self.host,
             m.ComputeNode.hypervisor_hostname == self.nodename,
             m.ComputeNode.deleted == 0)).first()
-        conf = self.conf
         if node is None:
-            node = m.ComputeNode(
-                uuid=str(uuid_mod.uuid4()), host=self.host, hypervisor_hostname=self.nodename,
-                cpu_allocation_ratio=conf.cpu_allocation_ratio or conf.initial_cpu_allocation_ratio,
-                ram_allocation_ratio=conf.ram_allocation_ratio or conf.initial_ram_allocation_ratio,
-                disk_allocation_ratio=conf.disk_allocation_ratio or conf.initial_disk_allocation_ratio)
+            node = m.ComputeNode(uuid=str(uuid_mod.uuid4()), host=self.host,
+                                 hypervisor_hostname=self.nodename)
             s.add(node)
-        else:
+        for column, value in self._node_values(service_id, node.id is not None).items():
+            setattr(node, column, value)
+        return node
+
+    def _node_values(self, service_id, exists):
+        """The node row's columns from the driver and the options (usage aside)."""
+        res, conf = self._resources, self.conf
+        values = {"service_id": service_id, "vcpus": res["vcpus"],
+                  "memory_mb": res["memory_mb"], "local_gb": res["local_gb"],
+                  "hypervisor_type": res.get("hypervisor_type", "fake"),
+                  "hypervisor_version": res.get("hypervisor_version", 1),
+                  "cpu_info": res.get("cpu_info"), "host_ip": res.get("host_ip")}
+        for field in ("cpu", "ram", "disk"):
             # An unset option keeps what the node already has (set at creation
             # from initial_*_allocation_ratio).
-            for field in ("cpu", "ram", "disk"):
-                value = getattr(conf, f"{field}_allocation_ratio")
-                if value:
-                    setattr(node, f"{field}_allocation_ratio", value)
-        node.service_id = service_id
-        node.vcpus, node.memory_mb, node.local_gb = res["vcpus"], res["memory_mb"], res["local_gb"]
-        node.hypervisor_type = res.get("hypervisor_type", "fake")
-        node.hypervisor_version = res.get("hypervisor_version", 1)
-        node.cpu_info = res.get("cpu_info")
-        node.host_ip = res.get("host_ip")
-        return node
+            value = getattr(conf, f"{field}_allocation_ratio")
+            if not exists:
+                value = value or getattr(conf, f"initial_{field}_allocation_ratio")
+            if value:
+                values[f"{field}_allocation_ratio"] = value
+        return values
 
     @staticmethod
     def _as_dict(node):
@@ -184,45 +233,26 @@ class ResourceTracker:
 
     def _usage(self, s):
         """What this node has given out: sizes, NUMA cells, PCI addresses."""
-        usage = {"vcpus": 0, "memory_mb": 0, "local_gb": 0, "running_vms": 0,
-                 "numa": claims.empty_usage(self.resources().get("numa_topology")),
-                 "pci": set()}
-
-        def add(flavor, numa, pci):
-            usage["vcpus"] += flavor.get("vcpus", 0)
-            usage["memory_mb"] += flavor.get("memory_mb", 0)
-            usage["local_gb"] += flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0)
-            claims.add_usage(usage["numa"], numa)
-            usage["pci"].update(d["address"] for d in pci or [])
-
-        # Only the columns the sums need (no ORM objects): this runs on every
-        # claim and reads every instance of the host.
-        ix, i = m.InstanceExtra, m.Instance
-        here = s.execute(sa.select(
-            i.vcpus, i.memory_mb, i.root_gb, i.ephemeral_gb, ix.flavor, ix.numa_topology,
-            ix.pci_devices).outerjoin(ix, ix.instance_uuid == i.uuid).where(
-            i.host == self.host, i.node == self.nodename, i.deleted == 0))
-        for row in here:
-            usage["running_vms"] += 1
-            add(_row_flavor_size(row, "cur"), _loads(row.numa_topology), _loads(row.pci_devices))
-        moving = s.execute(sa.select(ix.flavor, ix.migration_context).join(
-            i, ix.instance_uuid == i.uuid).where(
-            i.deleted == 0, ix.migration_context.is_not(None)))
-        for row in moving:
-            mc = _loads(row.migration_context) or {}
-            if mc.get("dest_compute") == self.host and not mc.get("applied"):
-                add(_row_flavor_size(row, "new"), mc.get("new_numa_topology"), mc.get("new_pci_devices"))
-            elif mc.get("source_compute") == self.host and mc.get("applied"):
-                add(_row_flavor_size(row, "old"), mc.get("old_numa_topology"), mc.get("old_pci_devices"))
-        return usage
+        return _usages(s, [self])[self.host]
 
     def _write_usage(self, s, node=None):
         """Write this node's usage columns: on ``node`` (an ORM row) if given,
         else by one UPDATE (``s`` a session or a connection)."""
         if node is None and self.provider_uuid is None:
             return None
-        res = self.resources()
         usage = self._usage(s)
+        values = self._usage_columns(usage)
+        if node is not None:
+            for column, value in values.items():
+                setattr(node, column, value)
+        else:
+            s.execute(sa.update(m.ComputeNode)
+                      .where(m.ComputeNode.uuid == self.provider_uuid).values(**values))
+        return usage
+
+    def _usage_columns(self, usage):
+        """The node row's usage columns for ``usage`` (as ``_usage`` gives it)."""
+        res = self.resources()
         values = {"vcpus_used": usage["vcpus"], "memory_mb_used": usage["memory_mb"],
                   "local_gb_used": usage["local_gb"], "running_vms": usage["running_vms"],
                   "pci_stats": json.dumps(claims.pci_pools(
@@ -235,13 +265,7 @@ class ResourceTracker:
                 cells.append(dict(c, cpu_usage=u["vcpus"], memory_usage=u["memory_mb"],
                                   pinned_cpus=sorted(u["pinned"])))
             values["numa_topology"] = json.dumps({"cells": cells})
-        if node is not None:
-            for column, value in values.items():
-                setattr(node, column, value)
-        else:
-            s.execute(sa.update(m.ComputeNode)
-                      .where(m.ComputeNode.uuid == self.provider_uuid).values(**values))
-        return usage
+        return values
 
     def usage(self):
         """This node's current usage (tests, os-hypervisors)."""
@@ -318,6 +342,11 @@ class ResourceTracker:
             self.placement.set_traits(rp, child["traits"], retries=5)
         self._reported["network"] = wanted
 
+    def _traits(self, disabled):
+        """(the driver's traits, the traits the provider should have)."""
+        driver_traits = set(self.driver.get_traits(self.nodename))
+        return driver_traits, driver_traits | ({COMPUTE_STATUS_DISABLED} if disabled else set())
+
     def set_traits(self, disabled, generation=None):
         """Report the driver's traits, plus COMPUTE_STATUS_DISABLED when disabled.
 
@@ -325,8 +354,7 @@ class ResourceTracker:
         that of a provider this tracker just made and wrote to (it has no
         traits yet), so they are written without being read first.
         """
-        driver_traits = set(self.driver.get_traits(self.nodename))
-        wanted = driver_traits | ({COMPUTE_STATUS_DISABLED} if disabled else set())
+        driver_traits, wanted = self._traits(disabled)
         if self._reported.get("traits") == wanted:
             return
         rp = self.provider_uuid
@@ -343,10 +371,12 @@ class ResourceTracker:
 
     # -- claims for a build ------------------------------------------------------
 
-    def instance_claim(self, ctxt, instance, flavor, **guarded):
+    def instance_claim(self, ctxt, instance, flavor, ports=(), port_profiles=None, **guarded):
         """Claim NUMA cells and PCI devices and place the instance on this node.
 
         ``instance``: the row as the caller read it (its recorded claim, if any).
+        ``ports``: its SR-IOV ports (``NetworkAPI.sriov_ports``), each given a
+        device, from the PF its ``port_profiles`` allocation names (novella/compute/pci.py).
         Sets the instance's host, node and launched_on, with ``guarded``
         (``records.guarded_update``'s expected states and further values, e.g.
         the build's next task state) in the same statement; raises
@@ -354,7 +384,7 @@ class ResourceTracker:
         """
         uuid = instance.uuid
         with self.lock, self.cell_db.connection(write=True) as conn:
-            numa, pci = self._fit(conn, flavor)
+            numa, pci = self._fit(conn, flavor, ports, port_profiles)
             records.guarded_update(conn, uuid, host=self.host, node=self.nodename,
                                    launched_on=self.host, **guarded)
             extra = instance.extra
@@ -418,18 +448,47 @@ class ResourceTracker:
         with self.lock, self.cell_db.connection(write=True) as conn:
             self._add_usage(conn, flavor, count=-1)
 
-    def _fit(self, s, flavor):
+    def _fit(self, s, flavor, ports=(), port_profiles=None):
         numa_request = claims.numa_request(flavor)
         pci_requests = claims.pci_requests(flavor, self.aliases)
-        if numa_request is None and not pci_requests:
+        if numa_request is None and not pci_requests and not ports:
             return None, None  # nothing Placement does not already count
         res = self.resources()
         usage = self._usage(s)
         ratio = self.compute_node["cpu_allocation_ratio"] if self.compute_node else 1.0
         numa = claims.fit_numa(res.get("numa_topology"), usage["numa"], numa_request, ratio)
-        pci = claims.pick_pci(res.get("pci_passthrough_devices") or [], usage["pci"],
-                              pci_requests, numa)
-        return numa, pci or None
+        devices = res.get("pci_passthrough_devices") or []
+        pci_devices = claims.pick_pci(devices, usage["pci"], pci_requests, numa)
+        if ports:
+            pci_devices += pci.pick(
+                pci.port_devices(devices, self.device_specs),
+                usage["pci"] | {d["address"] for d in pci_devices}, ports,
+                pci.pf_of_ports(port_profiles, self.pf_providers()), numa, port_profiles)
+        return numa, pci_devices or None
+
+    def pf_providers(self):
+        """``{provider uuid: pf}`` of the SR-IOV agent's providers of this node."""
+        if self.provider_uuid is None:
+            return {}
+        return {pci.provider_uuid(self.provider_uuid, pci.provider_name(self.nodename, pf)): pf
+                for pf in {d.get("devname") for d in self.resources().get(
+                    "pci_passthrough_devices") or [] if d.get("dev_type") == "type-PF"}}
+
+    def port_profiles(self, instance_uuid, port_profiles, claim="current"):
+        """``port_profiles`` with the devices the instance's ports hold on this host
+        merged in: its ``current`` claim, or the ``new`` or ``old`` one of its move
+        (the current one when it has no move)."""
+        with self.cell_db.read_session() as s:
+            row = s.execute(sa.select(m.InstanceExtra.pci_devices,
+                                      m.InstanceExtra.migration_context).where(
+                m.InstanceExtra.instance_uuid == instance_uuid)).first()
+        if row is None:
+            return port_profiles
+        devices = _loads(row.pci_devices)
+        mc = _loads(row.migration_context)
+        if mc and claim != "current":
+            devices = mc.get(f"{claim}_pci_devices")
+        return pci.with_devices(port_profiles, devices)
 
     @staticmethod
     def _extra(s, inst):
@@ -440,8 +499,10 @@ class ResourceTracker:
 
     # -- claims for a move (resize / cold migrate) --------------------------------
 
-    def resize_claim(self, ctxt, instance_uuid, new_flavor, migration):
-        """Claim NUMA/PCI for ``new_flavor`` on this (destination) node.
+    def resize_claim(self, ctxt, instance_uuid, new_flavor, migration, ports=(),
+                     port_profiles=None):
+        """Claim NUMA/PCI for ``new_flavor`` (and ``ports`` as ``instance_claim``) on
+        this (destination) node.
 
         ``migration``: ``{"uuid", "source_compute", "source_node"}``. Writes the
         instance's migration_context; ``Claim.abort()`` or ``drop_move_claim``
@@ -449,7 +510,7 @@ class ResourceTracker:
         """
         with self.lock, self.cell_db.session(write=True) as s:
             inst = records.get_instance(s, instance_uuid)
-            numa, pci = self._fit(s, new_flavor)
+            numa, pci = self._fit(s, new_flavor, ports, port_profiles)
             extra = self._extra(s, inst)
             extra.migration_context = json.dumps({
                 "migration_uuid": migration.get("uuid"),
@@ -486,12 +547,92 @@ class ResourceTracker:
             s.flush()
             self._write_usage(s)
 
-    def drop_move_claim(self, ctxt, instance_uuid):
-        """Forget the move's claim (confirm on the source, failure on the destination)."""
+    def drop_move_claim(self, ctxt, instance_uuid, migration_uuid=None):
+        """Forget the move's claim (confirm on the source, failure on the destination);
+        with ``migration_uuid``, only that migration's."""
         with self.lock, self.cell_db.session(write=True) as s:
             extra = s.scalars(sa.select(m.InstanceExtra).where(
                 m.InstanceExtra.instance_uuid == instance_uuid)).first()
-            if extra is not None:
+            if extra is not None and (migration_uuid is None or (
+                    _loads(extra.migration_context) or {}).get("migration_uuid") == migration_uuid):
                 extra.migration_context = None
                 s.flush()
             self._write_usage(s)
+
+
+def update_available_resources(trackers):
+    """``update_available_resource`` of many trackers of one cell at once (a
+    process running a fleet of simulated hosts): the services rows, node rows
+    and usage of all of them read in four statements, a node row written only
+    where it changed, and placement told only what changed — the providers
+    this process has not reported yet registered together
+    (``PlacementClient.register_providers``), the others' inventory and traits
+    left alone unless they differ from what was last reported."""
+    if not trackers:
+        return
+    trackers = sorted(trackers, key=lambda rt: rt.host)
+    hosts = [rt.host for rt in trackers]
+    nodes_table = m.ComputeNode.__table__
+    with contextlib.ExitStack() as locks:
+        for rt in trackers:  # one order everywhere: no claim runs meanwhile
+            locks.enter_context(rt.lock)
+        for rt in trackers:
+            rt._resources = rt.driver.get_available_resource(rt.nodename)
+        with trackers[0].cell_db.connection(write=True) as conn:
+            services = {row.host: (row.id, bool(row.disabled)) for row in conn.execute(
+                sa.select(m.Service.host, m.Service.id, m.Service.disabled).where(
+                    m.Service.host.in_(hosts), m.Service.binary == SERVICE_BINARY,
+                    m.Service.deleted == 0))}
+            nodes = _node_rows(conn, hosts)
+            usages = _usages(conn, trackers)
+            new, changed = [], {}
+            for rt in trackers:
+                row = nodes.get((rt.host, rt.nodename))
+                values = rt._node_values(services.get(rt.host, (None, False))[0], row is not None)
+                values.update(rt._usage_columns(usages[rt.host]))
+                if row is None:
+                    new.append(dict(values, uuid=str(uuid_mod.uuid4()), host=rt.host,
+                                    hypervisor_hostname=rt.nodename))
+                elif any(row[k] != v for k, v in values.items()):
+                    changed.setdefault(tuple(sorted(values)), []).append(dict(values, id=row["id"]))
+                    row.update(values)
+            for columns, rows in changed.items():
+                conn.execute(sa.update(nodes_table).where(nodes_table.c.id == sa.bindparam("b_id"))
+                             .values({c: sa.bindparam(f"b_{c}") for c in columns}),
+                             [{f"b_{k}": v for k, v in r.items()} for r in rows])
+            if new:
+                insert_rows(conn, m.ComputeNode, new)
+                nodes.update(_node_rows(conn, [r["host"] for r in new]))
+            for rt in trackers:
+                rt.compute_node = nodes[(rt.host, rt.nodename)]
+    disabled = {rt.host: services.get(rt.host, (None, False))[1] for rt in trackers}
+    unreported = [rt for rt in trackers if rt._reported.get("provider") != rt.provider_uuid]
+    if unreported:
+        wanted = {rt.host: (rt.inventory(),) + rt._traits(disabled[rt.host]) for rt in unreported}
+        held = trackers[0].placement.register_providers([
+            {"uuid": rt.provider_uuid, "name": rt.nodename, "inventories": wanted[rt.host][0],
+             "traits": sorted(wanted[rt.host][2])} for rt in unreported])
+        for rt in unreported:
+            inventory, driver_traits, traits = wanted[rt.host]
+            got = held.get(rt.provider_uuid)
+            if got is None:
+                continue
+            # A provider found (a restart) counts as reported when it holds
+            # what report_to_placement would write (CUSTOM_ traits of others kept).
+            current = set(got["traits"])
+            if not got["created"] and (got["inventories"] != inventory or current != traits | {
+                    t for t in current if t.startswith("CUSTOM_")}):
+                continue
+            rt._reported = {"provider": rt.provider_uuid, "inventory": inventory,
+                            "traits": traits, "driver_traits": driver_traits,
+                            "disabled": disabled[rt.host]}
+    for rt in trackers:
+        # Nothing is sent for what placement was already told.
+        rt.report_to_placement(disabled[rt.host])
+
+
+def _node_rows(conn, hosts):
+    """{(host, hypervisor_hostname): node row as a dict} of ``hosts``."""
+    table = m.ComputeNode.__table__
+    rows = conn.execute(sa.select(table).where(table.c.host.in_(hosts), table.c.deleted == 0))
+    return {(r.host, r.hypervisor_hostname): dict(r._mapping) for r in rows}

@@ -41,19 +41,23 @@ class ComputeAPI:
 
     def build_and_run_instance(self, ctxt, host, instance_uuid, request_spec, node=None,
                                allocations=None, requested_networks=None,
-                               block_device_mappings=None, port_profiles=None):
+                               block_device_mappings=None, port_profiles=None,
+                               injected_files=None):
         """Build on ``host``; returns when the server is ACTIVE.
 
         ``port_profiles``: ``{port id: binding profile}`` merged into the
         ports' bindings (the providers of their resource requests).
+        ``injected_files``: ``[{"path", "contents" (base64)}]`` to write into the
+        guest (sent only when there are some).
         Raises RescheduledException (the host cleaned up; try an alternate)
         or BuildAbortException (the server is gone; do not reschedule).
         """
+        extra = {"injected_files": injected_files} if injected_files else {}
         return self._call(ctxt, host, "build_and_run_instance", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, request_spec=request_spec, node=node,
                           allocations=allocations, requested_networks=requested_networks,
                           block_device_mappings=block_device_mappings,
-                          port_profiles=port_profiles)
+                          port_profiles=port_profiles, **extra)
 
     def stop_instance(self, ctxt, host, instance_uuid, clean_shutdown=True):
         self._cast(ctxt, host, "stop_instance", instance_uuid=instance_uuid,
@@ -71,11 +75,13 @@ class ComputeAPI:
 
     # -- resize and cold migrate (each a call: the conductor owns the sequence) --------
 
-    def prep_resize(self, ctxt, host, instance_uuid, migration_uuid, new_flavor):
-        """Destination: resize claim for ``new_flavor``; raises when it does not fit."""
+    def prep_resize(self, ctxt, host, instance_uuid, migration_uuid, new_flavor,
+                    port_profiles=None):
+        """Destination: resize claim for ``new_flavor`` (and the SR-IOV ports' devices
+        from the providers ``port_profiles`` names); raises when it does not fit."""
         return self._call(ctxt, host, "prep_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          new_flavor=new_flavor)
+                          new_flavor=new_flavor, port_profiles=port_profiles)
 
     def resize_instance(self, ctxt, host, instance_uuid, migration_uuid, clean_shutdown=True):
         """Source: power off and copy the disks to the destination; returns disk_info."""
@@ -192,10 +198,13 @@ class ComputeAPI:
         self._cast(ctxt, host, "live_migration_abort", instance_uuid=instance_uuid,
                    migration_uuid=migration_uuid)
 
-    def rollback_live_migration_at_source(self, ctxt, host, instance_uuid, migration_uuid):
-        """Source: the move failed after its copy began; a copy still running stops."""
+    def rollback_live_migration_at_source(self, ctxt, host, instance_uuid, migration_uuid,
+                                          copy_started=True):
+        """Source: the move failed; a copy still running stops (``copy_started``:
+        False when the destination failed its preparation, before any copy)."""
+        extra = {} if copy_started else {"copy_started": False}
         self._cast(ctxt, host, "rollback_live_migration_at_source",
-                   instance_uuid=instance_uuid, migration_uuid=migration_uuid)
+                   instance_uuid=instance_uuid, migration_uuid=migration_uuid, **extra)
 
     def live_migration_force_complete(self, ctxt, host, instance_uuid, migration_uuid):
         """Source: finish the migration's copy at once."""
@@ -220,6 +229,52 @@ class ComputeAPI:
                           instance_uuid=instance_uuid, image_id=image_id, flavor=flavor,
                           port_profiles=port_profiles, availability_zone=availability_zone)
 
+    # -- guest actions (novella/compute/guest_actions.py) ------------------------------
+
+    def _guest_cast(method):
+        def cast(self, ctxt, host, instance_uuid):
+            self._cast(ctxt, host, method, instance_uuid=instance_uuid)
+        cast.__name__ = method
+        return cast
+
+    pause_instance = _guest_cast("pause_instance")
+    unpause_instance = _guest_cast("unpause_instance")
+    suspend_instance = _guest_cast("suspend_instance")
+    resume_instance = _guest_cast("resume_instance")
+    unrescue_instance = _guest_cast("unrescue_instance")
+    trigger_crash_dump = _guest_cast("trigger_crash_dump")
+    inject_network_info = _guest_cast("inject_network_info")
+    soft_delete_instance = _guest_cast("soft_delete_instance")
+    restore_instance = _guest_cast("restore_instance")
+    del _guest_cast
+
+    def rescue_instance(self, ctxt, host, instance_uuid, rescue_password=None):
+        self._cast(ctxt, host, "rescue_instance", instance_uuid=instance_uuid,
+                   rescue_password=rescue_password)
+
+    def rebuild_in_place(self, ctxt, host, instance_uuid, admin_password=None,
+                         injected_files=None):
+        extra = {"injected_files": injected_files} if injected_files else {}
+        self._cast(ctxt, host, "rebuild_in_place", instance_uuid=instance_uuid,
+                   admin_password=admin_password, **extra)
+
+    def snapshot_instance(self, ctxt, host, instance_uuid, image_id):
+        self._cast(ctxt, host, "snapshot_instance", instance_uuid=instance_uuid,
+                   image_id=image_id)
+
+    def backup_instance(self, ctxt, host, instance_uuid, image_id, backup_type, rotation):
+        self._cast(ctxt, host, "backup_instance", instance_uuid=instance_uuid,
+                   image_id=image_id, backup_type=backup_type, rotation=rotation)
+
+    def set_admin_password(self, ctxt, host, instance_uuid, new_pass):
+        """Returns once the guest has the password; raises what the host raised."""
+        return self._call(ctxt, host, "set_admin_password", instance_uuid=instance_uuid,
+                          new_pass=new_pass)
+
+    def get_console_output(self, ctxt, host, instance_uuid, tail_length=None):
+        return self._call(ctxt, host, "get_console_output", instance_uuid=instance_uuid,
+                          tail_length=tail_length)
+
     # -- volumes -----------------------------------------------------------------------
 
     def attach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id, device=None,
@@ -233,6 +288,42 @@ class ComputeAPI:
     def detach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id=None):
         self._cast(ctxt, host, "detach_volume", instance_uuid=instance_uuid,
                    volume_id=volume_id, attachment_id=attachment_id)
+
+    def attach_interface(self, ctxt, host, instance_uuid, network_id=None, port_id=None,
+                         requested_ip=None, tag=None):
+        """Give the server a port (``port_id``, or a new one on ``network_id``) and plug
+        it; returns its network_info entry."""
+        return self._call(ctxt, host, "attach_interface", timeout=self.long_timeout,
+                          instance_uuid=instance_uuid, network_id=network_id,
+                          port_id=port_id, requested_ip=requested_ip, tag=tag)
+
+    def detach_interface(self, ctxt, host, instance_uuid, port_id):
+        self._cast(ctxt, host, "detach_interface", instance_uuid=instance_uuid,
+                   port_id=port_id)
+
+    def swap_volume(self, ctxt, host, instance_uuid, old_volume_id, new_volume_id,
+                    new_attachment_id):
+        self._cast(ctxt, host, "swap_volume", instance_uuid=instance_uuid,
+                   old_volume_id=old_volume_id, new_volume_id=new_volume_id,
+                   new_attachment_id=new_attachment_id)
+
+    def volume_snapshot_create(self, ctxt, host, instance_uuid, volume_id, create_info):
+        self._cast(ctxt, host, "volume_snapshot_create", instance_uuid=instance_uuid,
+                   volume_id=volume_id, create_info=create_info)
+
+    def quiesce_instance(self, ctxt, host, instance_uuid):
+        """Freeze the guest's filesystems before its volumes are snapshotted."""
+        return self._call(ctxt, host, "quiesce_instance", instance_uuid=instance_uuid)
+
+    def unquiesce_instance(self, ctxt, host, instance_uuid, mapping=None):
+        """Thaw the guest once the snapshots ``mapping`` names are made."""
+        self._cast(ctxt, host, "unquiesce_instance", instance_uuid=instance_uuid,
+                   mapping=mapping)
+
+    def volume_snapshot_delete(self, ctxt, host, instance_uuid, volume_id, snapshot_id,
+                               delete_info):
+        self._cast(ctxt, host, "volume_snapshot_delete", instance_uuid=instance_uuid,
+                   volume_id=volume_id, snapshot_id=snapshot_id, delete_info=delete_info)
 
     # -- host ------------------------------------------------------------------------
 

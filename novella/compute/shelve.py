@@ -25,10 +25,12 @@ import json
 import sqlalchemy as sa
 
 from novella.compute import cleanup
+from novella.compute import pci
 from novella.compute import exceptions as exc_mod
 from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
 from novella.compute import steps
+from novella.compute import volume_ops
 from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
@@ -140,11 +142,13 @@ class ComputeShelve:
                 self._set_bdm_attachment(bdm.id, parked["id"], None)
         self.placement.delete_allocations(inst.uuid)
 
-    def _set_bdm_attachment(self, bdm_id, attachment_id, connection_info):
+    def _set_bdm_attachment(self, bdm_id, attachment_id, connection_info, device=None):
         with self.cell_db.session(write=True) as s:
             row = s.get(m.BlockDeviceMapping, bdm_id)
             row.attachment_id = attachment_id
             row.connection_info = json.dumps(connection_info) if connection_info else None
+            if device:
+                row.device_name = device
 
     def unshelve_instance(self, ctxt, instance_uuid, image_id=None, flavor=None,
                           port_profiles=None, availability_zone=None):
@@ -176,14 +180,16 @@ class ComputeShelve:
                                           "compute_unshelve_instance", host=self.host):
                     self._notify(ctxt, inst, notifications.event_type(notifications.UNSHELVE, "start"))
                     done["claim"] = self.rt.instance_claim(
-                        ctxt, inst, flavor, expected_task_state=task_states.UNSHELVING,
+                        ctxt, inst, flavor, ports=self._sriov_ports(ctxt, instance_uuid),
+                        port_profiles=port_profiles, expected_task_state=task_states.UNSHELVING,
                         expected_vm_state=vm_states.SHELVED_OFFLOADED,
                         task_state=task_states.SPAWNING, availability_zone=zone)
                     network_info = []
                     if self.network_api is not None:
                         done["network"] = True
                         network_info = self.network_api.migrate_instance_finish(
-                            ctxt, instance_uuid, self.host, port_profiles=port_profiles)
+                            ctxt, instance_uuid, self.host, port_profiles=pci.with_devices(
+                                port_profiles, done["claim"].pci_devices))
                         self._save_network_info(instance_uuid, network_info)
                     self._connect_volumes(ctxt, inst)
                     done["spawned"] = True
@@ -206,13 +212,22 @@ class ComputeShelve:
         if self.volume_api is None:
             return
         connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        for bdm in self._bdms(inst.uuid):
-            if self._is_volume(bdm) and bdm.attachment_id:
-                att = self.volume_api.attachment_update(ctxt, bdm.attachment_id, connector,
-                                                        mountpoint=bdm.device_name)
-                self.volume_api.attachment_complete(ctxt, bdm.attachment_id)
-                self._set_bdm_attachment(bdm.id, bdm.attachment_id, dict(
-                    att.get("connection_info") or {}, volume_id=bdm.volume_id))
+        bdms = self._bdms(inst.uuid)
+        used = [b.device_name for b in bdms] + ["/dev/vda"]
+        for bdm in bdms:
+            if not self._is_volume(bdm):
+                continue
+            # A volume attached while the server was offloaded may have no device yet
+            # (and, if the API stopped half-way, no attachment).
+            device = bdm.device_name or volume_ops.next_device_name(used)
+            used.append(device)
+            attachment_id = bdm.attachment_id or self.volume_api.attachment_create(
+                ctxt, bdm.volume_id, inst.uuid)["id"]
+            att = self.volume_api.attachment_update(ctxt, attachment_id, connector,
+                                                    mountpoint=device)
+            self.volume_api.attachment_complete(ctxt, attachment_id)
+            self._set_bdm_attachment(bdm.id, attachment_id, dict(
+                att.get("connection_info") or {}, volume_id=bdm.volume_id), device=device)
 
     def _unshelve_failed(self, ctxt, instance_uuid, done):
         """Give back what this host took: guest, ports, volume connections, claim."""

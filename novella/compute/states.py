@@ -40,6 +40,22 @@ class task_states:  # noqa: N801 - a namespace, spelled as in the reference
     SHELVING_OFFLOADING = "shelving_offloading"
     UNSHELVING = "unshelving"
     DELETING = "deleting"
+    SOFT_DELETING = "soft-deleting"
+    RESTORING = "restoring"
+    PAUSING = "pausing"
+    UNPAUSING = "unpausing"
+    SUSPENDING = "suspending"
+    RESUMING = "resuming"
+    RESCUING = "rescuing"
+    UNRESCUING = "unrescuing"
+    UPDATING_PASSWORD = "updating_password"
+    REBUILD_BLOCK_DEVICE_MAPPING = "rebuild_block_device_mapping"
+    REBUILD_SPAWNING = "rebuild_spawning"
+    IMAGE_SNAPSHOT_PENDING = "image_snapshot_pending"
+    IMAGE_SNAPSHOT = "image_snapshot"
+    IMAGE_PENDING_UPLOAD = "image_pending_upload"
+    IMAGE_UPLOADING = "image_uploading"
+    IMAGE_BACKUP = "image_backup"
 
 
 class power_state:  # noqa: N801
@@ -50,6 +66,10 @@ class power_state:  # noqa: N801
     CRASHED = 6
     SUSPENDED = 7
     NAMES = {0: "NOSTATE", 1: "RUNNING", 3: "PAUSED", 4: "SHUTDOWN", 6: "CRASHED", 7: "SUSPENDED"}
+
+
+_REBUILD = (task_states.REBUILDING, task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+            task_states.REBUILD_SPAWNING)
 
 
 # Server "status" shown by the API, from (vm_state, task_state).
@@ -68,20 +88,24 @@ def server_status(vm_state, task_state):
             return "RESIZE"
         if task_state == task_states.MIGRATING:
             return "MIGRATING"
-        if task_state == task_states.REBUILDING:
+        if task_state in _REBUILD:
             return "REBUILD"
+        if task_state == task_states.UPDATING_PASSWORD:
+            return "PASSWORD"
         return "ACTIVE"
     if vm_state == STOPPED:
         if task_state in (task_states.RESIZE_PREP, task_states.RESIZE_MIGRATING,
                           task_states.RESIZE_MIGRATED, task_states.RESIZE_FINISH):
             return "RESIZE"
-        if task_state == task_states.REBUILDING:
+        if task_state in _REBUILD:
             return "REBUILD"
         return "SHUTOFF"
     if vm_state == RESIZED:
         if task_state == task_states.RESIZE_REVERTING:
             return "REVERT_RESIZE"
         return "VERIFY_RESIZE"
+    if vm_state == ERROR and task_state in _REBUILD:
+        return "REBUILD"
     return {
         PAUSED: "PAUSED", SUSPENDED: "SUSPENDED", RESCUED: "RESCUE",
         SOFT_DELETED: "SOFT_DELETED", DELETED: "DELETED", ERROR: "ERROR",

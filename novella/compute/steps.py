@@ -13,11 +13,20 @@ action. A step that is a whole user action on this host (``standalone=True``:
 stop, start, reboot, delete, shelve, volume attach and detach) does that
 itself: on failure a fault, the task state cleared (or ``error_vm_state``
 set); in every case the instance action finished.
+
+A step that fails sends ``compute.exception`` last (an ExceptionPayload,
+from this host), as the reference's compute manager methods do, unless its
+exception says the operation was stopped on purpose (``expected = True``,
+e.g. an aborted live migration).
 """
 import contextlib
+import logging
 
 from novella.db import records
 from novella.rpc import notifications
+from novella.rpc import notifier as notifier_mod
+
+LOG = logging.getLogger(__name__)
 
 
 class Step:
@@ -42,10 +51,38 @@ def step(compute, ctxt, instance_uuid, event, notification=None, flavor=None,
          standalone=False, error_vm_state=None, error_as=None, end_always=False,
          **payload_extra):
     """``notification``: an action of novella/rpc/notifications.py;
+    ``flavor``: the payload's flavor, or a function of the row read under the lock
+    that gives it;
     ``error_as``/``end_always`` as for ``notifications.action``;
     ``payload_extra``: fields particular to the action's payload class."""
+    try:
+        with _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
+                   error_vm_state, error_as, end_always, payload_extra) as st:
+            yield st
+    except Exception as exc:
+        if not getattr(exc, "expected", False):
+            _tell_exception(compute, ctxt, exc)
+        raise
+
+
+def _tell_exception(compute, ctxt, exc):
+    """compute.exception from this host; a notification never breaks a step."""
+    if compute.notifier is None:
+        return
+    try:
+        compute.notifier(ctxt, compute.publisher_id, notifications.COMPUTE_EXCEPTION,
+                         notifier_mod.exception_payload(exc))
+    except Exception:  # noqa: BLE001
+        LOG.exception("could not send %s", notifications.COMPUTE_EXCEPTION)
+
+
+@contextlib.contextmanager
+def _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
+          error_vm_state, error_as, end_always, payload_extra):
     with compute._locked(instance_uuid):
         read = compute._get(instance_uuid)
+        if callable(flavor):  # the flavor the row, as read under the lock, says
+            flavor = flavor(read)
         st = Step(read)
         failed = []
 

@@ -1,4 +1,4 @@
-"""Attaching a volume to, and detaching it from, a running server.
+"""Attaching a volume to, detaching it from, and swapping it on a running server.
 
 A mixin of ``ComputeManager``: the API has reserved the volume (an
 attachment in ``reserved``) and recorded the instance action; the host
@@ -7,17 +7,62 @@ attachment and writes the block device mapping. Detach undoes the same in
 reverse. Each is one action event (``compute_attach_volume`` /
 ``compute_detach_volume``) with ``instance.volume_attach``/``_detach``
 notifications.
+
+Swap (``swap_volume``): the API has marked the old volume ``detaching``,
+reserved the new one (an attachment of its own) and noted the swap in the
+server's system metadata (``SWAP_NOTE``: old, new, attachment, whether the
+volume service is migrating the old volume, the size to grow to) before it
+casts. The host connects the new attachment, has the hypervisor copy the
+guest's volume to the new one, completes the new attachment, deletes the
+old one, ends the volume service's migration (``migrate_volume_completion``,
+which names the volume id the mapping keeps) and points the block device
+mapping at it; then the note goes. A host whose service stopped in between
+finds the note as it starts and runs the swap again from its beginning:
+each effect is one the swap may repeat. A swap that fails gives the old
+volume back (``in-use``), deletes the new attachment and leaves the mapping
+as it was.
+
+Rebuild of a volume-backed server with another image (2.93,
+``reimage_root_volume``, a part of the rebuild): the root volume gets a new
+attachment of the server's (reserved), its old one goes, the volume service
+writes the image onto it (``reimage``, which needs it reserved) and the new
+attachment is connected here; the block device mapping names it. Each part
+may run again: a live attachment of the server's on that volume other than
+the mapping's is one a stopped service left, and goes first.
+
+Assisted volume snapshots (``volume_snapshot_create`` / ``_delete``): the
+hypervisor snapshots an attached volume for the volume service.
+
+An image of a volume-backed server (the API snapshots its volumes): the
+guest is quiesced first where the driver can (``quiesce_instance``, noted
+in ``QUIESCE_NOTE`` before the guest freezes) and thawed once the volume
+snapshots are made (``unquiesce_instance``, which waits for them); a
+service that stops in between thaws the guest as it starts.
+
+A build whose mappings ask for a volume made from a snapshot (an image of a
+volume-backed server names them) has the volume service make it
+(``create_volumes``); the volume's id is written on the mapping before the
+volume service is asked, so a build that dies between leaves a mapping whose
+volume goes with the server.
 """
 import json
 import logging
+import time
 import uuid as uuid_mod
 
+import sqlalchemy as sa
+
+from novella.compute import cleanup
 from novella.compute import steps
 from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
 
 LOG = logging.getLogger(__name__)
+SWAP_NOTE = "swap_volume"  # system metadata: the swap in progress (JSON)
+QUIESCE_NOTE = "quiesced_for_snapshot"  # system metadata: the guest may be frozen
+REIMAGE_ROOT = "rebuild_reimage_root"  # system metadata: the image a rebuild writes on
+                                       # the root volume (2.93), until it is written
 
 
 def next_device_name(used, prefix="/dev/vd"):
@@ -93,3 +138,213 @@ class ComputeVolumes:
                 row = s.get(m.BlockDeviceMapping, bdm.id)
                 row.deleted, row.deleted_at = row.id, records.utcnow()
                 row.attachment_id = None
+
+    def swap_volume(self, ctxt, instance_uuid, old_volume_id, new_volume_id, new_attachment_id):
+        """The guest's ``old_volume_id`` replaced by ``new_volume_id`` (see above)."""
+        note = self._swap_note(instance_uuid) or {
+            "old": old_volume_id, "new": new_volume_id, "attachment": new_attachment_id,
+            "migration": False, "resize_to": 0}
+        with steps.step(self, ctxt, instance_uuid, "compute_swap_volume",
+                        notifications.VOLUME_SWAP, standalone=True,
+                        old_volume_id=old_volume_id, new_volume_id=new_volume_id) as st:
+            self._swap(ctxt, st.instance, note)
+
+    def _swap_note(self, instance_uuid):
+        raw = records.system_metadata(self.cell_db, instance_uuid).get(SWAP_NOTE)
+        return json.loads(raw) if raw else None
+
+    def _swap(self, ctxt, inst, note):
+        uuid, att_id = inst.uuid, note["attachment"]
+        bdms = [b for b in self._bdms(uuid) if self._is_volume(b)]
+        if any(b.attachment_id == att_id for b in bdms):  # it was done
+            records.set_system_metadata(self.cell_db, uuid, **{SWAP_NOTE: None})
+            return
+        bdm = next((b for b in bdms if b.volume_id == note["old"]), None)
+        if bdm is None:
+            raise ValueError(f"volume {note['old']} is not attached to {uuid}")
+        old_info = json.loads(bdm.connection_info) if bdm.connection_info else {}
+        old_info.setdefault("volume_id", note["old"])
+        swapped = False
+        try:
+            connector = self.driver.get_volume_connector(self.instance_dict(inst))
+            att = self.volume_api.attachment_update(ctxt, att_id, connector,
+                                                    mountpoint=bdm.device_name)
+            new_info = dict(att.get("connection_info") or {}, volume_id=note["new"])
+            self.driver.swap_volume(ctxt, old_info, new_info, self.instance_dict(inst),
+                                    bdm.device_name, note["resize_to"])
+            swapped = True
+            self.volume_api.attachment_complete(ctxt, att_id)
+        except Exception:
+            self._swap_failed(ctxt, inst, note, bdm, old_info, swapped)
+            raise
+        if bdm.attachment_id:
+            try:
+                self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+            except Exception as exc:
+                if getattr(exc, "code", None) != 404:
+                    raise  # else: deleted before this service stopped
+        save_id = note["new"]
+        if note["migration"]:
+            save_id = self.volume_api.migrate_volume_completion(
+                ctxt, note["old"], note["new"], error=False)["save_volume_id"]
+        new_info["volume_id"] = save_id
+        if isinstance(new_info.get("data"), dict):
+            new_info["data"] = dict(new_info["data"], volume_id=save_id)
+        with self.cell_db.session(write=True) as s:
+            row = s.get(m.BlockDeviceMapping, bdm.id)
+            row.volume_id, row.attachment_id = save_id, att_id
+            row.connection_info = json.dumps(new_info)
+            if note["resize_to"]:
+                row.volume_size = note["resize_to"]
+        records.set_system_metadata(self.cell_db, uuid, **{SWAP_NOTE: None})
+
+    def _swap_failed(self, ctxt, inst, note, bdm, old_info, swapped):
+        """The guest keeps the old volume, in-use again; the new attachment goes."""
+        if swapped:
+            with cleanup.step("swap the old volume back"):
+                self.driver.swap_volume(ctxt, dict(old_info, volume_id=note["new"]), old_info,
+                                        self.instance_dict(inst), bdm.device_name, 0)
+        with cleanup.step("give the old volume back"):
+            self.volume_api.roll_detaching(ctxt, note["old"])
+        with cleanup.step("delete the new attachment"):
+            self.volume_api.attachment_delete(ctxt, note["attachment"])
+        if note["migration"]:
+            with cleanup.step("end the volume's migration in error"):
+                self.volume_api.migrate_volume_completion(ctxt, note["old"], note["new"],
+                                                          error=True)
+        records.set_system_metadata(self.cell_db, inst.uuid, **{SWAP_NOTE: None})
+
+    def recover_swaps(self, ctxt):
+        """The swaps of this host's servers its service stopped in the middle of, run
+        again from their beginning. Returns the servers' uuids."""
+        with self.cell_db.read_session() as s:
+            found = list(s.scalars(sa.select(m.Instance.uuid).join(
+                m.InstanceSystemMetadata,
+                m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.InstanceSystemMetadata.key == SWAP_NOTE)))
+        for uuid in found:
+            note = self._swap_note(uuid)
+            records.finish_open_events(self.cell_db, None, uuid, "Error")
+            with cleanup.step(f"finish the volume swap of {uuid}"):
+                self.swap_volume(ctxt, uuid, note["old"], note["new"], note["attachment"])
+        return found
+
+    def volume_snapshot_create(self, ctxt, instance_uuid, volume_id, create_info):
+        """The hypervisor snapshots the attached volume for the volume service."""
+        inst = self._get(instance_uuid)
+        self.driver.volume_snapshot_create(ctxt, self.instance_dict(inst), volume_id,
+                                           create_info)
+
+    def volume_snapshot_delete(self, ctxt, instance_uuid, volume_id, snapshot_id,
+                               delete_info):
+        inst = self._get(instance_uuid)
+        self.driver.volume_snapshot_delete(ctxt, self.instance_dict(inst), volume_id,
+                                           snapshot_id, delete_info)
+
+    def quiesce_instance(self, ctxt, instance_uuid):
+        """Freeze the guest's filesystems (noted first); a driver that cannot raises."""
+        inst = self._get(instance_uuid)
+        records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: "1"})
+        try:
+            self.driver.quiesce(ctxt, self.instance_dict(inst),
+                                {"id": inst.image_ref, "properties": {}})
+        except BaseException:
+            records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
+            raise
+
+    def unquiesce_instance(self, ctxt, instance_uuid, mapping=None, wait_seconds=60):
+        """Thaw the guest once the snapshots ``mapping`` names (image mappings with
+        ``source_type`` snapshot) are no longer ``creating``."""
+        deadline = time.monotonic() + wait_seconds
+        for snap_id in [b.get("snapshot_id") for b in mapping or []
+                        if b.get("source_type") == "snapshot"]:
+            while time.monotonic() < deadline:
+                try:
+                    if self.volume_api.get_snapshot(ctxt, snap_id)["status"] != "creating":
+                        break
+                except Exception:  # noqa: BLE001 - a snapshot gone does not keep the guest frozen
+                    LOG.exception("waiting for volume snapshot %s", snap_id)
+                    break
+                time.sleep(0.5)
+        inst = self._get(instance_uuid)
+        self.driver.unquiesce(ctxt, self.instance_dict(inst),
+                              {"id": inst.image_ref, "properties": {}})
+        records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
+
+    def recover_quiesces(self, ctxt):
+        """The guests of this host left frozen by a service that stopped, thawed.
+        Returns the servers' uuids."""
+        with self.cell_db.read_session() as s:
+            found = list(s.scalars(sa.select(m.Instance.uuid).join(
+                m.InstanceSystemMetadata,
+                m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.InstanceSystemMetadata.key == QUIESCE_NOTE)))
+        for uuid in found:
+            with cleanup.step(f"thaw {uuid}"):
+                self.unquiesce_instance(ctxt, uuid)
+        return found
+
+    def create_volumes(self, ctxt, inst, bdms):
+        """The volumes ``bdms`` ask to be made from a snapshot, each id written on its
+        mapping before the volume service makes it; returns the mappings as they are."""
+        wanted = [b for b in bdms if b.destination_type == "volume"
+                  and b.source_type == "snapshot" and b.snapshot_id]
+        if not wanted or self.volume_api is None:
+            return bdms
+        # A volume service that gives the volume its own id (Cinder's API): the id is
+        # written once it is made.
+        chosen = getattr(self.volume_api, "chooses_ids", False)
+        for bdm in wanted:
+            if bdm.volume_id and self._volume_exists(ctxt, bdm.volume_id):
+                continue  # made before this build stopped or was rescheduled
+            volume_id = (bdm.volume_id or str(uuid_mod.uuid4())) if chosen else None
+            if chosen:
+                self._set_volume_id(bdm, volume_id)
+            made = self.volume_api.create(ctxt, bdm.volume_size or None, id=volume_id,
+                                          snapshot_id=bdm.snapshot_id,
+                                          availability_zone=inst.availability_zone)
+            if not chosen:
+                self._set_volume_id(bdm, made["id"])
+        return self._bdms(inst.uuid)
+
+    def _set_volume_id(self, bdm, volume_id):
+        with self.cell_db.session(write=True) as s:
+            s.get(m.BlockDeviceMapping, bdm.id).volume_id = volume_id
+
+    def _volume_exists(self, ctxt, volume_id):
+        try:
+            self.volume_api.get(ctxt, volume_id)
+        except Exception as exc:  # noqa: BLE001 - the volume service's not-found error
+            if getattr(exc, "code", None) == 404:
+                return False
+            raise
+        return True
+
+    def reimage_root_volume(self, ctxt, inst, image_id):
+        """The image ``image_id`` written onto the server's root volume (see above)."""
+        root = next((b for b in self._bdms(inst.uuid)
+                     if self._is_volume(b) and b.boot_index == 0), None)
+        if root is None:
+            raise ValueError(f"{inst.uuid} has no root volume")
+        mine = [a for a in self.volume_api.attachment_list(ctxt, volume_id=root.volume_id,
+                                                           instance_uuid=inst.uuid)]
+        current = next((a for a in mine if a["id"] == root.attachment_id), None)
+        if current is None or current["status"] != "reserved":
+            fresh = self.volume_api.attachment_create(ctxt, root.volume_id, inst.uuid)
+            with self.cell_db.session(write=True) as s:
+                s.get(m.BlockDeviceMapping, root.id).attachment_id = fresh["id"]
+            current = fresh
+        for a in mine:
+            if a["id"] != current["id"]:
+                self.volume_api.attachment_delete(ctxt, a["id"])
+        self.volume_api.reimage(ctxt, root.volume_id, image_id, reimage_reserved=True)
+        connector = self.driver.get_volume_connector(self.instance_dict(inst))
+        att = self.volume_api.attachment_update(ctxt, current["id"], connector,
+                                                mountpoint=root.device_name)
+        self.volume_api.attachment_complete(ctxt, current["id"])
+        with self.cell_db.session(write=True) as s:
+            s.get(m.BlockDeviceMapping, root.id).connection_info = json.dumps(
+                dict(att.get("connection_info") or {}, volume_id=root.volume_id))
+        records.set_system_metadata(self.cell_db, inst.uuid, **{REIMAGE_ROOT: None})

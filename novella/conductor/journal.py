@@ -53,25 +53,38 @@ class Journal:
         self.state = state          # the operation's state object (has .record())
         self.uuid = operation_uuid
         self.steps = list(steps or [])
+        self._inserted = operation_uuid is not None  # the row exists (a recovered operation)
+        self._pending = False       # a step's end not yet written (see step())
+        self._written = None        # the steps and state last written
 
     def begin(self):
-        """Record the operation before its first step."""
+        """Name the operation; its row is written with its first step boundary (the
+        first record-before-act point: nothing acts between the two)."""
         self.uuid = str(uuid_mod.uuid4())
-        with self.api_db.session(write=True) as s:
-            s.add(am.Operation(uuid=self.uuid, kind=self.kind, instance_uuid=self.instance_uuid,
-                               owner=self.owner, lease_until=utcnow() + self.lease,
-                               status=RUNNING, steps="[]", state=_json(self.state.record()),
-                               context=_json(self.ctxt.to_dict())))
         return self
 
     # -- step boundaries (called by TaskList) -------------------------------------------
 
-    def step(self, index, name, status):
-        """Step ``index`` (``name``) is now ``status``; the state is saved with it."""
+    def step(self, index, name, status, write=True):
+        """Step ``index`` (``name``) is now ``status``; the state is saved with it.
+
+        A step done is written with the next boundary, which comes before
+        anything else acts (the next step's start, the end, a release): one
+        statement records both, and a death between the two leaves the step
+        recorded as started, as a death just before its record would (a case
+        the crash harness covers at every step). Every other status is
+        written at once: a start before the step acts, and a failure or an
+        undo as it happens, since recovery reads them. ``write=False``: the start of
+        a step that changes nothing (``Task.acts``), written with the next boundary
+        as a step's end is.
+        """
         if index < len(self.steps):
             self.steps[index] = [name, status]
         else:
             self.steps.append([name, status])
+        if status == DONE or not write:
+            self._pending = True
+            return
         self._write(steps=_json(self.steps), state=_json(self.state.record()))
 
     def release(self):
@@ -84,10 +97,23 @@ class Journal:
                     lease_until=None)
 
     def _write(self, **values):
+        record = dict(values)
+        if record == self._written and not self._pending and "lease_until" not in record:
+            return  # the same boundary again (a step restarted with nothing new)
+        now = utcnow()
+        values.setdefault("lease_until", now + self.lease)
         with self.api_db.session(write=True) as s:
-            s.execute(sa.update(am.Operation).where(am.Operation.uuid == self.uuid)
-                      .values(lease_until=values.pop("lease_until", utcnow() + self.lease),
-                              updated_at=utcnow(), **values))
+            if self._inserted:
+                s.execute(sa.update(am.Operation).where(am.Operation.uuid == self.uuid)
+                          .values(updated_at=now, **values))
+            else:
+                s.execute(sa.insert(am.Operation).values(
+                    uuid=self.uuid, kind=self.kind, instance_uuid=self.instance_uuid,
+                    owner=self.owner, status=values.pop("status", RUNNING),
+                    context=_json(self.ctxt.to_dict()), created_at=now, updated_at=now,
+                    **values))
+                self._inserted = True
+        self._written, self._pending = record, False
 
 
 def renew_leases(api_db, owner, lease_seconds):

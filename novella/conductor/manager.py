@@ -18,7 +18,7 @@ import types
 
 import sqlalchemy as sa
 
-from novella import rpc
+from novella import rpc, service
 from novella.compute import states
 from novella.compute.states import migration_status as ms
 from novella.conductor import journal, operations
@@ -67,7 +67,9 @@ class ConductorManager:
 
     @property
     def periodic_tasks(self):
-        return {"poll_unconfirmed_cross_cell_resizes": self.conf.update_resources_interval,
+        # Cross-cell moves are confirmed here, at the period the hosts confirm theirs.
+        confirm = service.DEFAULT_INTERVAL if self.conf.resize_confirm_window > 0 else 0
+        return {"poll_unconfirmed_cross_cell_resizes": confirm,
                 "renew_leases": max(1, self.lease // 3),
                 "recover_operations": self.lease}
 
@@ -207,9 +209,11 @@ class ConductorManager:
                 state = records.get_instance(s, move.instance_uuid, read_deleted=True).vm_state
         except Exception:  # noqa: BLE001 - a notification never breaks an operation
             state = None
+        # The request spec as the scheduler was given it (the destination asked for).
+        spec = dict(move.request_spec, requested_destination=getattr(
+            move, "requested_destination", None))
         self._notify(ctxt, notifications.event_type(task, "error"),
-                     notifier_mod.compute_task_payload(move.instance_uuid, move.request_spec,
-                                                       state, exc))
+                     notifier_mod.compute_task_payload(move.instance_uuid, spec, state, exc))
 
     def _move_ended(self, ctxt, move):
         records.finish_action(move.cell_db, ctxt, move.instance_uuid)
@@ -230,9 +234,10 @@ class ConductorManager:
                                  "revert")
 
     def _resized(self, ctxt, instance_uuid, migration_uuid):
-        cell_db = cells_mod.cell_database(cells_mod.instance_cell(self.api_db, instance_uuid))
+        cell = cells_mod.instance_cell(self.api_db, instance_uuid)
         return common.Resized(self, ctxt, instance_uuid,
-                              migration_records.get(cell_db, migration_uuid))
+                              migration_records.get(cells_mod.cell_database(cell),
+                                                    migration_uuid), cell=cell)
 
     def _run_resized(self, ctxt, resized, action):
         """Confirm or revert: on failure the migration in error and a fault, then raised.
@@ -358,7 +363,110 @@ class ConductorManager:
                 LOG.exception("recovery of operation %s (%s of %s) failed", operation_uuid,
                               operation["kind"], operation["instance_uuid"])
             recovered.append(operation_uuid)
+        if previous_owners:
+            recovered += self._undo_unstarted_moves()
+            recovered += self._finish_unstarted_confirms_and_reverts()
+            recovered += self._undo_unstarted_unshelves()
         return recovered
+
+    # The task state the API set with a move it accepted, by the migration's status then.
+    _ACCEPTED_MOVES = {ms.PRE_MIGRATING: (states.task_states.RESIZE_PREP,),
+                       ms.ACCEPTED: (states.task_states.MIGRATING,
+                                     states.task_states.REBUILDING)}
+
+    def _never_begun(self, query):
+        """(cell database, row) for each row of ``query`` in every cell whose request no
+        conductor began: no operation of its server (the row's second column) made
+        since the row's last column (when the API accepted the request). The
+        all-in-one's casts die with it, as they are kept nowhere else."""
+        for cell in cells_mod.list_cells(self.api_db, include_cell0=False):
+            cell_db = cells_mod.cell_database(cell)
+            with cell_db.read_session() as s:
+                rows = s.execute(query).all()
+            for row in rows:
+                with self.api_db.read_session() as s:
+                    begun = s.scalar(sa.select(sa.func.count()).select_from(am.Operation).where(
+                        am.Operation.instance_uuid == row[1],
+                        am.Operation.created_at >= row[-1]))
+                if not begun:
+                    yield cell, cell_db, row
+
+    def _undo_unstarted_moves(self):
+        """Moves the API accepted and no conductor began: the migration still as the
+        API made it. Each is undone as a refused move: the migration ends in error, the
+        task state is cleared, the action's open events end with Error. Returns the
+        migrations undone."""
+        undone = []
+        for _cell, cell_db, (migration_uuid, instance_uuid, status, _at) in self._never_begun(
+                sa.select(cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
+                          cm.Migration.created_at).where(
+                    cm.Migration.status.in_(tuple(self._ACCEPTED_MOVES)),
+                    cm.Migration.deleted == 0)):
+            if migration_records.update(cell_db, migration_uuid, expected_status=(status,),
+                                        status=ms.ERROR) is None:
+                continue
+            self._clear_accepted_task(cell_db, instance_uuid, self._ACCEPTED_MOVES[status])
+            LOG.warning("migration %s of %s was accepted but never begun (its process "
+                        "died): undone", migration_uuid, instance_uuid)
+            undone.append(migration_uuid)
+        return undone
+
+    def _finish_unstarted_confirms_and_reverts(self):
+        """Confirms and reverts the API accepted and no conductor began: the migration
+        still ``confirming`` or ``reverting`` as the API left it. The user asked for
+        them and nothing of them was done, so each is run now (its tasks start from
+        that same state). Returns the migrations run."""
+        run = []
+        for cell, _db, (migration_uuid, instance_uuid, status, _at) in self._never_begun(
+                sa.select(cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
+                          cm.Migration.updated_at).where(
+                    cm.Migration.status.in_((ms.CONFIRMING, ms.REVERTING)),
+                    cm.Migration.hidden.is_(False), cm.Migration.deleted == 0)):
+            mapped = cells_mod.instance_cell(self.api_db, instance_uuid)
+            if mapped is None or mapped.uuid != cell.uuid:
+                continue   # the copy of a cross-cell move in the cell it left
+            LOG.warning("%s of migration %s of %s was accepted but never begun (its "
+                        "process died): running it now",
+                        "confirm" if status == ms.CONFIRMING else "revert",
+                        migration_uuid, instance_uuid)
+            run_it = self.confirm_resize if status == ms.CONFIRMING else self.revert_resize
+            try:
+                run_it(get_admin_context(), instance_uuid, migration_uuid)
+            except Exception:  # noqa: BLE001 - its failure is recorded on the server
+                LOG.exception("%s of migration %s failed", status, migration_uuid)
+            run.append(migration_uuid)
+        return run
+
+    def _undo_unstarted_unshelves(self):
+        """Unshelves the API accepted and no conductor began: the server still
+        offloaded and ``unshelving``. Each is undone as a refused unshelve (the server
+        stays shelved, the action's open events end with Error). Returns the servers
+        undone."""
+        undone = []
+        for _cell, cell_db, (instance_uuid, _same, _at) in self._never_begun(
+                sa.select(cm.Instance.uuid, cm.Instance.uuid, cm.Instance.updated_at).where(
+                    cm.Instance.vm_state == states.SHELVED_OFFLOADED,
+                    cm.Instance.task_state == states.task_states.UNSHELVING,
+                    cm.Instance.deleted == 0)):
+            if not self._clear_accepted_task(cell_db, instance_uuid,
+                                             (states.task_states.UNSHELVING,)):
+                continue
+            LOG.warning("unshelve of %s was accepted but never begun (its process died): "
+                        "undone", instance_uuid)
+            undone.append(instance_uuid)
+        return undone
+
+    @staticmethod
+    def _clear_accepted_task(cell_db, instance_uuid, task_states):
+        """The task state the API set cleared, its action's open events ended with Error;
+        False if the server has moved on (deleted, or another task)."""
+        try:
+            records.update_instance(cell_db, instance_uuid, reload=False,
+                                    expected_task_state=task_states, task_state=None)
+        except (records.UnexpectedTaskStateError, records.InstanceNotFound):
+            return False
+        records.finish_open_events(cell_db, None, instance_uuid, "Error")
+        return True
 
     # -- lookups and notifications -------------------------------------------------------
 

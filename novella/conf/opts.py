@@ -8,6 +8,8 @@ def list_opts():
     conf = cfg.ConfigOpts()
     for module in MODULES:
         module.register_opts(conf)
+        for group, opts in getattr(module, "sample_opts", list)():
+            conf.register_opts(opts, group=group)
     out = [("DEFAULT", [info["opt"] for info in conf._opts.values()
                         if info["opt"].name not in _BUILTIN])]
     for name in sorted(conf._groups):

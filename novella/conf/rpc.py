@@ -21,8 +21,11 @@ opts = [
 ]
 notification_opts = [
     cfg.StrOpt("notification_format", default="versioned",
-               choices=["unversioned", "versioned", "both"]),
-    cfg.ListOpt("versioned_notifications_topics", default=["versioned_notifications"]),
+               choices=["unversioned", "versioned", "both"],
+               help="Which notifications are sent: the versioned ones (payloads of the "
+                    "reference's classes), the legacy unversioned ones, or both."),
+    cfg.ListOpt("versioned_notifications_topics", default=["versioned_notifications"],
+                help="Topics the versioned notifications are published to on RabbitMQ."),
     cfg.BoolOpt("bdms_in_notifications", default=False,
                 help="Include the server's volumes (block_devices) in the payloads of "
                      "versioned instance notifications."),

@@ -5,7 +5,10 @@ scheduler_opts = [
                help="Hosts tried for one build or move: the selected one plus alternates."),
     cfg.IntOpt("max_placement_results", default=1000, min=1,
                help="The 'limit' of the allocation-candidates query."),
-    cfg.IntOpt("discover_hosts_in_cells_interval", default=-1, min=-1),
+    cfg.IntOpt("discover_hosts_in_cells_interval", default=-1, min=-1,
+               help="Seconds between the scheduler's mappings of new compute hosts to "
+                    "their cells (as cell_v2 discover_hosts); 0: the default period "
+                    "(60 s); negative: never."),
     cfg.BoolOpt("limit_tenants_to_placement_aggregate", default=False,
                 help="Restrict a tenant to the placement aggregates whose host "
                      "aggregate metadata names it in a filter_tenant_id* key."),
@@ -28,13 +31,21 @@ filter_scheduler_opts = [
                 help="Weigher plugin class names; 'all' enables every weigher."),
     cfg.IntOpt("host_subset_size", default=1, min=1,
                help="Pick at random among this many best-weighed hosts."),
-    cfg.FloatOpt("ram_weight_multiplier", default=1.0),
-    cfg.FloatOpt("cpu_weight_multiplier", default=1.0),
-    cfg.FloatOpt("disk_weight_multiplier", default=1.0),
-    cfg.FloatOpt("build_failure_weight_multiplier", default=1000000.0),
-    cfg.FloatOpt("soft_affinity_weight_multiplier", default=1.0, min=0.0),
-    cfg.FloatOpt("soft_anti_affinity_weight_multiplier", default=1.0, min=0.0),
-    cfg.FloatOpt("cross_cell_move_weight_multiplier", default=1000000.0),
+    cfg.FloatOpt("ram_weight_multiplier", default=1.0,
+                 help="Weight of free RAM (negative: stack instead of spread)."),
+    cfg.FloatOpt("cpu_weight_multiplier", default=1.0,
+                 help="Weight of free VCPUs (negative: stack instead of spread)."),
+    cfg.FloatOpt("disk_weight_multiplier", default=1.0,
+                 help="Weight of free disk (negative: stack instead of spread)."),
+    cfg.FloatOpt("build_failure_weight_multiplier", default=1000000.0,
+                 help="Weight against hosts by their count of recent build failures."),
+    cfg.FloatOpt("soft_affinity_weight_multiplier", default=1.0, min=0.0,
+                 help="Weight towards hosts with members of a soft-affinity group."),
+    cfg.FloatOpt("soft_anti_affinity_weight_multiplier", default=1.0, min=0.0,
+                 help="Weight against hosts with members of a soft-anti-affinity group."),
+    cfg.FloatOpt("cross_cell_move_weight_multiplier", default=1000000.0,
+                 help="Weight towards hosts in the server's own cell during a move that "
+                      "may cross cells (negative: towards other cells)."),
 ]
 
 

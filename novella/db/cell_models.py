@@ -63,6 +63,8 @@ class Instance(Timestamps, SoftDelete, Base):
     terminated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     # A server being moved across cells has a copy in both; only one is shown.
     hidden: orm.Mapped[bool] = orm.mapped_column(default=False)
+    # OS-DCF:diskConfig AUTO (true) or MANUAL (cell revision 0007).
+    auto_disk_config: orm.Mapped[bool | None] = orm.mapped_column(default=False)
     # Metadata and tags are read only by the API views (which ask for them with
     # selectinload) and cross-cell copies: loading them on every compute-side
     # read cost two queries each time.
@@ -214,7 +216,9 @@ class InstanceFault(Timestamps, SoftDelete, Base):
 
 class Service(Timestamps, SoftDelete, Base):
     __tablename__ = "services"
-    __table_args__ = (sa.UniqueConstraint("host", "binary", "deleted"),)
+    # updated_at: the scheduler's change check reads its latest (cell revision 0006).
+    __table_args__ = (sa.UniqueConstraint("host", "binary", "deleted"),
+                      sa.Index("ix_services_updated_at", "updated_at"))
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
     host: orm.Mapped[str] = orm.mapped_column(sa.String(255))
@@ -230,6 +234,8 @@ class Service(Timestamps, SoftDelete, Base):
 
 class ComputeNode(Timestamps, SoftDelete, Base):
     __tablename__ = "compute_nodes"
+    # deleted_at: the scheduler's change check reads its latest (cell revision 0006).
+    __table_args__ = (sa.Index("ix_compute_nodes_deleted_at", "deleted_at"),)
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
     service_id: orm.Mapped[int | None]

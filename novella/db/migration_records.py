@@ -49,21 +49,29 @@ def get(cell_db, migration_uuid):
         return as_dict(row)
 
 
+_COLUMNS = tuple(m.Migration.__table__.columns)
+
+
 def update(cell_db, migration_uuid, expected_status=None, **values):
     """Update a migration; with ``expected_status`` (a value or tuple) only from those.
 
     Returns the row as a dict, or None when the status did not match.
     """
-    with cell_db.session(write=True) as s:
-        q = sa.update(m.Migration).where(m.Migration.uuid == migration_uuid)
-        if expected_status is not None:
-            options = expected_status if isinstance(expected_status, tuple) else (expected_status,)
-            q = q.where(m.Migration.status.in_(options))
-        values.setdefault("updated_at", records.utcnow())
-        if s.execute(q.values(**values)).rowcount != 1:
+    q = sa.update(m.Migration.__table__).where(m.Migration.uuid == migration_uuid)
+    if expected_status is not None:
+        options = expected_status if isinstance(expected_status, tuple) else (expected_status,)
+        q = q.where(m.Migration.status.in_(options))
+    values.setdefault("updated_at", records.utcnow())
+    q = q.values(**values)
+    with cell_db.connection(write=True) as conn:
+        if conn.dialect.update_returning:  # the row as updated, in the same statement
+            row = conn.execute(q.returning(*_COLUMNS)).first()
+            return None if row is None else dict(row._mapping)
+        if conn.execute(q).rowcount != 1:
             return None
-        # Read back in the same transaction: one BEGIN IMMEDIATE instead of two transactions.
-        return as_dict(s.scalars(_GET_MIGRATION, {"uuid": migration_uuid}).one())
+        # Read back in the same transaction (MySQL has no UPDATE ... RETURNING).
+        return dict(conn.execute(sa.select(*_COLUMNS).where(
+            m.Migration.uuid == migration_uuid)).one()._mapping)
 
 
 def unconfirmed(cell_db, instance_uuid):

@@ -145,6 +145,16 @@ _FIND_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))
                           m.InstanceAction.request_id == sa.bindparam("b_request_id")))
 
 
+_ev = m.InstanceActionEvent
+_ADD_EVENT_OF_REQUEST = sa.insert(_ev).from_select(
+    ["action_id", "event", "start_time", "host"],
+    sa.select(m.InstanceAction.id, sa.bindparam("b_event", type_=sa.String),
+              sa.bindparam("b_start", type_=sa.DateTime), sa.bindparam("b_host", type_=sa.String))
+    .where(m.InstanceAction.instance_uuid == sa.bindparam("b_uuid"),
+           m.InstanceAction.request_id == sa.bindparam("b_request_id"))
+    .order_by(m.InstanceAction.id.desc()).limit(1)).returning(_ev.id, _ev.action_id)
+
+
 class _Event:
     """The event row an ``action_event`` started: its id and its action's."""
 
@@ -162,15 +172,23 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=F
     ``finish_action``: the step is the action's last; its end ends the action.
     ``action_id``: the action, when the caller recorded it (else found by request id).
     """
+    row = {"event": event, "start_time": utcnow(), "host": host}
     with cell_db.connection(write=True) as conn:
-        if action_id is None:
+        ev = None
+        if action_id is None and conn.dialect.insert_returning:
+            # The request's action found and its event added in one statement.
+            found = conn.execute(_ADD_EVENT_OF_REQUEST, {
+                "b_uuid": instance_uuid, "b_request_id": ctxt.request_id,
+                "b_event": event, "b_start": row["start_time"], "b_host": host}).first()
+            ev = None if found is None else _Event(*found)
+        elif action_id is None:
             action_id = conn.execute(_FIND_ACTION_ID, {"b_uuid": instance_uuid,
                                                        "b_request_id": ctxt.request_id}).scalar()
-        if action_id is None:  # a step outside any user request (e.g. periodic)
-            action_id = add_action(conn, ctxt, instance_uuid, event)
-        ev = _Event(insert_row(conn, m.InstanceActionEvent, {
-            "action_id": action_id, "event": event, "start_time": utcnow(), "host": host}),
-            action_id)
+        if ev is None:
+            if action_id is None:  # a step outside any user request (e.g. periodic)
+                action_id = add_action(conn, ctxt, instance_uuid, event)
+            ev = _Event(insert_row(conn, m.InstanceActionEvent, dict(row, action_id=action_id)),
+                        action_id)
     try:
         yield
     except BaseException as exc:
@@ -276,23 +294,50 @@ def flavors(cell_db, instance_uuid):
     with cell_db.session() as s:
         extra = s.scalars(sa.select(m.InstanceExtra).where(
             m.InstanceExtra.instance_uuid == instance_uuid)).first()
-        doc = json.loads(extra.flavor) if extra is not None and extra.flavor else {}
+        return _flavors(extra)
+
+
+def flavors_of(instance):
+    """``flavors`` from an instance row read with its extra (no statement)."""
+    return _flavors(instance.extra)
+
+
+def _flavors(extra):
+    doc = json.loads(extra.flavor) if extra is not None and extra.flavor else {}
     return {"cur": doc.get("cur"), "old": doc.get("old"), "new": doc.get("new")}
 
 
-def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, **instance_values):
-    """Store the flavors; the instance's size columns follow ``cur``."""
-    with cell_db.session(write=True) as s:
-        inst = get_instance(s, instance_uuid)
-        extra = inst.extra
-        if extra is None:
-            extra = inst.extra = m.InstanceExtra(instance_uuid=instance_uuid)
-            s.add(extra)
-        extra.flavor = json.dumps({"cur": cur, "old": old, "new": new})
-        inst.vcpus, inst.memory_mb = cur.get("vcpus", 0), cur.get("memory_mb", 0)
-        inst.root_gb, inst.ephemeral_gb = cur.get("root_gb", 0), cur.get("ephemeral_gb", 0)
-        if cur.get("id") is not None:
-            inst.instance_type_id = cur["id"]
-        for key, value in instance_values.items():
-            setattr(inst, key, value)
-        inst.updated_at = utcnow()
+def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, row=None, **instance_values):
+    """Store the flavors; the instance's size columns follow ``cur``.
+
+    ``row``: the instance as the caller read it (with its extra), given the same
+    values so that it says what the database now holds; returned (None when it
+    could not be: the caller reads the row again).
+    """
+    values = dict(vcpus=cur.get("vcpus", 0), memory_mb=cur.get("memory_mb", 0),
+                  root_gb=cur.get("root_gb", 0), ephemeral_gb=cur.get("ephemeral_gb", 0),
+                  updated_at=utcnow())
+    if cur.get("id") is not None:
+        values["instance_type_id"] = cur["id"]
+    values.update(instance_values)
+    doc = json.dumps({"cur": cur, "old": old, "new": new})
+    # Core UPDATEs by key: the instance row need not be read to be written.
+    with cell_db.connection(write=True) as conn:
+        if not conn.execute(sa.update(m.Instance).where(
+                m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)
+                .values(**values)).rowcount:
+            raise InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+        if not conn.execute(_SET_FLAVOR, {"b_uuid": instance_uuid, "b_flavor": doc}).rowcount:
+            insert_row(conn, m.InstanceExtra, {"instance_uuid": instance_uuid, "flavor": doc})
+            row = None  # its extra was not there: the caller reads the row again
+    if row is not None and row.extra is not None:
+        for column, value in values.items():
+            setattr(row, column, value)
+        row.extra.flavor = doc
+        return row
+    return None
+
+
+_SET_FLAVOR = sa.update(m.InstanceExtra).where(
+    m.InstanceExtra.instance_uuid == sa.bindparam("b_uuid")).values(
+    flavor=sa.bindparam("b_flavor"))

@@ -114,7 +114,8 @@ class ImageAPI:
             return _as_dict(row)
 
     def list(self, ctxt, filters=None):
-        """Images visible to the context; filters on core fields or properties."""
+        """Images visible to the context; filters on core fields or properties. A core
+        field's value ``in:a,b,...`` matches any of those (Glance's ``in`` operator)."""
         filters = dict(filters or {})
         with self.db.session() as s:
             q = sa.select(models.Image).where(models.Image.deleted.is_(False))
@@ -122,7 +123,11 @@ class ImageAPI:
                 q = q.where(sa.or_(models.Image.owner == ctxt.project_id,
                                    models.Image.visibility.in_(("public", "community"))))
             for key in [k for k in filters if k in CORE_FIELDS + ("status", "id")]:
-                q = q.where(getattr(models.Image, key) == filters.pop(key))
+                value, column = filters.pop(key), getattr(models.Image, key)
+                if isinstance(value, str) and value.startswith("in:"):
+                    q = q.where(column.in_([v.strip() for v in value[3:].split(",")]))
+                else:
+                    q = q.where(column == value)
             rows = s.scalars(q.order_by(models.Image.created_at, models.Image.id)).all()
         images = [_as_dict(r) for r in rows]
         return [i for i in images

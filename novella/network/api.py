@@ -25,14 +25,26 @@ from novella.db.engine import Database
 from novella.network import models
 from novella.network.qos import (BANDWIDTH_CLASSES, PACKET_RATE_CLASSES,  # noqa: F401
                                  QosMixin, QosPolicyNotFound)
+from novella.network.floating_ips import FloatingIPMixin
+from novella.network.security_groups import SecurityGroupMixin
+from novella.network.trunks import TrunkConflict, TrunkMixin
 
 ACTIVE, INACTIVE = "ACTIVE", "INACTIVE"
+# The vNIC types ports may have: Open vSwitch's, and the SR-IOV agent's (a VF, a VF
+# through macvtap, a whole PF), whose devices compute claims (novella/compute/pci.py).
+VNIC_TYPES = ("normal", "direct", "macvtap", "direct-physical")
+SRIOV_VNIC_TYPES = ("direct", "macvtap", "direct-physical")
 UPDATABLE = {"name", "device_id", "device_owner", "admin_state_up", "qos_policy_id",
-             "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request"}
+             "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request",
+             "security_groups"}
 
 
 class NetworkError(Exception):
     code = 400
+
+
+class InvalidInput(NetworkError):
+    pass
 
 
 class NotFound(NetworkError):
@@ -139,11 +151,17 @@ def _taken(s, subnet_id, addresses):
     return set(s.scalars(_TAKEN, {"b_subnet": subnet_id, "b_addresses": list(addresses)}))
 
 
+_NETWORK_AND_SUBNETS = (sa.select(models.Network, models.Subnet)
+                        .outerjoin(models.Subnet, models.Subnet.network_id == models.Network.id)
+                        .where(models.Network.id == sa.bindparam("b_id"))
+                        .order_by(models.Subnet.created_at, models.Subnet.id))
+
+
 def _is_admin(ctxt):
     return ctxt is None or ctxt.is_admin
 
 
-class NetworkAPI(QosMixin):
+class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
     def __init__(self, db):
         self.db = db if isinstance(db, Database) else Database(db)
         self.db.require_schema("network")  # tables made by `novella manage api_db sync`
@@ -154,14 +172,17 @@ class NetworkAPI(QosMixin):
 
     # --- networks and subnets ---------------------------------------------------------
     @staticmethod
-    def _network_dict(s, n):
-        subnets = s.scalars(sa.select(models.Subnet.id).where(models.Subnet.network_id == n.id)
-                            .order_by(models.Subnet.created_at, models.Subnet.id)).all()
+    def _network_dict(s, n, subnets=None):
+        """``subnets``: the network's subnet ids when the caller has them."""
+        if subnets is None:
+            subnets = s.scalars(sa.select(models.Subnet.id).where(models.Subnet.network_id == n.id)
+                                .order_by(models.Subnet.created_at, models.Subnet.id)).all()
         return {"id": n.id, "name": n.name, "project_id": n.project_id, "tenant_id": n.project_id,
                 "shared": n.shared, "admin_state_up": n.admin_state_up, "status": n.status,
                 "mtu": n.mtu, "provider:network_type": n.network_type,
                 "provider:physical_network": n.physical_network,
                 "qos_policy_id": n.qos_policy_id, "subnets": list(subnets),
+                "router:external": n.external,
                 "created_at": _iso(n.created_at), "updated_at": _iso(n.updated_at)}
 
     @staticmethod
@@ -169,13 +190,16 @@ class NetworkAPI(QosMixin):
         return {"id": sn.id, "network_id": sn.network_id, "name": sn.name, "cidr": sn.cidr,
                 "ip_version": sn.ip_version, "gateway_ip": sn.gateway_ip,
                 "enable_dhcp": sn.enable_dhcp, "allocation_pools": list(sn.allocation_pools),
-                "project_id": sn.project_id, "tenant_id": sn.project_id}
+                "project_id": sn.project_id, "tenant_id": sn.project_id,
+                "created_at": _iso(sn.created_at),
+                "updated_at": _iso(sn.updated_at or sn.created_at)}
 
     def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
                        physical_network=None, network_type=None, qos_policy_id=None,
-                       id=None):  # noqa: A002
+                       id=None, external=False):  # noqa: A002
         """A network; with ``cidr`` also its subnet (named ``<name>-subnet``)."""
         n = models.Network(id=id or str(uuid.uuid4()), name=name, shared=shared, mtu=mtu,
+                           external=external,
                            project_id=project_id or getattr(ctxt, "project_id", None),
                            physical_network=physical_network, qos_policy_id=qos_policy_id,
                            network_type=network_type or ("flat" if physical_network else "vxlan"))
@@ -204,10 +228,16 @@ class NetworkAPI(QosMixin):
 
     def _network_of(self, s, network_id):
         """``_network``, held for the session: its identity map keeps unreferenced rows
-        only weakly, and a port's network is read several times while building its views."""
+        only weakly, and a port's network is read several times while building its views.
+        Its subnets come in the same statement (``_subnets_of``)."""
         held = s.info.setdefault("networks", {})
         if network_id not in held:
-            held[network_id] = self._network(s, network_id)
+            rows = s.execute(_NETWORK_AND_SUBNETS, {"b_id": network_id}).all()
+            if not rows:
+                raise NetworkNotFound(f"network {network_id} could not be found")
+            held[network_id] = rows[0][0]
+            s.info.setdefault("subnets", {})[network_id] = [sn for _n, sn in rows
+                                                            if sn is not None]
         return held[network_id]
 
     def _subnets_of(self, s, network_id):
@@ -221,10 +251,11 @@ class NetworkAPI(QosMixin):
 
     def get_network(self, ctxt, network_id):
         with self.db.read_session() as s:
-            n = self._network(s, network_id)
-            if not (_is_admin(ctxt) or n.shared or n.project_id == ctxt.project_id):
+            n = self._network_of(s, network_id)
+            if not (_is_admin(ctxt) or n.shared or n.external
+                    or n.project_id == ctxt.project_id):
                 raise NetworkNotFound(f"network {network_id} could not be found")
-            return self._network_dict(s, n)
+            return self._network_dict(s, n, [sn.id for sn in self._subnets_of(s, n.id)])
 
     def list_networks(self, ctxt, **filters):
         """Networks visible to the context (its project's and shared ones)."""
@@ -232,9 +263,11 @@ class NetworkAPI(QosMixin):
             q = sa.select(models.Network)
             if not _is_admin(ctxt):
                 q = q.where(sa.or_(models.Network.project_id == ctxt.project_id,
-                                   models.Network.shared.is_(True)))
+                                   models.Network.shared.is_(True),
+                                   models.Network.external.is_(True)))
             for key, value in filters.items():
-                col = getattr(models.Network, "project_id" if key == "tenant_id" else key)
+                key = {"tenant_id": "project_id", "router:external": "external"}.get(key, key)
+                col = getattr(models.Network, key)
                 q = q.where(col.in_(value) if isinstance(value, (list, tuple, set)) else col == value)
             rows = s.scalars(q.order_by(models.Network.created_at, models.Network.id)).all()
             return [self._network_dict(s, n) for n in rows]
@@ -326,13 +359,16 @@ class NetworkAPI(QosMixin):
         return self._qos_resource_request(s, p)
 
     def _port_dict(self, s, p, known=None):
-        """``known``: (active binding, IP allocations) when the caller just made them."""
+        """``known``: (active binding, IP allocations, security group ids) when the
+        caller just made them."""
         if known is not None:
             active, ips = known[0], sorted(known[1], key=lambda a: a.subnet_id)
+            groups = sorted(known[2])
         else:
             active = self._active(s, p.id)
             ips = s.scalars(sa.select(models.IPAllocation).where(models.IPAllocation.port_id == p.id)
                             .order_by(models.IPAllocation.subnet_id)).all()
+            groups = self._port_group_ids(s, p.id)
         return {"id": p.id, "name": p.name, "network_id": p.network_id,
                 "project_id": p.project_id, "tenant_id": p.project_id,
                 "mac_address": p.mac_address, "admin_state_up": p.admin_state_up,
@@ -344,7 +380,8 @@ class NetworkAPI(QosMixin):
                 "binding:vnic_type": p.vnic_type, "qos_policy_id": p.qos_policy_id,
                 "qos_network_policy_id": self._network_of(s, p.network_id).qos_policy_id,
                 "resource_request": self._resource_request(s, p),
-                "security_groups": [], "port_security_enabled": True,
+                "security_groups": groups, "port_security_enabled": True,
+                "created_for_instance": p.created_for_instance,
                 "created_at": _iso(p.created_at), "updated_at": _iso(p.updated_at)}
 
     def _allocate_ip(self, s, network_id, request):
@@ -412,11 +449,16 @@ class NetworkAPI(QosMixin):
     def _create_port(self, s, body, project_id=None):
         return self._new_port(s, body, project_id)[0]
 
-    def _new_port(self, s, body, project_id=None):
-        """A port, its IP allocations and its active binding: (port, binding, [allocations])."""
+    def _new_port(self, s, body, project_id=None, groups_checked=False):
+        """A port, its IP allocations, its active binding and its security groups:
+        (port, binding, [allocations], [group ids]).
+
+        ``groups_checked``: the body's ``security_groups`` are ids the caller found.
+        """
         network = self._network_of(s, body.get("network_id"))
         if body.get("qos_policy_id"):
             self._check_policy_usable(s, None, body["qos_policy_id"])
+        _check_vnic_type(body.get("binding:vnic_type"))
         p = models.Port(id=body.get("id") or str(uuid.uuid4()), network_id=network.id,
                         name=body.get("name"),
                         project_id=body.get("project_id") or body.get("tenant_id") or project_id,
@@ -447,7 +489,11 @@ class NetworkAPI(QosMixin):
                                      profile=dict(body.get("binding:profile") or {}))
         s.add(binding)
         s.flush()
-        return p, binding, ips
+        groups = []
+        if not p.device_owner.startswith("network:"):  # the service's own ports have none
+            groups = self._set_port_groups(s, None, p, body.get("security_groups"), new=True,
+                                           checked=groups_checked)
+        return p, binding, ips, groups
 
     @_retry_on_duplicate
     def create_port(self, ctxt, body):
@@ -502,7 +548,13 @@ class NetworkAPI(QosMixin):
             for key in ("device_id", "device_owner"):
                 if key in body:
                     setattr(p, key, body[key] or "")
+            if "security_groups" in body:
+                self._set_port_groups(s, ctxt, p, list(body["security_groups"] or []))
             if "binding:vnic_type" in body:
+                _check_vnic_type(body["binding:vnic_type"])
+                if body["binding:vnic_type"] != p.vnic_type and self._active(s, p.id).host:
+                    raise PortInUse(f"Port {p.id} is bound to {self._active(s, p.id).host}: "
+                                    f"its binding:vnic_type cannot change.")
                 p.vnic_type = body["binding:vnic_type"]
             if {"binding:host_id", "binding:profile", "binding:vnic_type"} & set(body):
                 active = self._active(s, p.id)
@@ -517,9 +569,16 @@ class NetworkAPI(QosMixin):
             self._delete_port(s, self._port(s, port_id, lock=True))
 
     def _delete_port(self, s, p):
+        if s.scalars(sa.select(models.Trunk.id).where(models.Trunk.port_id == p.id)).first() \
+                or s.get(models.SubPort, p.id) is not None:
+            raise TrunkConflict(f"Port {p.id} is currently in use by a trunk.")
         self._free_from.pop(p.network_id, None)  # its addresses are free again
         s.execute(sa.delete(models.IPAllocation).where(models.IPAllocation.port_id == p.id))
         s.execute(sa.delete(models.PortBinding).where(models.PortBinding.port_id == p.id))
+        s.execute(sa.delete(models.SecurityGroupPortBinding)
+                  .where(models.SecurityGroupPortBinding.port_id == p.id))
+        s.execute(sa.update(models.FloatingIP).where(models.FloatingIP.port_id == p.id)
+                  .values(port_id=None, fixed_ip_address=None))
         s.delete(p)
 
     # --- bindings ------------------------------------------------------------------------
@@ -530,7 +589,9 @@ class NetworkAPI(QosMixin):
         if host in self.unbindable_hosts:
             raise PortBindingFailed(f"binding failed for host {host}")
         if vnic_type in ("direct", "macvtap"):
-            return "hw_veb", {"vlan": "0"}
+            return "hw_veb", {"vlan": "0", "connectivity": "l2"}
+        if vnic_type == "direct-physical":
+            return "hostdev_physical", {"vlan": "0", "connectivity": "l2"}
         return "ovs", {"port_filter": True, "bridge_name": "br-int", "datapath_type": "system"}
 
     def _rebind_active(self, s, p, host, profile):
@@ -553,6 +614,7 @@ class NetworkAPI(QosMixin):
     def _set_status(self, s, p):
         bound = self._active(s, p.id).host
         p.status = ACTIVE if bound and p.device_owner.startswith("compute:") else "DOWN"
+        self._sync_subports(s, p)  # a trunk's subports follow its parent
 
     @staticmethod
     def _binding_dict(b):
@@ -570,6 +632,7 @@ class NetworkAPI(QosMixin):
             # An unbound port is simply bound: its one binding stays active.
             self._rebind_active(s, p, host, profile or {})
             return self._active(s, p.id)
+        _check_vnic_type(vnic_type)
         vnic = vnic_type or p.vnic_type
         vif_type, details = self._vif(host, vnic)
         b = models.PortBinding(port_id=p.id, host=host, status=INACTIVE, vif_type=vif_type,
@@ -645,11 +708,16 @@ class NetworkAPI(QosMixin):
         return s.scalars(q.with_for_update() if lock else q).all()
 
     def _vif_dict(self, s, p, known=None):
+        """``known`` as for ``_port_dict``: a port made just now, with no floating IP."""
         port = self._port_dict(s, p, known)
         network = self._network_of(s, p.network_id)
         subnets = []
+        floating = self._floating_of(s, [p.id]) if known is None else {}
         for sn in self._subnets_of(s, network.id):
-            ips = [{"address": ip["ip_address"], "type": "fixed", "version": sn.ip_version}
+            ips = [{"address": ip["ip_address"], "type": "fixed", "version": sn.ip_version,
+                    "floating_ips": [{"address": floating[(p.id, ip["ip_address"])],
+                                      "type": "floating", "version": 4}]
+                    if (p.id, ip["ip_address"]) in floating else []}
                    for ip in port["fixed_ips"] if ip["subnet_id"] == sn.id]
             if ips:
                 subnets.append({"cidr": sn.cidr, "version": sn.ip_version, "ips": ips,
@@ -668,8 +736,10 @@ class NetworkAPI(QosMixin):
         if requested_networks == "none":
             return []
         if not requested_networks or requested_networks == "auto":
+            # An external network is for floating IPs: never chosen for a server's port.
             q = sa.select(models.Network).where(sa.or_(models.Network.project_id == project_id,
-                                                       models.Network.shared.is_(True)))
+                                                       models.Network.shared.is_(True)),
+                                                models.Network.external.is_(False))
             nets = s.scalars(q).all()
             if len(nets) > 1:
                 raise NetworkAmbiguous("more than one network is available; choose one")
@@ -684,16 +754,20 @@ class NetworkAPI(QosMixin):
 
     @_retry_on_duplicate
     def allocate_for_instance(self, ctxt, instance_uuid, project_id, requested_networks=None,
-                              host=None, availability_zone="nova", port_profiles=None):
+                              host=None, availability_zone="nova", port_profiles=None,
+                              security_groups=None):
         """Ports for a server, bound to ``host`` when given; returns its network_info.
 
         ``requested_networks``: None/[]/"auto" (the one network available to the
         project), "none", or a list of ``{"network_id"|"uuid", "port_id"|"port",
         "address"|"fixed_ip", "tag"}``. ``port_profiles``: ``{port_id: profile}``
         merged into the bindings (e.g. the resource provider of an allocation).
+        ``security_groups``: names or ids of the project's groups for the ports made
+        here (None: the project's default group); ports given keep their own.
         """
         owner = f"compute:{availability_zone or 'nova'}"
         with self.db.session(write=True) as s:
+            groups = self._resolve_groups(s, ctxt, project_id, security_groups)
             ports, made = [], {}  # made: {port id: (binding, ips)} of ports created here
             for req in self._requested(s, ctxt, project_id, requested_networks):
                 if req.get("port_id"):
@@ -703,11 +777,12 @@ class NetworkAPI(QosMixin):
                     p.device_id, p.device_owner = instance_uuid, owner
                 else:
                     fixed = [{"ip_address": req["address"]}] if req.get("address") else None
-                    p, binding, ips = self._new_port(s, {
+                    p, binding, ips, port_groups = self._new_port(s, {
                         "network_id": req["network_id"], "fixed_ips": fixed,
                         "created_for_instance": True, "device_id": instance_uuid,
-                        "device_owner": owner, "binding:host_id": host or ""}, project_id)
-                    made[p.id] = (binding, ips)
+                        "device_owner": owner, "binding:host_id": host or "",
+                        "security_groups": groups}, project_id, groups_checked=True)
+                    made[p.id] = (binding, ips, port_groups)
                 ports.append(p)
             for p in ports:
                 if p.id in made:
@@ -733,6 +808,20 @@ class NetworkAPI(QosMixin):
                 self._unbind(s, p)
                 p.device_id, p.device_owner = "", ""
 
+    def deallocate_port_for_instance(self, ctxt, instance_uuid, port_id):
+        """One port of the server let go (an interface detach): deleted if it was made
+        for the server, else unbound and released. A port gone, or no longer the
+        server's, is left as it is."""
+        with self.db.session(write=True) as s:
+            p = s.get(models.Port, port_id, with_for_update=True)
+            if p is None or p.device_id != instance_uuid:
+                return
+            if p.created_for_instance:
+                self._delete_port(s, p)
+                return
+            self._unbind(s, p)
+            p.device_id, p.device_owner = "", ""
+
     def unbind_ports(self, ctxt, instance_uuid):
         """The server's ports stay its own but are bound to no host (a shelved server's)."""
         with self.db.session(write=True) as s:
@@ -748,6 +837,7 @@ class NetworkAPI(QosMixin):
         s.add(models.PortBinding(port_id=p.id, host="", status=ACTIVE, vif_type="unbound",
                                  vnic_type=p.vnic_type, profile={}))
         p.status = "DOWN"
+        self._sync_subports(s, p)
 
     def bind_ports_to_host(self, ctxt, instance_uuid, host, vnic_types=None, port_profiles=None):
         """INACTIVE bindings on ``host`` for every port of a server; all or none.
@@ -784,7 +874,8 @@ class NetworkAPI(QosMixin):
         destination's resource allocation). Returns the network_info.
         """
         with self.db.session(write=True) as s:
-            for p in self._instance_ports(s, instance_uuid, lock=True):
+            ports = self._instance_ports(s, instance_uuid, lock=True)
+            for p in ports:
                 existing = s.get(models.PortBinding, (p.id, host))
                 if existing is not None and existing.status == INACTIVE:
                     self._activate(s, p, host)
@@ -792,7 +883,7 @@ class NetworkAPI(QosMixin):
                 profile = dict(active.profile or {}, **(port_profiles or {}).get(p.id, {}))
                 profile.pop("migrating_to", None)  # the move is over
                 self._rebind_active(s, p, host, profile)
-            return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
+            return [self._vif_dict(s, p) for p in ports]  # the same rows, as changed
 
     def setup_networks_on_host(self, ctxt, instance_uuid, host=None, teardown=False):
         """Mark the active bindings ``migrating_to`` a host, or clear the mark.
@@ -812,6 +903,17 @@ class NetworkAPI(QosMixin):
                     profile["migrating_to"] = host
                 active.profile = profile
             s.flush()
+
+    def sriov_ports(self, ctxt, instance_uuid=None, port_ids=()):
+        """``[{"port_id", "vnic_type", "physical_network"}]`` of a server's (or the
+        given) ports that need a device of the host: their vNIC type is SR-IOV's."""
+        with self.db.read_session() as s:
+            ports = [self._port(s, pid) for pid in port_ids]
+            if instance_uuid:
+                ports += self._instance_ports(s, instance_uuid)
+            return [{"port_id": p.id, "vnic_type": p.vnic_type,
+                     "physical_network": self._network_of(s, p.network_id).physical_network}
+                    for p in ports if p.vnic_type in SRIOV_VNIC_TYPES]
 
     def get_requested_resource_groups(self, ctxt, instance_uuid=None, port_ids=()):
         """The placement request groups of a server's (or the given) ports.
@@ -834,6 +936,12 @@ class NetworkAPI(QosMixin):
                                    "forbidden_traits": [], "member_of": [], "in_tree": None,
                                    "same_subtree": list(rr.get("same_subtree", []))})
             return groups
+
+
+def _check_vnic_type(vnic_type):
+    if vnic_type is not None and vnic_type not in VNIC_TYPES:
+        raise InvalidInput(f"Invalid input for binding:vnic_type. Reason: {vnic_type!r} is "
+                           f"not in {list(VNIC_TYPES)}.")
 
 
 def _random_mac():

@@ -62,6 +62,8 @@ class Network(Timestamps, Base):
     network_type: orm.Mapped[str] = orm.mapped_column(sa.String(32), default="vxlan")
     physical_network: orm.Mapped[str | None] = orm.mapped_column(sa.String(64))
     qos_policy_id: orm.Mapped[str | None] = orm.mapped_column(sa.ForeignKey("qos_policies.id"))
+    # router:external: floating IPs come from it; every project sees it.
+    external: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
 
 
 class Subnet(Timestamps, Base):
@@ -125,3 +127,82 @@ class PortBinding(Base):
     vif_details: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict)
     vnic_type: orm.Mapped[str] = orm.mapped_column(sa.String(64), default="normal")
     profile: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict)
+
+
+class SecurityGroup(Timestamps, Base):
+    """A project's security group; every project has one named ``default``."""
+    __tablename__ = "securitygroups"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    revision_number: orm.Mapped[int] = orm.mapped_column(default=1)
+
+
+class SecurityGroupRule(Timestamps, Base):
+    __tablename__ = "securitygrouprules"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    security_group_id: orm.Mapped[str] = orm.mapped_column(
+        sa.ForeignKey("securitygroups.id", ondelete="CASCADE"), index=True)
+    # A peer group; its rules go with it (Neutron deletes them too).
+    remote_group_id: orm.Mapped[str | None] = orm.mapped_column(
+        sa.ForeignKey("securitygroups.id", ondelete="CASCADE"))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    direction: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    ethertype: orm.Mapped[str] = orm.mapped_column(sa.String(40))
+    protocol: orm.Mapped[str | None] = orm.mapped_column(sa.String(40))
+    port_range_min: orm.Mapped[int | None] = orm.mapped_column()
+    port_range_max: orm.Mapped[int | None] = orm.mapped_column()
+    remote_ip_prefix: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+
+
+class SecurityGroupPortBinding(Base):
+    __tablename__ = "securitygroupportbindings"
+
+    port_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("ports.id", ondelete="CASCADE"),
+                                                 primary_key=True)
+    security_group_id: orm.Mapped[str] = orm.mapped_column(
+        sa.ForeignKey("securitygroups.id"), primary_key=True, index=True)
+
+
+class FloatingIP(Timestamps, Base):
+    """An address of an external network held by a project, and the port (fixed
+    address) it is associated with, if any."""
+    __tablename__ = "floatingips"
+    __table_args__ = (sa.UniqueConstraint("floating_network_id", "floating_ip_address"),)
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    floating_network_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("networks.id"))
+    floating_ip_address: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    port_id: orm.Mapped[str | None] = orm.mapped_column(
+        sa.ForeignKey("ports.id", ondelete="SET NULL"), index=True)
+    fixed_ip_address: orm.Mapped[str | None] = orm.mapped_column(sa.String(64))
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+
+
+class Trunk(Timestamps, Base):
+    """A parent port carrying other ports (subports) as VLANs; the subports are bound
+    wherever the parent is."""
+    __tablename__ = "trunks"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    port_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("ports.id"), unique=True)
+    admin_state_up: orm.Mapped[bool] = orm.mapped_column(default=True)
+
+
+class SubPort(Base):
+    __tablename__ = "subports"
+    __table_args__ = (sa.UniqueConstraint("trunk_id", "segmentation_type", "segmentation_id"),)
+
+    port_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("ports.id"), primary_key=True)
+    trunk_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("trunks.id", ondelete="CASCADE"),
+                                                  index=True)
+    segmentation_type: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    segmentation_id: orm.Mapped[int] = orm.mapped_column()

@@ -22,9 +22,13 @@ _OPTS = {
         cfg.BoolOpt("randomize_allocation_candidates", default=False,
                     help="Shuffle allocation candidates before applying limit."),
         cfg.StrOpt("incomplete_consumer_project_id",
-                   default="00000000-0000-0000-0000-000000000000"),
+                   default="00000000-0000-0000-0000-000000000000",
+                   help="Project of the consumers of allocations written before 1.8 "
+                        "(without project_id)."),
         cfg.StrOpt("incomplete_consumer_user_id",
-                   default="00000000-0000-0000-0000-000000000000"),
+                   default="00000000-0000-0000-0000-000000000000",
+                   help="User of the consumers of allocations written before 1.8 "
+                        "(without user_id)."),
     ],
 }
 

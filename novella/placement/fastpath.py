@@ -54,6 +54,8 @@ class Index:
         self.sharing = set()  # pids of sharing providers
         self.other = set()    # nested | sharing: providers that are not plain roots
         self.members = {}   # root pid -> {pids of its nested providers}
+        self.other_rcs = {}  # resource class -> {pids in ``other`` with inventory of it}
+        self._plain = None  # ids of the providers not in ``other``, sorted (cache)
         self.indexed = {}   # pid -> (classes, traits, aggregates, root pid) as entered
         self.frags = {}     # pid -> (shape, rendered summary fragment)
         self.trees = {}     # root pid -> its tree's pids in id order (cache)
@@ -68,13 +70,16 @@ class Index:
         """Re-enter the providers the read model changed since last time."""
         touched = st.touched
         if touched:
-            by_id = st.by_id
+            by_id, other = st.by_id, self.other
             for pid in touched:
+                was_plain = pid in self.indexed and pid not in other
                 old = self._remove(pid)
                 p = by_id.get(pid)
                 new = self._add(p) if p is not None else None
                 if self._anchors is not None and _ties(old) != _ties(new):
                     self._anchors = None
+                if was_plain != (new is not None and pid not in other):
+                    self._plain = None
             touched.clear()
 
     def _add(self, p):
@@ -101,6 +106,9 @@ class Index:
         if SHARING_TRAIT in traits:
             self.sharing.add(pid)
             self.other.add(pid)
+        if pid in self.other:
+            for rc in p.inv:
+                self.other_rcs.setdefault(rc, set()).add(pid)
         entry = self.indexed[pid] = (tuple(p.inv), traits, aggs, root)
         return entry
 
@@ -126,6 +134,9 @@ class Index:
             units = self.units.get(rc)
             if units:
                 units.pop(pid, None)
+            others = self.other_rcs.get(rc)
+            if others:
+                others.discard(pid)
         for t in traits:
             self.by_trait[t].discard(pid)
         for a in aggs:
@@ -137,6 +148,13 @@ class Index:
                 del self.members[root]
             self.trees.pop(root, None)
         return entry
+
+    def plain(self):
+        """Ids of the plain roots (no parent, not sharing), in id order."""
+        if self._plain is None:
+            other = self.other
+            self._plain = sorted(pid for pid in self.indexed if pid not in other)
+        return self._plain
 
     # -- trees and sharing ------------------------------------------------------------
     def anchors(self):
@@ -373,8 +391,13 @@ def render(st, groups, version, limit, randomize, root_required=(), root_forbidd
     idx = index_for(st)
     nested = version.matches((1, 29))
     found = []  # (allocation request JSON, pids it uses)
-    slots = _slots(idx, st, groups)
-    if slots:
+    first = None
+    if limit and not randomize:
+        first = _first_plain_roots(idx, groups, version, limit, root_required, root_forbidden)
+    slots = _slots(idx, st, groups) if first is None else None
+    if first is not None:
+        found = first
+    elif slots:
         found = _search(idx, st, groups, slots, version, nested, group_policy,
                         root_required, root_forbidden,
                         None if randomize else limit)
@@ -383,10 +406,14 @@ def render(st, groups, version, limit, randomize, root_required=(), root_forbidd
     elif randomize:
         random.shuffle(found)
     by_id = st.by_id
-    used = set()
-    for _item, pids in found:
-        used.update(pids)
-    if not nested and idx.nested:
+    if first is not None:
+        used = {pids[0] for _item, pids in found}  # one plain root each
+    else:
+        used = set()
+        for _item, pids in found:
+            used.update(pids)
+    if not idx.members or (not nested and idx.nested):
+        # No root has a tree below it (or trees are not shown): the providers used.
         listed = sorted(used)
     else:
         listed = []
@@ -399,10 +426,78 @@ def render(st, groups, version, limit, randomize, root_required=(), root_forbidd
         wanted.update(g.resources)
     shape = (all_classes, None if all_classes else frozenset(wanted),
              version.matches((1, 17)), nested)
-    summary = idx.summary
-    return b"".join((b'{"allocation_requests":[', b",".join(item for item, _p in found),
-                     b'],"provider_summaries":{',
-                     b",".join(summary(by_id[pid], shape) for pid in listed), b"}}"))
+    summary, frags = idx.summary, idx.frags
+    parts = []
+    for pid in listed:
+        frag = frags.get(pid)
+        parts.append(frag[1] if frag is not None and frag[0] == shape
+                     else summary(by_id[pid], shape))
+    return b"".join((b'{"allocation_requests":[', b",".join([item for item, _p in found]),
+                     b'],"provider_summaries":{', b",".join(parts), b"}}"))
+
+
+def _first_plain_roots(idx, groups, version, limit, root_required, root_forbidden):
+    """The first ``limit`` candidates of a request that only plain roots can
+    serve, found by walking the roots in id order and stopping at ``limit``
+    (work bounded by the answer, not by the number of providers); None when
+    the request is not of that kind.
+
+    Of that kind: one unsuffixed group, without ``in_tree`` or aggregates,
+    none of whose classes any nested or sharing provider has. Each candidate
+    is then the root alone, as ``_search`` would find it.
+    """
+    if len(groups) != 1:
+        return None
+    g = groups[0]
+    if g.same_provider or g.in_tree is not None or g.member_of or g.forbidden_aggs:
+        return None
+    other_rcs = idx.other_rcs
+    if any(other_rcs.get(rc) for rc in g.resources):
+        return None
+    checks, units = [], []
+    for rc, n in g.resources.items():
+        lims = idx.lims.get(rc)
+        if not lims:
+            return []
+        checks.append((lims.get, n))
+        if idx.units.get(rc):
+            units.append((idx.units[rc].get, n))
+    required = [frozenset(anyof) for anyof in g.required]
+    required.extend(frozenset((t,)) for t in root_required)
+    forbidden = frozenset(g.forbidden) | frozenset(root_forbidden)
+    indexed = idx.indexed
+    render = _Renderer(idx, version)
+    template, repeat = render.template([base.dumps(g.resources)], [base.dumps("")])
+    ubytes = idx.uuid_bytes
+    plain = idx.plain()
+    out, pos = [], 0
+    while len(out) < limit and pos < len(plain):
+        # A slice of the roots at a time, each check one pass over what is left.
+        step = max(limit - len(out), _MIN_STEP)
+        ok = plain[pos:pos + step]
+        pos += step
+        for get, n in checks:
+            ok = [pid for pid in ok if get(pid, _NO_LIMIT) >= n]
+        for get, n in units:
+            ok = [pid for pid in ok if _unit_fits(get(pid), n)]
+        if required or forbidden:
+            ok = [pid for pid in ok if _traits_fit(indexed[pid][1], required, forbidden)]
+        uuids = idx._uuids
+        out.extend([(template % (((uuids.get(pid) or ubytes(pid)),) * repeat), (pid,))
+                    for pid in ok])
+    return out[:limit]
+
+
+_NO_LIMIT = -math.inf
+_MIN_STEP = 64  # roots looked at in one slice, at least
+
+
+def _unit_fits(units, n):
+    return units is None or (n >= units[0] and not n % units[1])
+
+
+def _traits_fit(traits, required, forbidden):
+    return not (forbidden and traits & forbidden) and all(traits & anyof for anyof in required)
 
 
 def _search(idx, st, groups, slots, version, nested, group_policy, root_required,

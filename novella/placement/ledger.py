@@ -38,6 +38,7 @@ _KEEP_CHANGES = 2000
 # statement costs several times more than executing it on SQLite).
 _SELECT_VERSION = sa.select(m.ledger.c.version)
 _BUMP_VERSION = m.ledger.update().values(version=m.ledger.c.version + 1)
+_BUMP_VERSION_RETURNING = _BUMP_VERSION.returning(m.ledger.c.version)
 _RECORD_CHANGES = m.changes.insert().values(
     version=sa.bindparam("v"), catalog=sa.bindparam("c"), providers=sa.bindparam("p"),
     consumers=sa.bindparam("u"))
@@ -189,8 +190,7 @@ class Ledger:
                 txn = None
                 try:
                     with conn.begin():
-                        conn.execute(_BUMP_VERSION)
-                        version = conn.execute(_SELECT_VERSION).scalar()
+                        version = self._bump_version(conn)
                         if self.state.version != version - 1:
                             self._refresh(conn, version - 1)
                         txn = Txn(conn, self.state, version)
@@ -202,6 +202,29 @@ class Ledger:
                     if txn is not None and txn.dirty:
                         self.state.version = None
                     raise
+
+    @staticmethod
+    def _bump_version(conn):
+        """Increment the ledger's version; the new one (one statement where the
+        database returns what an UPDATE wrote)."""
+        if conn.dialect.update_returning:
+            return conn.execute(_BUMP_VERSION_RETURNING).scalar()
+        conn.execute(_BUMP_VERSION)
+        return conn.execute(_SELECT_VERSION).scalar()
+
+    def register_providers(self, providers):
+        """``Txn.create_providers`` in one transaction of its own. Returns, for
+        each provider given that exists now under its uuid (made here or
+        before), ``{uuid: {"generation", "inventories", "traits", "created"}}``:
+        a caller registering many hosts learns in the same call which of those
+        that existed already hold what it would write."""
+        with self.write() as txn:
+            created = {p.uuid for p in txn.create_providers(providers)}
+            by_uuid = txn.state.by_uuid
+            return {p.uuid: {"generation": p.generation, "created": p.uuid in created,
+                             "inventories": {rc: inv.as_dict() for rc, inv in p.inv.items()},
+                             "traits": sorted(p.traits)}
+                    for p in (by_uuid.get(d["uuid"]) for d in providers) if p is not None}
 
     # -- read model loading ---------------------------------------------------
     def _refresh(self, conn, version):
@@ -411,6 +434,58 @@ class Txn:
         st.by_id[pid] = st.by_uuid[uuid] = st.by_name[name] = p
         self.providers.add(pid)
         return p
+
+    def create_providers(self, providers):
+        """Create root providers with their inventories and traits, in a few
+        statements: ``[{"uuid", "name", "inventories": {rc: {field: value}},
+        "traits": [...]}]``. One whose uuid or name is taken is left out.
+        Returns the providers created. ValueError (nothing written) for an
+        unknown resource class or trait or an inventory placement would refuse."""
+        st = self.state
+        todo, uuids, names = [], set(), set()
+        for d in providers:
+            if d["uuid"] in st.by_uuid or d["name"] in st.by_name or \
+                    d["uuid"] in uuids or d["name"] in names:
+                continue
+            uuids.add(d["uuid"])
+            names.add(d["name"])
+            inv = {}
+            for rc, fields in d["inventories"].items():
+                if not st.class_exists(rc):
+                    raise ValueError(f"No such resource class {rc}.")
+                total = fields["total"]
+                inv[rc] = Inventory((total, fields.get("reserved", 0), fields.get("min_unit", 1),
+                                     fields.get("max_unit", total), fields.get("step_size", 1),
+                                     float(fields.get("allocation_ratio", 1.0))))
+                if not (0 <= inv[rc][1] <= total and 1 <= inv[rc][2] <= inv[rc][3]
+                        and inv[rc][4] >= 1 and inv[rc][5] > 0):
+                    raise ValueError(f"Invalid inventory for {rc} on {d['uuid']}.")
+            unknown = [t for t in d["traits"] if not st.trait_exists(t)]
+            if unknown:
+                raise ValueError(f"No such trait(s): {', '.join(sorted(unknown))}.")
+            todo.append((d, inv))
+        if not todo:
+            return []
+        pid = max(st.by_id, default=0)
+        created, rows, inv_rows, trait_rows = [], [], [], []
+        for d, inv in todo:
+            pid += 1
+            rows.append({"id": pid, "uuid": d["uuid"], "name": d["name"], "generation": 0,
+                         "parent_id": None, "root_id": pid, "created_at": self.now,
+                         "updated_at": self.now})
+            inv_rows += [dict(i.as_dict(), provider_id=pid, resource_class=rc)
+                         for rc, i in inv.items()]
+            trait_rows += [{"provider_id": pid, "trait": t} for t in set(d["traits"])]
+            p = Provider(pid, d["uuid"], d["name"], 0, self.now, self.now)
+            p.inv, p.traits = inv, set(d["traits"])
+            st.by_id[pid] = st.by_uuid[p.uuid] = st.by_name[p.name] = p
+            created.append(p)
+        for table, batch in ((m.providers, rows), (m.inventories, inv_rows),
+                             (m.provider_traits, trait_rows)):
+            for k in range(0, len(batch), _CHUNK):
+                self.x(table.insert(), batch[k:k + _CHUNK])
+        self._bump(created)  # generation 1: as written by one request after creation
+        return created
 
     def update_provider(self, p, name, parent):
         st = self.state

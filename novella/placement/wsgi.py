@@ -152,6 +152,9 @@ def make_app(conf, sync_db=True):
     app = _json_by_default(app)
     app = _ProxyHeaders(app, conf)
     app.ledger = ledger
+    # Many providers in one transaction, for clients in this process
+    # (PlacementClient.register_providers); not part of the HTTP API.
+    app.register_providers = ledger.register_providers
     return app
 
 

@@ -48,15 +48,19 @@ class Enforcer(policy.Enforcer):
         self._decisions = {}
         self._remember = not any(_calls_out(check) for check in self.rules.values())
 
+    def _due(self, force_reload):
+        return (force_reload or self._files_checked is None
+                or time.monotonic() - self._files_checked >= POLICY_FILE_CHECK_SECONDS)
+
     def load_rules(self, force_reload=False):
-        now = time.monotonic()
+        if not self._due(force_reload):
+            return
+        # Loaded under the lock: a thread that comes while the first load runs
+        # waits for the rules instead of deciding (and remembering) without them.
         with self._check_lock:
-            due = (force_reload or self._files_checked is None
-                   or now - self._files_checked >= POLICY_FILE_CHECK_SECONDS)
-            if due:
-                self._files_checked = now
-        if due:
-            super().load_rules(force_reload)
+            if self._due(force_reload):
+                super().load_rules(force_reload)
+                self._files_checked = time.monotonic()
 
     def enforce(self, rule, target, creds, do_raise=False, exc=None, *args, **kwargs):
         self.load_rules()

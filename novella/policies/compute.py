@@ -35,7 +35,7 @@ def _deprecated(name, check, since, reason):
                                  deprecated_reason=reason, deprecated_since=since)
 
 
-_BASE = [
+BASE = [
     ("context_is_admin", "role:admin", "Administrators of the cloud.",
      _deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
     ("admin_or_owner", "is_admin:True or project_id:%(project_id)s",
@@ -79,6 +79,8 @@ _SERVICES_OLD = _deprecated("os_compute_api:os-services", "rule:admin_api", "21.
                             _SPLIT_REASON)
 _ACTIONS_OLD = _deprecated("os_compute_api:os-instance-actions", "rule:admin_or_owner",
                            "21.0.0", _SPLIT_REASON)
+_INTERFACES_OLD = _deprecated("os_compute_api:os-attach-interfaces", "rule:admin_or_owner",
+                              "21.0.0", _ROLES_REASON)
 _MIGRATIONS_OLD = _deprecated("os_compute_api:os-migrations:index", ADMIN, "32.0.0",
                               _HOST_REASON)
 
@@ -166,6 +168,60 @@ _RULES = [
     ("os_compute_api:os-admin-actions:reset_state", ADMIN,
      "Reset the state of a server to active or error, clearing its task state.",
      [("POST", _ACT % "os-resetState")], None),
+    ("os_compute_api:os-admin-actions:inject_network_info", ADMIN,
+     "Have the server's host write its network configuration into the guest again.",
+     [("POST", _ACT % "injectNetworkInfo")], None),
+    # server actions on the guest
+    (_S + "rebuild", MEMBER, "Rebuild a server from an image, on its host.",
+     [("POST", _ACT % "rebuild")], None),
+    (_S + "rebuild:trusted_certs", MEMBER,
+     "Name trusted image certificates in a rebuild (2.63).", [("POST", _ACT % "rebuild")],
+     None),
+    (_S + "create_image", MEMBER, "Create an image from a server's disk.",
+     [("POST", _ACT % "createImage")], None),
+    (_S + "create_image:allow_volume_backed", MEMBER,
+     "Create an image from a volume-backed server.", [("POST", _ACT % "createImage")], None),
+    ("os_compute_api:os-create-backup", MEMBER,
+     "Create a backup image of a server, rotating older backups away.",
+     [("POST", _ACT % "createBackup")], None),
+    (_S + "trigger_crash_dump", MEMBER,
+     "Send a server a non-maskable interrupt, to make its kernel dump (2.17).",
+     [("POST", _ACT % "trigger_crash_dump")], None),
+    ("os_compute_api:os-lock-server:lock", MEMBER,
+     "Lock a server against changes by anyone but an administrator.",
+     [("POST", _ACT % "lock")], None),
+    ("os_compute_api:os-lock-server:unlock", MEMBER, "Unlock a server.",
+     [("POST", _ACT % "unlock")], None),
+    ("os_compute_api:os-lock-server:unlock:unlock_override", ADMIN,
+     "Unlock a server locked by someone else (an administrator's lock).",
+     [("POST", _ACT % "unlock")], None),
+    ("os_compute_api:os-pause-server:pause", MEMBER, "Pause a server.",
+     [("POST", _ACT % "pause")], None),
+    ("os_compute_api:os-pause-server:unpause", MEMBER, "Unpause a paused server.",
+     [("POST", _ACT % "unpause")], None),
+    ("os_compute_api:os-suspend-server:suspend", MEMBER, "Suspend a server.",
+     [("POST", _ACT % "suspend")], None),
+    ("os_compute_api:os-suspend-server:resume", MEMBER, "Resume a suspended server.",
+     [("POST", _ACT % "resume")], None),
+    ("os_compute_api:os-rescue", MEMBER, "Boot a server from a rescue image.",
+     [("POST", _ACT % "rescue")], None),
+    ("os_compute_api:os-unrescue", MEMBER, "Boot a rescued server from its own disk again.",
+     [("POST", _ACT % "unrescue")],
+     _deprecated("os_compute_api:os-rescue", "rule:admin_or_owner", "21.0.0",
+                 _SPLIT_REASON)),
+    ("os_compute_api:os-admin-password", MEMBER,
+     "Change the administrator password of a server.",
+     [("POST", _ACT % "changePassword")], None),
+    ("os_compute_api:os-console-output", MEMBER, "Show the console log of a server.",
+     [("POST", _ACT % "os-getConsoleOutput")], None),
+    ("os_compute_api:os-deferred-delete:restore", MEMBER, "Restore a soft-deleted server.",
+     [("POST", _ACT % "restore")],
+     _deprecated("os_compute_api:os-deferred-delete", "rule:admin_or_owner", "21.0.0",
+                 _SPLIT_REASON)),
+    ("os_compute_api:os-deferred-delete:force", MEMBER,
+     "Delete a soft-deleted server at once.", [("POST", _ACT % "forceDelete")],
+     _deprecated("os_compute_api:os-deferred-delete", "rule:admin_or_owner", "21.0.0",
+                 _SPLIT_REASON)),
     # server records
     ("os_compute_api:os-instance-actions:events:details", ADMIN,
      "See the details of an action's events (host, hostId, details: 2.62, 2.84).",
@@ -210,6 +266,18 @@ _RULES = [
      [("PUT", _SRV + "/tags/{tag}")], None),
     ("os_compute_api:os-server-tags:show", READER, "Check whether a server has a tag.",
      [("GET", _SRV + "/tags/{tag}")], None),
+    # interface attachments
+    ("os_compute_api:os-attach-interfaces:list", READER,
+     "List the port interfaces attached to a server.", [("GET", _SRV + "/os-interface")],
+     _INTERFACES_OLD),
+    ("os_compute_api:os-attach-interfaces:show", READER,
+     "Show the details of a port interface attached to a server.",
+     [("GET", _SRV + "/os-interface/{port_id}")], _INTERFACES_OLD),
+    ("os_compute_api:os-attach-interfaces:create", MEMBER,
+     "Attach an interface to a server.", [("POST", _SRV + "/os-interface")], _INTERFACES_OLD),
+    ("os_compute_api:os-attach-interfaces:delete", MEMBER,
+     "Detach an interface from a server.",
+     [("DELETE", _SRV + "/os-interface/{port_id}")], _INTERFACES_OLD),
     # volume attachments
     ("os_compute_api:os-volumes-attachments:index", READER,
      "List the volumes attached to a server.", [("GET", _SRV + "/os-volume_attachments")], None),
@@ -218,8 +286,22 @@ _RULES = [
     ("os_compute_api:os-volumes-attachments:show", READER,
      "Show one volume attachment of a server.",
      [("GET", _SRV + "/os-volume_attachments/{volume_id}")], None),
+    ("os_compute_api:os-volumes-attachments:update", MEMBER,
+     "Update a volume attachment (its delete_on_termination, from 2.85); a request "
+     "that also swaps the volume is checked against the swap rule only.",
+     [("PUT", _SRV + "/os-volume_attachments/{volume_id}")], None),
+    ("os_compute_api:os-volumes-attachments:swap", SERVICE,
+     "Update a volume attachment with a different volumeId (swap the volume).",
+     [("PUT", _SRV + "/os-volume_attachments/{volume_id}")], None),
     ("os_compute_api:os-volumes-attachments:delete", MEMBER, "Detach a volume from a server.",
      [("DELETE", _SRV + "/os-volume_attachments/{volume_id}")], None),
+    # assisted volume snapshots (for the volume service)
+    ("os_compute_api:os-assisted-volume-snapshots:create", SERVICE,
+     "Create an assisted volume snapshot.",
+     [("POST", "/os-assisted-volume-snapshots")], None),
+    ("os_compute_api:os-assisted-volume-snapshots:delete", SERVICE,
+     "Delete an assisted volume snapshot.",
+     [("DELETE", "/os-assisted-volume-snapshots/{snapshot_id}")], None),
     # flavors
     ("os_compute_api:os-flavor-access:add_tenant_access", ADMIN,
      "Give a project access to a private flavor.",
@@ -275,6 +357,26 @@ _RULES = [
      "List the server groups of every project.", [("GET", "/os-server-groups")], None),
     ("os_compute_api:os-server-groups:show", READER, "Show a server group.",
      [("GET", "/os-server-groups/{server_group_id}")], None),
+    # quotas
+    ("os_compute_api:os-quota-sets:show", READER,
+     "Show the quota limits of a project, or of one of its users.",
+     [("GET", "/os-quota-sets/{tenant_id}")], None),
+    ("os_compute_api:os-quota-sets:detail", READER,
+     "Show the quota limits of a project with their usage.",
+     [("GET", "/os-quota-sets/{tenant_id}/detail")], None),
+    ("os_compute_api:os-quota-sets:defaults", ANYONE,
+     "Show the default quota limits (those of the default quota class).",
+     [("GET", "/os-quota-sets/{tenant_id}/defaults")], None),
+    ("os_compute_api:os-quota-sets:update", ADMIN,
+     "Set the quota limits of a project, or of one of its users.",
+     [("PUT", "/os-quota-sets/{tenant_id}")], None),
+    ("os_compute_api:os-quota-sets:delete", ADMIN,
+     "Put the quota limits of a project, or of one of its users, back to the defaults.",
+     [("DELETE", "/os-quota-sets/{tenant_id}")], None),
+    ("os_compute_api:os-quota-class-sets:show", ADMIN, "Show the limits of a quota class.",
+     [("GET", "/os-quota-class-sets/{quota_class}")], None),
+    ("os_compute_api:os-quota-class-sets:update", ADMIN, "Set the limits of a quota class.",
+     [("PUT", "/os-quota-class-sets/{quota_class}")], None),
     # infrastructure
     ("os_compute_api:os-services:list", ADMIN, "List the services and their state.",
      [("GET", "/os-services")], _SERVICES_OLD),
@@ -319,11 +421,12 @@ _RULES = [
 
 
 def list_rules():
+    from novella.policies import compute_resources  # it builds on this module's names
     rules = [policy.RuleDefault(name, check, description=description, deprecated_rule=old)
-             for name, check, description, old in _BASE]
+             for name, check, description, old in BASE]
     rules += [policy.DocumentedRuleDefault(
         name=name, check_str=check, description=description,
         operations=[{"method": method, "path": path} for method, path in operations],
         scope_types=["project"], deprecated_rule=old)
-        for name, check, description, operations, old in _RULES]
+        for name, check, description, operations, old in _RULES + compute_resources.RULES]
     return rules

@@ -16,7 +16,8 @@ as the exception ends the action.
 import collections
 import contextlib
 
-Event = collections.namedtuple("Event", "payload version phases")
+# ``priority``: ERROR for an event that tells a failure without an .error phase.
+Event = collections.namedtuple("Event", "payload version phases priority", defaults=(None,))
 
 START, END, ERROR = "start", "end", "error"
 PAIR = (START, END)
@@ -28,8 +29,11 @@ INSTANCE_ACTION = ("InstanceActionPayload", "1.9")
 RESIZE_PREP_PAYLOAD = ("InstanceActionResizePrepPayload", "1.4")
 REBUILD_PAYLOAD = ("InstanceActionRebuildPayload", "1.10")
 VOLUME_PAYLOAD = ("InstanceActionVolumePayload", "1.7")
+VOLUME_SWAP_PAYLOAD = ("InstanceActionVolumeSwapPayload", "1.9")
 CREATE_PAYLOAD = ("InstanceCreatePayload", "1.13")
 COMPUTE_TASK_PAYLOAD = ("ComputeTaskPayload", "1.0")
+RESCUE_PAYLOAD = ("InstanceActionRescuePayload", "1.4")
+SNAPSHOT_PAYLOAD = ("InstanceActionSnapshotPayload", "1.10")
 
 # Nested payloads.
 FLAVOR = ("FlavorPayload", "1.4")
@@ -38,6 +42,11 @@ BLOCK_DEVICE = ("BlockDevicePayload", "1.0")
 EXCEPTION = ("ExceptionPayload", "1.1")
 REQUEST_SPEC = ("RequestSpecPayload", "1.1")
 IMAGE_META = ("ImageMetaPayload", "1.0")
+IMAGE_META_PROPS = ("ImageMetaPropsPayload", "1.20")
+SERVER_GROUP = ("ServerGroupPayload", "1.1")
+DESTINATION = ("DestinationPayload", "1.0")
+CELL_MAPPING = ("CellMappingPayload", "2.0")
+SCHEDULER_RETRIES = ("SchedulerRetriesPayload", "1.0")
 
 # Actions (event types without their phase).
 CREATE = "instance.create"
@@ -51,6 +60,9 @@ SHELVE_OFFLOAD = "instance.shelve_offload"
 UNSHELVE = "instance.unshelve"
 VOLUME_ATTACH = "instance.volume_attach"
 VOLUME_DETACH = "instance.volume_detach"
+VOLUME_SWAP = "instance.volume_swap"
+INTERFACE_ATTACH = "instance.interface_attach"
+INTERFACE_DETACH = "instance.interface_detach"
 RESIZE_PREP = "instance.resize_prep"
 RESIZE = "instance.resize"
 RESIZE_FINISH = "instance.resize_finish"
@@ -69,6 +81,19 @@ REBUILD_SCHEDULED = "instance.rebuild_scheduled"
 BUILD_INSTANCES = "compute_task.build_instances"
 MIGRATE_SERVER = "compute_task.migrate_server"
 REBUILD_SERVER = "compute_task.rebuild_server"
+COMPUTE_EXCEPTION = "compute.exception"  # a compute host's step failed (steps.py)
+PAUSE = "instance.pause"
+UNPAUSE = "instance.unpause"
+SUSPEND = "instance.suspend"
+RESUME = "instance.resume"
+RESCUE = "instance.rescue"
+UNRESCUE = "instance.unrescue"
+SNAPSHOT = "instance.snapshot"
+TRIGGER_CRASH_DUMP = "instance.trigger_crash_dump"
+SOFT_DELETE = "instance.soft_delete"
+RESTORE = "instance.restore"
+LOCK = "instance.lock"
+UNLOCK = "instance.unlock"
 
 EVENTS = {
     CREATE: Event(*CREATE_PAYLOAD, TRIO),
@@ -82,6 +107,9 @@ EVENTS = {
     UNSHELVE: Event(*INSTANCE_ACTION, PAIR),
     VOLUME_ATTACH: Event(*VOLUME_PAYLOAD, TRIO),
     VOLUME_DETACH: Event(*VOLUME_PAYLOAD, PAIR),
+    VOLUME_SWAP: Event(*VOLUME_SWAP_PAYLOAD, TRIO),
+    INTERFACE_ATTACH: Event(*INSTANCE_ACTION, TRIO),
+    INTERFACE_DETACH: Event(*INSTANCE_ACTION, PAIR),
     RESIZE_PREP: Event(*RESIZE_PREP_PAYLOAD, PAIR),
     RESIZE: Event(*INSTANCE_ACTION, TRIO),
     RESIZE_FINISH: Event(*INSTANCE_ACTION, PAIR),
@@ -100,6 +128,19 @@ EVENTS = {
     BUILD_INSTANCES: Event(*COMPUTE_TASK_PAYLOAD, (ERROR,)),
     MIGRATE_SERVER: Event(*COMPUTE_TASK_PAYLOAD, (ERROR,)),
     REBUILD_SERVER: Event(*COMPUTE_TASK_PAYLOAD, (ERROR,)),
+    COMPUTE_EXCEPTION: Event(*EXCEPTION, SINGLE, "ERROR"),
+    PAUSE: Event(*INSTANCE_ACTION, PAIR),
+    UNPAUSE: Event(*INSTANCE_ACTION, PAIR),
+    SUSPEND: Event(*INSTANCE_ACTION, PAIR),
+    RESUME: Event(*INSTANCE_ACTION, PAIR),
+    RESCUE: Event(*RESCUE_PAYLOAD, PAIR),
+    UNRESCUE: Event(*INSTANCE_ACTION, PAIR),
+    SNAPSHOT: Event(*SNAPSHOT_PAYLOAD, PAIR),
+    TRIGGER_CRASH_DUMP: Event(*INSTANCE_ACTION, PAIR),
+    SOFT_DELETE: Event(*INSTANCE_ACTION, PAIR),
+    RESTORE: Event(*INSTANCE_ACTION, PAIR),
+    LOCK: Event(*INSTANCE_ACTION, SINGLE),
+    UNLOCK: Event(*INSTANCE_ACTION, SINGLE),
 }
 
 
@@ -138,7 +179,8 @@ def payload_of(event_type_):
 
 
 def priority_of(event_type_):
-    return "ERROR" if action_of(event_type_)[1] == ERROR else "INFO"
+    action_, phase = action_of(event_type_)
+    return "ERROR" if phase == ERROR or EVENTS[action_].priority == "ERROR" else "INFO"
 
 
 @contextlib.contextmanager

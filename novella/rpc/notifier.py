@@ -147,15 +147,19 @@ def block_device_payloads(bdms):
 
 
 def exception_payload(exc):
+    """An ExceptionPayload: the module and function the exception was raised
+    in (its traceback's last frame), its class and message, and its traceback
+    (the formatted lines joined with commas, as the reference joins them)."""
     tb = exc.__traceback__
-    frames = traceback.extract_tb(tb) if tb else []
-    last = frames[-1] if frames else None
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame if tb is not None else None
     return versioned(*_named(notifications.EXCEPTION, {
-        "module_name": type(exc).__module__,
-        "function_name": last.name if last else None,
+        "module_name": frame.f_globals.get("__name__", "unknown") if frame else "unknown",
+        "function_name": frame.f_code.co_name if frame else "unknown",
         "exception": type(exc).__name__,
         "exception_message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)) if tb else None,
+        "traceback": ",".join(traceback.format_exception(exc)),
     }))
 
 
@@ -165,6 +169,9 @@ _PAYLOAD_EXTRAS = {
     "InstanceActionResizePrepPayload": {"new_flavor": None},
     "InstanceActionRebuildPayload": {"trusted_image_certificates": None},
     "InstanceActionVolumePayload": {"volume_id": None},
+    "InstanceActionVolumeSwapPayload": {"old_volume_id": None, "new_volume_id": None},
+    "InstanceActionRescuePayload": {"rescue_image_ref": None},
+    "InstanceActionSnapshotPayload": {"snapshot_image_id": None},
     "InstanceCreatePayload": {"keypairs": [], "tags": [], "trusted_image_certificates": None,
                               "instance_name": None},
 }
@@ -216,7 +223,7 @@ def instance_payload(instance, flavor, name="InstanceActionPayload", version=Non
         "metadata": {},
         "locked": bool(_get(instance, "locked", False)),
         "locked_reason": _get(instance, "locked_reason"),
-        "auto_disk_config": "MANUAL",
+        "auto_disk_config": "AUTO" if _get(instance, "auto_disk_config") else "MANUAL",
         "action_initiator_user": ctxt.user_id if ctxt is not None else None,
         "action_initiator_project": ctxt.project_id if ctxt is not None else None,
         "request_id": ctxt.request_id if ctxt is not None else None,
@@ -246,24 +253,81 @@ def request_spec_payload(spec, instance_uuid=None):
             "id", "name", "status", "visibility", "protected", "checksum", "owner", "size",
             "virtual_size", "container_format", "disk_format", "created_at", "updated_at",
             "tags", "direct_url", "min_ram", "min_disk")} | {
-        "properties": image.get("properties") or {}})) if image else None
+        "properties": image_props_payload(image.get("properties"))})) if image else None
     hints = spec.get("scheduler_hints") or {}
     return versioned(*_named(notifications.REQUEST_SPEC, {
         "instance_uuid": spec.get("instance_uuid") or instance_uuid,
         "project_id": spec.get("project_id"), "user_id": spec.get("user_id"),
         "availability_zone": spec.get("availability_zone"),
         "flavor": flavor_payload(flavor) if isinstance(flavor, dict) else None,
-        "force_hosts": spec.get("force_hosts"), "force_nodes": spec.get("force_nodes"),
+        # The first forced host and node, as the reference reports them.
+        "force_hosts": (spec.get("force_hosts") or [None])[0],
+        "force_nodes": (spec.get("force_nodes") or [None])[0],
         "ignore_hosts": spec.get("ignore_hosts"),
         "image_meta": image_payload, "image": image_payload,
-        "instance_group": None, "numa_topology": None, "pci_requests": None,
+        "instance_group": server_group_payload(spec.get("instance_group")),
+        # Novella's request spec keeps no NUMA topology or PCI requests (the
+        # flavor's extra specs say them; docs/conformance.md, "Notifications").
+        "numa_topology": None, "pci_requests": None,
         "num_instances": spec.get("num_instances") or 1,
-        "requested_destination": None, "retry": None,
+        "requested_destination": destination_payload(spec.get("requested_destination")),
+        "retry": retries_payload(spec.get("retry")),
         "scheduler_hints": {k: [str(x) for x in (v if isinstance(v, list) else [v])]
                             for k, v in hints.items()},
         "security_groups": [g if isinstance(g, str) else g.get("name")
                             for g in spec.get("security_groups") or []],
     }))
+
+
+# The families of image properties the reference's ImageMetaProps knows
+# (hardware, guest OS, image signing); others it does not carry.
+_IMAGE_PROPERTY_PREFIXES = ("hw_", "os_", "img_")
+
+
+def image_props_payload(properties):
+    """An ImageMetaPropsPayload: the image's properties that are set, as the
+    reference leaves every other one out."""
+    return versioned(*_named(notifications.IMAGE_META_PROPS, {
+        key: value for key, value in (properties or {}).items()
+        if key.startswith(_IMAGE_PROPERTY_PREFIXES)}))
+
+
+def server_group_payload(group):
+    """A ServerGroupPayload from a request spec's instance_group (or None)."""
+    if not group:
+        return None
+    policy = group.get("policy")
+    return versioned(*_named(notifications.SERVER_GROUP, {
+        "uuid": group.get("uuid"), "name": group.get("name"),
+        "user_id": group.get("user_id"), "project_id": group.get("project_id"),
+        "policies": [policy] if policy else [], "policy": policy,
+        "members": list(group.get("members") or []), "hosts": list(group.get("hosts") or []),
+        "rules": {k: str(v) for k, v in (group.get("rules") or {}).items()}}))
+
+
+def destination_payload(dest):
+    """A DestinationPayload from a request spec's requested_destination (or
+    None): the host (left out when none is asked for, as the reference leaves
+    it unset), the node, and the cell (only its uuid is known here)."""
+    if not dest:
+        return None
+    data = {"node": dest.get("node"), "aggregates": None,
+            "cell": versioned(*_named(notifications.CELL_MAPPING, {
+                "uuid": dest["cell_uuid"], "name": None, "disabled": False}))
+            if dest.get("cell_uuid") else None}
+    if dest.get("host"):
+        data["host"] = dest["host"]
+    return versioned(*_named(notifications.DESTINATION, data))
+
+
+def retries_payload(retry):
+    """A SchedulerRetriesPayload from a request spec's retry (or None): the
+    attempts and the nodes tried."""
+    if not retry:
+        return None
+    return versioned(*_named(notifications.SCHEDULER_RETRIES, {
+        "num_attempts": retry.get("num_attempts") or 0,
+        "hosts": [node for _host, node in retry.get("hosts") or []]}))
 
 
 def compute_task_payload(instance_uuid, spec, state, exc):

@@ -56,34 +56,46 @@ class HostState:
         self.service = service  # {"disabled", "disabled_reason", "forced_down", "up"}
         self.aggregates = []    # [{"uuid", "name", "metadata": {}}]
         self.failed_builds = 0
-        self.traits = set()
+        self.provider_traits = ()  # the provider summary's traits, as placement listed them
         self.allocation_requests = []
         self.limits = {}
 
-    def for_request(self, service, aggregates):
+    def for_request(self, service, aggregates, cell_uuid, failed_builds):
         """A copy this request may change (consume, allocation requests) freely."""
-        hs = HostState.__new__(HostState)  # a shallow copy, without copy.copy's protocol
-        hs.__dict__.update(self.__dict__)
-        hs.service = service
-        hs.aggregates = aggregates
-        hs.traits = set()
-        hs.allocation_requests = []
-        hs.limits = {}
+        hs = _new_host_state(HostState)  # a shallow copy, without copy.copy's protocol
+        state = self.__dict__.copy()
+        state["service"] = service
+        state["aggregates"] = aggregates
+        state["cell_uuid"] = cell_uuid
+        state["failed_builds"] = failed_builds
+        state["allocation_requests"] = []
+        hs.__dict__ = state
         return hs
+
+    @property
+    def traits(self):
+        """The provider's traits as a set, made when asked for (no filter of
+        the default set reads them)."""
+        return set(self.provider_traits)
+
     def apply_provider_summary(self, summary):
         """Placement's figures win over the compute node row: they are the ledger."""
-        res = summary.get("resources") or {}
-        if "VCPU" in res:
-            self.vcpus_total = res["VCPU"]["capacity"]
-            self.vcpus_used = res["VCPU"]["used"]
-            self.cpu_allocation_ratio = 1.0  # capacity already includes the ratio
-        if "MEMORY_MB" in res:
-            self.total_usable_ram_mb = res["MEMORY_MB"]["capacity"]
-            self.free_ram_mb = res["MEMORY_MB"]["capacity"] - res["MEMORY_MB"]["used"]
-        if "DISK_GB" in res:
-            self.total_usable_disk_gb = res["DISK_GB"]["capacity"]
-            self.free_disk_mb = (res["DISK_GB"]["capacity"] - res["DISK_GB"]["used"]) * 1024
-        self.traits |= set(summary.get("traits") or [])
+        res = summary.get("resources")
+        if res:
+            r = res.get("VCPU")
+            if r is not None:
+                self.vcpus_total = r["capacity"]
+                self.vcpus_used = r["used"]
+                self.cpu_allocation_ratio = 1.0  # capacity already includes the ratio
+            r = res.get("MEMORY_MB")
+            if r is not None:
+                self.total_usable_ram_mb = r["capacity"]
+                self.free_ram_mb = r["capacity"] - r["used"]
+            r = res.get("DISK_GB")
+            if r is not None:
+                self.total_usable_disk_gb = r["capacity"]
+                self.free_disk_mb = (r["capacity"] - r["used"]) * 1024
+        self.provider_traits = summary.get("traits") or ()
 
     @property
     def free_vcpus(self):
@@ -104,6 +116,9 @@ class HostState:
         return f"HostState({self.host}, {self.nodename}, cell={self.cell_uuid})"
 
 
+_new_host_state = object.__new__
+
+
 def _json(text):
     try:
         return json.loads(text) if text else None
@@ -119,9 +134,11 @@ def _load_nodes(conn):
 
 def _load_services(conn):
     """{host: compute service row} of one cell."""
-    return {sv.host: sv for sv in conn.execute(
-        sa.select(*cm.Service.__table__.columns).where(
-            cm.Service.deleted == 0, cm.Service.binary.like("%compute")))}
+    sv = cm.Service  # the columns a host's service state is made of
+    return {row.host: row for row in conn.execute(
+        sa.select(sv.host, sv.disabled, sv.disabled_reason, sv.forced_down, sv.last_seen_up,
+                  sv.updated_at, sv.created_at).where(
+            sv.deleted == 0, sv.binary.like("%compute")))}
 
 
 def _failed_builds(conn):
@@ -142,17 +159,19 @@ def _failed_builds(conn):
 _NO_SERVICE_STATE = {"disabled": True, "disabled_reason": "no service record",
                      "forced_down": False, "up": False}
 _NO_SERVICE = (datetime.datetime.min, _NO_SERVICE_STATE, _NO_SERVICE_STATE)
+_NO_AGGREGATES = ()
 
 _ev = cm.InstanceActionEvent
 _TOKEN = sa.select(*(q.scalar_subquery() for q in (
-    # nodes: one comes or goes
-    sa.select(sa.func.count()).where(cm.ComputeNode.deleted == 0),
+    # nodes: one comes (the largest id), goes (the latest deleted_at) or is
+    # purged (the count of rows: read from an index, not the wide rows)
+    sa.select(sa.func.count()).select_from(cm.ComputeNode),
     sa.select(sa.func.max(cm.ComputeNode.id)),
     sa.select(sa.func.max(cm.ComputeNode.deleted_at)),
-    # services: a heartbeat, a disable, a force-down
+    # services: a heartbeat, a disable, a force-down (each sets updated_at;
+    # a new row changes the count)
     sa.select(sa.func.count()).select_from(cm.Service),
     sa.select(sa.func.max(cm.Service.updated_at)),
-    sa.select(sa.func.max(cm.Service.last_seen_up)),
     # build failures: a new one
     sa.select(sa.func.max(_ev.id)).where(_ev.event == BUILD_EVENT, _ev.result == "Error"),
 )))
@@ -188,8 +207,8 @@ class _CellHosts:
             same = (lambda a, b: old is not None and old[0][a:b] == token[a:b])
             nodes, read_at = ((old[1], old[4]) if fresh_nodes and same(0, 3)
                               else (_load_nodes(conn), now))
-            services = old[2] if same(3, 6) else _load_services(conn)
-            failed = old[3] if same(3, 7) else _failed_builds(conn)
+            services = old[2] if same(3, 5) else _load_services(conn)
+            failed = old[3] if same(3, 6) else _failed_builds(conn)
         with self._lock:
             self._parts[db.engine] = (token, nodes, services, failed, read_at)
         return nodes, services, failed
@@ -205,6 +224,10 @@ class HostManager:
         # cell uuid -> (the services part and down time they were made from,
         #               {host: service states})
         self._service_states = {}
+        self._nodes_index = {}    # {node uuid: (cell uuid, template)} (_node_index)
+        self._indexed_nodes = {}  # {cell uuid: the nodes part the index holds}
+        self._lock = threading.Lock()
+        self._by_host = None  # (the aggregates it was made from, {host: [aggregate]})
 
     def cells(self, cell_uuid=None):
         """Enabled cells that hold compute hosts (never cell0)."""
@@ -214,41 +237,104 @@ class HostManager:
 
     def get_host_states(self, provider_uuids=None, hosts=None, cell_uuid=None):
         """HostStates of the compute nodes whose uuid (or host) is given, from every cell."""
+        if provider_uuids is not None:
+            make = self.host_state_maker(cell_uuid)
+            states = (make(uuid) for uuid in dict.fromkeys(provider_uuids))
+            wanted_hosts = None if hosts is None else set(hosts)
+            return [h for h in states
+                    if h is not None and (wanted_hosts is None or h.host in wanted_hosts)]
+        cells = self._cells_parts(cell_uuid)
+        wanted_hosts = None if hosts is None else set(hosts)
+        aggs_of = self._aggregates_by_host().get
+        now = _utcnow()
+        states = []
+        for cell_uuid_, nodes, service_states, failed in cells:
+            for template in nodes.values():
+                host = template.host
+                if wanted_hosts is not None and host not in wanted_hosts:
+                    continue
+                until, up, down = service_states.get(host, _NO_SERVICE)
+                states.append(template.for_request(up if now <= until else down,
+                                                   aggs_of(host, _NO_AGGREGATES), cell_uuid_,
+                                                   failed.get(host, 0)))
+        return states
+
+    def host_state_maker(self, cell_uuid=None):
+        """A function of a compute node uuid giving its HostState for this
+        request, or None when no answering cell (of ``cell_uuid`` only, if
+        given) has that node.
+
+        The cells' parts are checked once, here; each call is then a lookup in
+        an index of every cell's nodes (``_node_index``) and a copy of the
+        node's template: the work per request is per candidate, whatever the
+        size of the fleet.
+        """
+        cells = self._cells_parts(cell_uuid)
+        where = self._node_index(cells).get
+        parts = {cell[0]: cell[2:] for cell in cells}
+        aggs_of = self._aggregates_by_host().get
+        now = _utcnow()
+
+        def make(uuid):
+            hit = where(uuid)
+            if hit is None:
+                return None
+            cell_uuid_, template = hit
+            part = parts.get(cell_uuid_)
+            if part is None:
+                return None  # a cell not asked for, or not answering
+            service_states, failed = part
+            host = template.host
+            until, up, down = service_states.get(host, _NO_SERVICE)
+            return template.for_request(up if now <= until else down,
+                                        aggs_of(host, _NO_AGGREGATES), cell_uuid_,
+                                        failed.get(host, 0))
+        return make
+
+    def _cells_parts(self, cell_uuid=None):
+        """[(cell uuid, nodes, {host: service states}, failed builds)] of the
+        enabled cells (``cell_uuid`` only, if given) that answered."""
         # One after the other: each is one token query when nothing changed,
         # cheaper than handing it to a thread.
         max_age = self.conf.update_resources_interval or 60  # 0: the default period
-        found = {c.uuid: self._try(_cell_hosts.get, cells_mod.cell_database(c), max_age)
-                 for c in self.cells(cell_uuid)}
-        wanted_uuids = None if provider_uuids is None else set(provider_uuids)
-        wanted_hosts = None if hosts is None else set(hosts)
-        aggs = aggregates.by_host(self.api_db)
-        now = _utcnow()
-        states = []
-        for cell_uuid_, result in found.items():
+        cells = []
+        for c in self.cells(cell_uuid):
+            result = self._try(_cell_hosts.get, cells_mod.cell_database(c), max_age)
             if isinstance(result, Exception):
                 continue  # a cell that does not answer has no host to offer
             nodes, services, failed = result
-            service_states = self._service_states_of(cell_uuid_, services)
-            if wanted_uuids is not None and len(wanted_uuids) < len(nodes):
-                # Only the candidates' nodes: no work per host of the fleet.
-                get = nodes.get
-                picked = ((u, get(u)) for u in wanted_uuids)
-            else:
-                picked = nodes.items()
-            for uuid, template in picked:
-                if template is None:
+            cells.append((c.uuid, nodes, self._service_states_of(c.uuid, services), failed))
+        return cells
+
+    def _aggregates_by_host(self):
+        """{host: [aggregate]}, made again only when the aggregates changed."""
+        current = aggregates.all_aggregates(self.api_db)
+        made = self._by_host
+        if made is None or made[0] is not current:
+            by_host = {}
+            for agg in current:
+                for host in agg["hosts"]:
+                    by_host.setdefault(host, []).append(agg)
+            made = self._by_host = (current, by_host)
+        return made[1]
+
+    def _node_index(self, cells):
+        """{node uuid: (cell uuid, template)}, brought up to date with the
+        nodes part of each of ``cells`` (a cell whose nodes were read again
+        has its entries replaced; the others cost nothing)."""
+        index, indexed = self._nodes_index, self._indexed_nodes
+        with self._lock:
+            for cell_uuid, nodes, _states, _failed in cells:
+                old = indexed.get(cell_uuid)
+                if old is nodes:
                     continue
-                if wanted_uuids is not None and uuid not in wanted_uuids:
-                    continue
-                if wanted_hosts is not None and template.host not in wanted_hosts:
-                    continue
-                until, up, down = service_states.get(template.host, _NO_SERVICE)
-                hs = template.for_request(up if now <= until else down,
-                                          aggs.get(template.host, []))
-                hs.cell_uuid = cell_uuid_
-                hs.failed_builds = failed.get(template.host, 0)
-                states.append(hs)
-        return states
+                for uuid in old or ():
+                    if index.get(uuid, (None,))[0] == cell_uuid:
+                        del index[uuid]
+                for uuid, template in nodes.items():
+                    index[uuid] = (cell_uuid, template)
+                indexed[cell_uuid] = nodes
+        return index
 
     @staticmethod
     def _try(fn, *args):

@@ -7,11 +7,13 @@ consumer) is chosen. Alternates from the same cell follow it, unclaimed, so
 the conductor can reschedule without asking again.
 """
 import copy
+import itertools
 import logging
 import random
 
 import sqlalchemy as sa
 
+from novella import service
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
@@ -23,6 +25,8 @@ from novella.scheduler.host_manager import HostManager
 from novella.scheduler.utils import ResourceRequest, selection
 
 LOG = logging.getLogger(__name__)
+_NO_SUMMARY = {}
+_UNSEEN = object()
 
 
 class SchedulerManager:
@@ -31,8 +35,23 @@ class SchedulerManager:
         self.api_db = api_db
         self.placement = placement
         self.host_manager = HostManager(conf, api_db)
-        self.filters = filters_mod.load_filters(conf, conf.filter_scheduler.enabled_filters)
+        self.filters = filters_mod.load_filters(conf, conf.filter_scheduler.enabled_filters,
+                                                api_db)
         self.weighers = weighers_mod.load_weighers(conf, conf.filter_scheduler.weight_classes)
+
+    # -- periodic work -------------------------------------------------------------
+    @property
+    def periodic_tasks(self):
+        """{method name: interval in seconds} for the service runner (0: not run)."""
+        interval = self.conf.scheduler.discover_hosts_in_cells_interval
+        return {"discover_hosts_in_cells": service.spacing(interval)}
+
+    def discover_hosts_in_cells(self):
+        """Map the compute hosts of every cell that no host mapping names yet,
+        as `novella manage cell_v2 discover_hosts` does."""
+        from novella.cmd import manage
+        for cell_name, host in manage.discover_hosts(self.api_db.url):
+            LOG.info("Mapped compute host %s to cell %s", host, cell_name)
 
     # -- RPC endpoint --------------------------------------------------------------
     def select_destinations(self, ctxt, request_spec, instance_uuids, return_alternates=True):
@@ -67,13 +86,15 @@ class SchedulerManager:
                 if spec.get("instance_group"):  # the next instance sees this one placed
                     spec["instance_group"].setdefault("hosts", []).append(chosen.host)
                 version = self.placement.microversion
-                alternates = [h for h in weighed if h is not chosen and h.cell_uuid == chosen.cell_uuid]
+                alternates = list(itertools.islice(
+                    (h for h in weighed if h is not chosen and h.cell_uuid == chosen.cell_uuid),
+                    max_alternates))
                 zone = self.host_manager.host_availability_zone
                 result.append([selection(chosen, request, version,
                                          availability_zone=zone(chosen))] +
                               [selection(h, h.allocation_requests[0], version,
                                          availability_zone=zone(h))
-                               for h in alternates[:max_alternates]])
+                               for h in alternates])
         except Exception:
             for consumer in claimed:  # all instances of a request or none
                 self.placement.delete_allocations(consumer)
@@ -156,33 +177,39 @@ class SchedulerManager:
 
     # -- hosts -------------------------------------------------------------------
     def _candidate_hosts(self, candidates, spec):
-        """HostStates of the compute nodes behind the candidates, destination rules applied."""
-        summaries = candidates.provider_summaries
-        roots_of = {}
-        for ar in candidates.allocation_requests:
-            roots_of[id(ar)] = {summaries.get(rp, {}).get("root_provider_uuid", rp)
-                                for rp in ar["allocations"]}
-        all_roots = set().union(*roots_of.values())
+        """HostStates of the compute nodes behind the candidates, destination rules applied,
+        in placement's order (the tie-break between equal weights).
+
+        One pass over the allocation requests: each goes to the first of its
+        providers' roots that is a compute node (sharing providers are not),
+        whose HostState is made when its first request is met.
+        """
+        get_summary = candidates.provider_summaries.get
         dest = spec.get("requested_destination") or {}
-        states = {h.uuid: h for h in self.host_manager.get_host_states(
-            provider_uuids=all_roots, cell_uuid=dest.get("cell_uuid"))}
+        make = self.host_manager.host_state_maker(cell_uuid=dest.get("cell_uuid"))
+        states, hosts = {}, []
         for ar in candidates.allocation_requests:
-            for root in roots_of[id(ar)]:
-                if root in states:  # sharing providers have no compute node
-                    states[root].allocation_requests.append(ar)
+            for rp in ar["allocations"]:
+                summary = get_summary(rp)
+                root = summary.get("root_provider_uuid", rp) if summary else rp
+                h = states.get(root, _UNSEEN)
+                if h is _UNSEEN:
+                    h = states[root] = make(root)
+                    if h is not None:
+                        h.apply_provider_summary(
+                            (summary if root == rp else get_summary(root)) or _NO_SUMMARY)
+                        hosts.append(h)
+                if h is not None:
+                    h.allocation_requests.append(ar)
                     break
-        hosts = [h for h in states.values() if h.allocation_requests]
-        for h in hosts:
-            h.apply_provider_summary(summaries.get(h.uuid, {}))
         ignored = set(spec.get("ignore_hosts") or [])
         tried = {tuple(hn) for hn in (spec.get("retry") or {}).get("hosts") or []}
-        hosts = [h for h in hosts
-                 if h.host not in ignored and (h.host, h.nodename) not in tried
-                 and (not dest.get("host") or h.host == dest["host"])
-                 and (not dest.get("node") or h.nodename == dest["node"])]
-        # Keep placement's order as the tie-break between equal weights.
-        order = {uuid: i for i, uuid in enumerate(candidates.providers())}
-        return sorted(hosts, key=lambda h: order.get(h.uuid, len(order)))
+        if ignored or tried or dest.get("host") or dest.get("node"):
+            hosts = [h for h in hosts
+                     if h.host not in ignored and (h.host, h.nodename) not in tried
+                     and (not dest.get("host") or h.host == dest["host"])
+                     and (not dest.get("node") or h.nodename == dest["node"])]
+        return hosts
 
     def _filter_and_weigh(self, hosts, spec, n_candidates):
         if not hosts:

@@ -90,8 +90,12 @@ class ComputeDriver:
     # -- guest lifecycle -------------------------------------------------------
 
     def spawn(self, ctxt, instance, image_meta, network_info=None,
-              block_device_info=None, power_on=True):
-        """Create the guest: disks, then boot it (unless power_on is False)."""
+              block_device_info=None, power_on=True, injected_files=None):
+        """Create the guest: disks, then boot it (unless power_on is False).
+
+        ``injected_files``: ``[(path, bytes)]`` to write into the guest's
+        file system (the API's personality files).
+        """
         raise NotImplementedError
 
     def destroy(self, ctxt, instance, network_info=None, block_device_info=None,
@@ -117,6 +121,83 @@ class ComputeDriver:
         raise NotImplementedError
 
     def detach_volume(self, ctxt, connection_info, instance, mountpoint):
+        raise NotImplementedError
+
+    def attach_interface(self, ctxt, instance, image_meta, vif):
+        """Hot-plug the port ``vif`` (a network_info entry) into the guest."""
+        raise NotImplementedError
+
+    def detach_interface(self, ctxt, instance, vif):
+        """Unplug the port ``vif`` from the guest (one it does not have is no error)."""
+        raise NotImplementedError
+
+    def swap_volume(self, ctxt, old_connection_info, new_connection_info, instance,
+                    mountpoint, resize_to):
+        """Copy the guest's volume at ``mountpoint`` to the new volume and use that one
+        from now on (grown to ``resize_to`` GiB when not 0)."""
+        raise NotImplementedError
+
+    def volume_snapshot_create(self, ctxt, instance, volume_id, create_info):
+        """A snapshot of an attached volume the volume service cannot take itself."""
+        raise NotImplementedError
+
+    def volume_snapshot_delete(self, ctxt, instance, volume_id, snapshot_id, delete_info):
+        raise NotImplementedError
+
+    def quiesce(self, ctxt, instance, image_meta):
+        """Freeze the running guest's filesystems while its volumes are snapshotted."""
+        raise NotImplementedError
+
+    def unquiesce(self, ctxt, instance, image_meta):
+        """Thaw what ``quiesce`` froze."""
+        raise NotImplementedError
+
+    # -- guest actions -------------------------------------------------------
+
+    def pause(self, instance):
+        """Stop the guest's vCPUs, keeping its memory (power state PAUSED)."""
+        raise NotImplementedError
+
+    def unpause(self, instance):
+        raise NotImplementedError
+
+    def suspend(self, ctxt, instance):
+        """Save the guest's memory to disk and stop it (power state SUSPENDED)."""
+        raise NotImplementedError
+
+    def resume(self, ctxt, instance, network_info=None, block_device_info=None):
+        raise NotImplementedError
+
+    def rescue(self, ctxt, instance, network_info, image_meta, rescue_password,
+               block_device_info=None):
+        """Boot the guest from ``image_meta``, its own disks attached to it."""
+        raise NotImplementedError
+
+    def unrescue(self, ctxt, instance):
+        """Boot the guest from its own disks again."""
+        raise NotImplementedError
+
+    def set_admin_password(self, instance, new_pass):
+        """Have the guest (its agent) set the administrator's password."""
+        raise NotImplementedError
+
+    def inject_network_info(self, instance, network_info):
+        """Write ``network_info`` (the server's VIFs) into the guest's configuration."""
+        raise NotImplementedError
+
+    def inject_nmi(self, instance):
+        """Send the guest a non-maskable interrupt (trigger_crash_dump)."""
+        raise NotImplementedError
+
+    def get_console_output(self, ctxt, instance):
+        """The guest's serial console log, as text."""
+        raise NotImplementedError
+
+    def rebuild(self, ctxt, instance, image_meta, network_info=None, block_device_info=None,
+                preserve_ephemeral=False, power_on=True, injected_files=None):
+        """Make the guest's local disks anew from ``image_meta`` (the ephemeral
+        disk kept with ``preserve_ephemeral``), keeping its volumes and ports;
+        ``injected_files`` as for spawn."""
         raise NotImplementedError
 
     # -- moves ---------------------------------------------------------------

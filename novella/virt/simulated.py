@@ -2,7 +2,8 @@
 
 Each host keeps its guests under ``<instances_path>/<host>/<instance_uuid>/``:
 ``disk`` (root), ``disk.local`` (ephemeral), ``disk.swap`` and
-``domain.json`` (what the hypervisor knows: flavor, power state, volumes).
+``domain.json`` (what the hypervisor knows: flavor, power state, volumes;
+``injected_files``, the files written into the guest's file system).
 A disk file is a one-line JSON header (kind and nominal size) followed by a
 few KB of real content, so copies and snapshots move real bytes without
 filling the machine. Keeping the guest list on disk means a restarted compute
@@ -14,10 +15,19 @@ times=1)`` makes the next call(s) of that method on that host raise; with
 scheduler's first choice for a move). The registry is module-level so tests
 of the whole system can reach any host.
 
+Every guest operation is a fault point, named as its method: ``spawn``,
+``destroy``, ``power_off``, ``power_on``, ``reboot``, ``pause``, ``unpause``,
+``suspend``, ``resume``, ``rescue``, ``unrescue``, ``rebuild``, ``snapshot``,
+``set_admin_password``, ``inject_nmi``, ``get_console_output``, the volume,
+interface (``attach_interface``, ``detach_interface``) and move methods. A
+guest also keeps ``console.log``, its serial console: a line
+for each boot, reboot, power change, rescue and crash dump.
+
 A host connects only volumes exported to it: a ``block_device_info`` entry
 whose ``connection_info`` names another ``target_host`` is refused, as a real
 hypervisor cannot reach a target that was not exported to it.
 """
+import base64
 import collections
 import hashlib
 import json
@@ -29,17 +39,23 @@ import time
 import os_traits
 
 from novella.compute import exceptions
+from novella.compute import pci as pci_mod
 from novella.compute.states import power_state, task_states
 from novella.virt import driver as driver_mod
 
 HEADER_MAGIC = "NOVELLA-DISK"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap"}
+RESCUE_DISK = "disk.rescue"   # the rescue image's disk, the guest's boot disk while rescued
+CONSOLE_LOG = "console.log"   # the guest's serial console
+BOOT_LOG = ("SeaBIOS (version simulated)", "Booting from Hard Disk...",
+            "Linux version 6.1.0 (simulated guest)", "Reached target Multi-User System.",
+            "login:")
 IMAGE_CACHE_SIZE = 8  # images kept per host
 DEFAULT_TRAITS = (
     "COMPUTE_NODE", "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG",
     "COMPUTE_VOLUME_ATTACH_WITH_TAG", "COMPUTE_VOLUME_EXTEND", "COMPUTE_VOLUME_MULTI_ATTACH",
     "COMPUTE_DEVICE_TAGGING", "COMPUTE_IMAGE_TYPE_RAW", "COMPUTE_IMAGE_TYPE_QCOW2",
-    "COMPUTE_TRUSTED_CERTS", "HW_CPU_X86_SSE42", "HW_CPU_X86_AVX2",
+    "COMPUTE_TRUSTED_CERTS", "COMPUTE_RESCUE_BFV", "HW_CPU_X86_SSE42", "HW_CPU_X86_AVX2",
 )
 
 
@@ -53,6 +69,10 @@ class InstanceNotFound(Exception):
 
 class ResizeError(Exception):
     pass
+
+
+class GuestStateError(Exception):
+    """The guest is not in the power state the operation needs."""
 
 
 class VolumeNotExported(Exception):
@@ -178,6 +198,10 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                                    sim.resource_provider_bandwidths))
         self.packet_rate = opt("resource_provider_packet_processing_without_direction",
                                sim.resource_provider_packet_processing_without_direction)
+        # SR-IOV NICs, and (as the SR-IOV agent's physical device mappings) the
+        # physical networks [pci] device_spec puts them on.
+        self.sriov_nics = list(opt("sriov_nics", sim.sriov_nics))
+        self.device_specs = pci_mod.parse_device_specs(conf.pci.device_spec)
         self.content_bytes = max(0, sim.disk_content_kb) * 1024
         self.hypervisor_type = sim.hypervisor_type
         self._sim = sim  # options read when used (the live migration's copy time)
@@ -234,11 +258,24 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             json.dump(domain, f)
         os.replace(tmp, path)
 
-    def _set_power(self, instance_uuid, state):
+    def _set_power(self, instance_uuid, state, *console_lines, expect=None):
+        """The guest's power state becomes ``state`` (refused unless it is one of
+        ``expect``), with a line in its console log."""
         with self._lock:
             domain = self._load(instance_uuid)
+            if expect is not None and domain["power_state"] not in expect:
+                raise GuestStateError(
+                    f"guest {instance_uuid} is {power_state.NAMES[domain['power_state']]}")
             domain["power_state"] = state
             self._save(domain)
+            self._console(instance_uuid, *console_lines)
+
+    def _console(self, instance_uuid, *lines):
+        """Append lines to the guest's serial console log (``console.log``)."""
+        path = os.path.join(self.instance_dir(instance_uuid), CONSOLE_LOG)
+        if lines and os.path.isdir(os.path.dirname(path)):
+            with open(path, "a") as f:
+                f.writelines(f"[{time.monotonic():12.6f}] {line}\n" for line in lines)
 
     def _image_bytes(self, ctxt, image_id):
         if not image_id:
@@ -315,6 +352,32 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                 devices.append({"address": f"0000:{0x81 + i // 8:02x}:00.{i % 8}",
                                 "vendor_id": vendor, "product_id": product,
                                 "dev_type": "type-PCI", "numa_node": i % self.numa_cells})
+        return devices + self.sriov_devices()
+
+    def _nics(self):
+        """[(pf name, VF count, {bandwidth class: kbps})] of ``[simulated] sriov_nics``."""
+        nics = []
+        for spec in self.sriov_nics:
+            pf, vfs, *kbps = spec.split(":")
+            bandwidth = {rc: int(v) for rc, v in zip(("NET_BW_EGR_KILOBIT_PER_SEC",
+                                                      "NET_BW_IGR_KILOBIT_PER_SEC"), kbps)
+                         if int(v) > 0}
+            nics.append((pf, int(vfs), bandwidth))
+        return nics
+
+    def sriov_devices(self):
+        """Each SR-IOV NIC's PF (an Intel X710's ids) and its VFs, on buses 0x3b on."""
+        devices = []
+        for k, (pf, vfs, _bandwidth) in enumerate(self._nics()):
+            bus, numa = 0x3b + k, k % self.numa_cells
+            pf_addr = f"0000:{bus:02x}:00.0"
+            devices.append({"address": pf_addr, "vendor_id": "8086", "product_id": "1572",
+                            "dev_type": "type-PF", "devname": pf, "numa_node": numa})
+            for j in range(vfs):
+                devices.append({"address": f"0000:{bus:02x}:{0x02 + j // 8:02x}.{j % 8}",
+                                "vendor_id": "8086", "product_id": "154c",
+                                "dev_type": "type-VF", "parent_addr": pf_addr,
+                                "parent_ifname": pf, "numa_node": numa})
         return devices
 
     def get_available_resource(self, nodename=None):
@@ -345,6 +408,33 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         return sorted(set(DEFAULT_TRAITS) | set(self.extra_traits))
 
     def get_network_providers(self, nodename=None):
+        """The simulated network agents' providers: ``_ovs_providers`` and
+        ``_sriov_providers``."""
+        return self._ovs_providers(nodename) + self._sriov_providers(nodename)
+
+    def _sriov_providers(self, nodename=None):
+        """The simulated SR-IOV agent: its provider (the vNIC types' traits) and, under
+        it, one per PF that [pci] device_spec puts on a physical network and that has
+        bandwidth (``<host>:NIC Switch agent:<pf>``, the physnet's and the vNIC types'
+        traits)."""
+        physnet_of = {d["devname"]: d["physical_network"] for d in pci_mod.port_devices(
+            self.sriov_devices(), self.device_specs) if d["dev_type"] == "type-PF"}
+        node = nodename or self.nodename
+        agent = f"{node}:{pci_mod.AGENT}"
+        vnic_traits = [os_traits.normalize_name("VNIC_TYPE_" + v)
+                       for v in pci_mod.SRIOV_VNIC_TYPES]
+        children = []
+        for pf, _vfs, bandwidth in self._nics():
+            if pf not in physnet_of or not bandwidth:
+                continue
+            traits = [os_traits.normalize_name("PHYSNET_" + physnet_of[pf])] + vnic_traits
+            children.append({"name": pci_mod.provider_name(node, pf), "parent": agent,
+                             "inventories": bandwidth, "traits": sorted(traits)})
+        if not children:
+            return []
+        return [{"name": agent, "traits": sorted(vnic_traits), "inventories": {}}] + children
+
+    def _ovs_providers(self, nodename=None):
         """The simulated Open vSwitch agent: one provider for the agent (packet
         rate) and, under it, one per physical network (bandwidth)."""
         if not (self.bandwidths or self.packet_rate):
@@ -384,7 +474,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
     # -- guest lifecycle -------------------------------------------------------
 
     def spawn(self, ctxt, instance, image_meta, network_info=None,
-              block_device_info=None, power_on=True):
+              block_device_info=None, power_on=True, injected_files=None):
         uuid = instance["uuid"]
         with self._lock:
             os.makedirs(self.instance_dir(uuid), exist_ok=True)
@@ -400,7 +490,10 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                         "flavor": instance["flavor"],
                         "power_state": power_state.RUNNING if power_on else power_state.SHUTDOWN,
                         "volumes": {b["volume_id"]: b.get("mount_device") for b in bdms},
-                        "network_info": network_info or []})
+                        "network_info": network_info or [],
+                        "injected_files": _files(injected_files)})
+            if power_on:
+                self._console(uuid, *BOOT_LOG)
 
     def destroy(self, ctxt, instance, network_info=None, block_device_info=None,
                 destroy_disks=True):
@@ -417,11 +510,11 @@ class SimulatedDriver(driver_mod.ComputeDriver):
 
     def power_off(self, instance, timeout=0, retry_interval=0):
         self._fault("power_off", instance["uuid"])
-        self._set_power(instance["uuid"], power_state.SHUTDOWN)
+        self._set_power(instance["uuid"], power_state.SHUTDOWN, "reached target power-off")
 
     def power_on(self, ctxt, instance, network_info=None, block_device_info=None):
         self._fault("power_on", instance["uuid"])
-        self._set_power(instance["uuid"], power_state.RUNNING)
+        self._set_power(instance["uuid"], power_state.RUNNING, *BOOT_LOG)
 
     def reboot(self, ctxt, instance, network_info=None, reboot_type="SOFT",
                block_device_info=None):
@@ -433,6 +526,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             domain["power_state"] = power_state.RUNNING
             domain["reboots"] = domain.get("reboots", 0) + 1
             self._save(domain)
+            self._console(instance["uuid"], f"{reboot_type.lower()} reboot", *BOOT_LOG)
 
     def get_info(self, instance):
         try:
@@ -457,6 +551,87 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             for vid, mp in list(volumes.items()):
                 if vid == volume_id or mp == mountpoint:
                     volumes.pop(vid)
+            self._save(domain)
+
+    def attach_interface(self, ctxt, instance, image_meta, vif):
+        """The port joins the guest's NICs (``network_info`` in domain.json); plugging
+        one the guest has already replaces it."""
+        self._fault("attach_interface", instance["uuid"])
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            nics = [n for n in domain.get("network_info") or [] if n.get("id") != vif["id"]]
+            domain["network_info"] = nics + [vif]
+            self._save(domain)
+
+    def detach_interface(self, ctxt, instance, vif):
+        self._fault("detach_interface", instance["uuid"])
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            domain["network_info"] = [n for n in domain.get("network_info") or []
+                                      if n.get("id") != vif["id"]]
+            self._save(domain)
+
+    def swap_volume(self, ctxt, old_connection_info, new_connection_info, instance,
+                    mountpoint, resize_to):
+        """The guest's data at ``mountpoint`` copied to the new volume, which takes the
+        old one's place; ``volume_copies`` in domain.json says which volume's data
+        each copy holds. Running it again once it is done changes nothing."""
+        self._fault("swap_volume", instance["uuid"])
+        old_id = (old_connection_info or {}).get("volume_id")
+        new_id = (new_connection_info or {}).get("volume_id")
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            volumes = domain.setdefault("volumes", {})
+            if new_id in volumes and old_id not in volumes:
+                return
+            volumes.pop(old_id, None)
+            volumes[new_id] = mountpoint
+            copies = domain.setdefault("volume_copies", {})
+            copies[new_id] = {"from": copies.get(old_id, {}).get("from", old_id),
+                              "size_gb": resize_to or None}
+            self._save(domain)
+
+    def volume_snapshot_create(self, ctxt, instance, volume_id, create_info):
+        """The snapshot recorded in domain.json (``volume_snapshots``): the volume's
+        new overlay file, as a hypervisor that snapshots for the volume service."""
+        self._fault("volume_snapshot_create", instance["uuid"])
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            if volume_id not in domain.get("volumes", {}):
+                raise InstanceNotFound(f"volume {volume_id} is not attached to "
+                                       f"{instance['uuid']}")
+            snaps = domain.setdefault("volume_snapshots", {})
+            snaps[create_info["snapshot_id"]] = {
+                "volume_id": volume_id, "type": create_info.get("type"),
+                "new_file": create_info.get("new_file"), "id": create_info.get("id")}
+            self._save(domain)
+
+    def volume_snapshot_delete(self, ctxt, instance, volume_id, snapshot_id, delete_info):
+        self._fault("volume_snapshot_delete", instance["uuid"])
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            snaps = domain.setdefault("volume_snapshots", {})
+            for key, snap in list(snaps.items()):
+                if snap["volume_id"] == volume_id and snapshot_id in (key, snap.get("id")):
+                    snaps.pop(key)
+            self._save(domain)
+
+    def quiesce(self, ctxt, instance, image_meta):
+        """The running guest frozen: ``quiesced`` in domain.json, counted in ``quiesces``."""
+        self._fault("quiesce", instance["uuid"])
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            if domain["power_state"] != power_state.RUNNING:
+                raise GuestStateError(f"guest {instance['uuid']} is not running")
+            domain["quiesced"] = True
+            domain["quiesces"] = domain.get("quiesces", 0) + 1
+            self._save(domain)
+
+    def unquiesce(self, ctxt, instance, image_meta):
+        self._fault("unquiesce", instance["uuid"])
+        with self._lock:
+            domain = self._load(instance["uuid"])
+            domain["quiesced"] = False
             self._save(domain)
 
     # -- moves ---------------------------------------------------------------
@@ -560,8 +735,10 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             target = self.instance_dir(uuid, host=dest)
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(self.instance_dir(uuid), target)
+            paused = domain["power_state"] == power_state.PAUSED  # it arrives paused
             with open(os.path.join(target, "domain.json"), "w") as f:
-                json.dump(dict(domain, power_state=power_state.RUNNING), f)
+                json.dump(dict(domain, power_state=power_state.PAUSED if paused
+                               else power_state.RUNNING), f)
 
     def _copy_memory(self, uuid, steering):
         """Wait out the copy's length unless asked to abort (raises) or to finish."""
@@ -599,8 +776,173 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self._fault("snapshot", uuid)
         if instance.get("task_state") == task_states.RESIZE_MIGRATING:
             self._resize_copy_pause()  # the root disk of a cross-cell move
+        elif self._sim.snapshot_seconds > 0:
+            time.sleep(self._sim.snapshot_seconds)  # [simulated] snapshot_seconds
         path = os.path.join(self.instance_dir(uuid), DISK_FILES["root"])
         _head, content = read_disk(path)
         self._store_image(ctxt, image_id, content)
         return {"image_id": image_id, "size": len(content),
                 "checksum": hashlib.md5(content, usedforsecurity=False).hexdigest()}
+
+    # -- guest actions --------------------------------------------------------
+
+    def pause(self, instance):
+        self._fault("pause", instance["uuid"])
+        self._set_power(instance["uuid"], power_state.PAUSED,
+                        expect=(power_state.RUNNING, power_state.PAUSED))
+
+    def unpause(self, instance):
+        self._fault("unpause", instance["uuid"])
+        self._set_power(instance["uuid"], power_state.RUNNING,
+                        expect=(power_state.PAUSED, power_state.RUNNING))
+
+    def suspend(self, ctxt, instance):
+        """The guest's memory saved to disk; it no longer runs."""
+        self._fault("suspend", instance["uuid"])
+        self._set_power(instance["uuid"], power_state.SUSPENDED, "PM: suspending system",
+                        expect=(power_state.RUNNING, power_state.PAUSED,
+                                power_state.SUSPENDED))
+
+    def resume(self, ctxt, instance, network_info=None, block_device_info=None):
+        self._fault("resume", instance["uuid"])
+        self._set_power(instance["uuid"], power_state.RUNNING, "PM: resume from suspend",
+                        expect=(power_state.SUSPENDED, power_state.RUNNING))
+
+    def rescue(self, ctxt, instance, network_info, image_meta, rescue_password,
+               block_device_info=None):
+        """Boot the guest from a disk made of the rescue image.
+
+        The guest's devices while rescued are in domain.json's ``rescue``
+        (``devices`` in the order the guest sees them, ``boot`` the one it boots
+        from). With ``hw_rescue_bus`` or ``hw_rescue_device`` among the image's
+        properties, a stable device rescue: the guest's own disks and volumes
+        keep their places and the rescue disk is added last, on that bus as that
+        device (``disk`` on ``virtio``, a ``cdrom`` on ``ide``, by default).
+        Otherwise the rescue disk takes the root disk's place and the root disk
+        comes second; a volume-backed guest has no root disk to move.
+        """
+        uuid = instance["uuid"]
+        self._fault("rescue", uuid)
+        props = (image_meta or {}).get("properties") or {}
+        with self._lock:
+            domain = self._load(uuid)
+            inst_dir = self.instance_dir(uuid)
+            own = [name for name in (DISK_FILES["root"], DISK_FILES["ephemeral"],
+                                     DISK_FILES["swap"])
+                   if os.path.exists(os.path.join(inst_dir, name))]
+            own += sorted(domain.get("volumes") or {},
+                          key=lambda vid: str(domain["volumes"][vid] or ""))
+            stable = bool(props.get("hw_rescue_bus") or props.get("hw_rescue_device"))
+            if stable:
+                device = props.get("hw_rescue_device") or "disk"
+                bus = props.get("hw_rescue_bus") or ("ide" if device == "cdrom" else "virtio")
+                devices = own + [RESCUE_DISK]
+            elif DISK_FILES["root"] in own:
+                device, bus = "disk", "virtio"
+                devices = [RESCUE_DISK, DISK_FILES["root"]]
+            else:
+                raise GuestStateError(f"guest {uuid} boots from a volume: only a stable "
+                                      "device rescue can add a rescue disk to it")
+            content = self._image_bytes(ctxt, (image_meta or {}).get("id")) or b""
+            write_disk(os.path.join(inst_dir, RESCUE_DISK), "rescue",
+                       domain["flavor"].get("root_gb", 0), content, instance=uuid,
+                       image=(image_meta or {}).get("id"))
+            domain.update(power_state=power_state.RUNNING, rescued=True,
+                          rescue={"stable": stable, "device": device, "bus": bus,
+                                  "devices": devices, "boot": RESCUE_DISK},
+                          admin_password=_password_digest(rescue_password))
+            self._save(domain)
+            self._console(uuid, f"booting from the rescue {device} on {bus}", *BOOT_LOG)
+
+    def unrescue(self, ctxt, instance):
+        uuid = instance["uuid"]
+        self._fault("unrescue", uuid)
+        with self._lock:
+            domain = self._load(uuid)
+            path = os.path.join(self.instance_dir(uuid), RESCUE_DISK)
+            if os.path.exists(path):
+                os.remove(path)
+            domain.update(power_state=power_state.RUNNING, rescued=False)
+            domain.pop("rescue", None)
+            self._save(domain)
+            self._console(uuid, "booting from its own disk", *BOOT_LOG)
+
+    def set_admin_password(self, instance, new_pass):
+        """The guest agent sets the password (only its digest is kept)."""
+        uuid = instance["uuid"]
+        self._fault("set_admin_password", uuid)
+        with self._lock:
+            domain = self._load(uuid)
+            if domain["power_state"] != power_state.RUNNING:
+                raise GuestStateError(f"guest {uuid} is not running: no agent answers")
+            domain["admin_password"] = _password_digest(new_pass)
+            self._save(domain)
+
+    def inject_network_info(self, instance, network_info):
+        """The guest keeps the network configuration it was given, and counts the times."""
+        uuid = instance["uuid"]
+        self._fault("inject_network_info", uuid)
+        with self._lock:
+            domain = self._load(uuid)
+            domain["injected_network_info"] = network_info
+            domain["network_info_injections"] = domain.get("network_info_injections", 0) + 1
+            self._save(domain)
+
+    def inject_nmi(self, instance):
+        """A non-maskable interrupt: the guest's kernel dumps and reports it."""
+        uuid = instance["uuid"]
+        self._fault("inject_nmi", uuid)
+        with self._lock:
+            domain = self._load(uuid)
+            if domain["power_state"] != power_state.RUNNING:
+                raise GuestStateError(f"guest {uuid} is not running")
+            domain["crash_dumps"] = domain.get("crash_dumps", 0) + 1
+            self._save(domain)
+            self._console(uuid, "Kernel panic - not syncing: NMI: Not continuing")
+
+    def get_console_output(self, ctxt, instance):
+        self._fault("get_console_output", instance["uuid"])
+        self._load(instance["uuid"])  # a guest that is not here has no console
+        path = os.path.join(self.instance_dir(instance["uuid"]), CONSOLE_LOG)
+        if not os.path.exists(path):
+            return ""
+        with open(path, errors="replace") as f:
+            return f.read()
+
+    def rebuild(self, ctxt, instance, image_meta, network_info=None, block_device_info=None,
+                preserve_ephemeral=False, power_on=True, injected_files=None):
+        """The guest's root disk made anew from ``image_meta`` (its ephemeral disk too
+        unless ``preserve_ephemeral``); its volumes and ports stay."""
+        uuid = instance["uuid"]
+        self._fault("rebuild", uuid)
+        self._check_exported_here(block_device_info)
+        with self._lock:
+            domain = self._load(uuid)
+            inst_dir = self.instance_dir(uuid)
+            kinds = ["root", "swap"] + ([] if preserve_ephemeral else ["ephemeral"])
+            bdms = (block_device_info or {}).get("block_device_mapping") or []
+            if any(b.get("boot_index") in (0, "0") for b in bdms):
+                kinds.remove("root")  # a volume-backed root stays as it is
+            for kind in kinds:
+                path = os.path.join(inst_dir, DISK_FILES[kind])
+                if os.path.exists(path):
+                    os.remove(path)
+            self._write_disks(ctxt, instance, image_meta, kinds)
+            domain.update(flavor=instance["flavor"], power_state=(
+                power_state.RUNNING if power_on else power_state.SHUTDOWN),
+                image=(image_meta or {}).get("id"), injected_files=_files(injected_files))
+            if network_info is not None:
+                domain["network_info"] = network_info
+            self._save(domain)
+            if power_on:
+                self._console(uuid, f"rebuilt from image {(image_meta or {}).get('id')}",
+                              *BOOT_LOG)
+
+
+def _files(injected_files):
+    """The files written into the guest, ``{path: base64 contents}`` (domain.json)."""
+    return {path: base64.b64encode(data).decode() for path, data in injected_files or ()}
+
+
+def _password_digest(password):
+    return hashlib.sha256(password.encode()).hexdigest() if password else None

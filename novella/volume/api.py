@@ -23,6 +23,7 @@ from novella.db.timestamps import utcnow
 from novella.volume import models
 
 ATTACHABLE = ("available", "reserved", "attaching", "in-use")
+DEFAULT_TYPE = "__DEFAULT__"  # the one volume type, given to a volume that names none
 
 
 class VolumeError(Exception):
@@ -33,8 +34,16 @@ class VolumeNotFound(VolumeError):
     code = 404
 
 
+class SnapshotNotFound(VolumeError):
+    code = 404
+
+
 class AttachmentNotFound(VolumeError):
     code = 404
+
+
+class InvalidVolume(VolumeError):
+    """Refused for the volume's state where Cinder answers 400 (a delete)."""
 
 
 class VolumeConflict(VolumeError):
@@ -55,6 +64,7 @@ def _attachment_dict(a):
 
 
 class VolumeAPI:
+    chooses_ids = True  # ``create`` may be given the new volume's id
     def __init__(self, db, image_api=None):
         self.db = db if isinstance(db, Database) else Database(db)
         self.image_api = image_api
@@ -67,8 +77,9 @@ class VolumeAPI:
                 "status": v.status, "attach_status": v.attach_status,
                 "availability_zone": v.availability_zone, "volume_type": v.volume_type,
                 "project_id": v.project_id, "user_id": v.user_id, "bootable": v.bootable,
-                "multiattach": v.multiattach,
+                "multiattach": v.multiattach, "migration_status": v.migration_status,
                 "volume_image_metadata": dict(v.volume_image_metadata or {}),
+                "metadata": dict(v.volume_metadata or {}),
                 "created_at": _iso(v.created_at), "updated_at": _iso(v.updated_at),
                 "attachments": [{"id": a.id, "attachment_id": a.id, "volume_id": v.id,
                                  "server_id": a.instance_uuid, "host_name": a.attached_host,
@@ -76,11 +87,25 @@ class VolumeAPI:
                                 for a in live if a.attach_status == "attached"]}
 
     def create(self, ctxt, size, name=None, description=None, image_id=None,
-               availability_zone=None, volume_type=None, multiattach=False, id=None):  # noqa: A002
-        """A new volume, ``available`` at once; from an image it is bootable."""
+               availability_zone=None, volume_type=None, multiattach=False, id=None,  # noqa: A002
+               metadata=None, snapshot_id=None):
+        """A new volume, ``available`` at once; from an image it is bootable. From a
+        snapshot it is at least the snapshot's size and has its volume's image."""
+        meta, bootable = None, bool(image_id)
+        if snapshot_id:
+            with self.db.session() as s:
+                sn = self._snapshot(s, ctxt, snapshot_id)
+                if sn.status != "available":
+                    raise InvalidVolume(f"Invalid snapshot: Originating snapshot status must "
+                                        f"be one of 'available' values (it is {sn.status}).")
+                origin = s.get(models.Volume, sn.volume_id)
+                size = size or sn.size
+                if int(size) < sn.size:
+                    raise VolumeError(f"Invalid input received: Volume size '{size}'GB cannot "
+                                      f"be smaller than the snapshot size {sn.size}GB.")
+                meta, bootable = dict(origin.volume_image_metadata or {}) or None, origin.bootable
         if int(size) <= 0:
             raise VolumeError("size must be a positive number of GiB")
-        meta = None
         if image_id:
             meta = {"image_id": image_id}
             if self.image_api is not None:
@@ -89,10 +114,12 @@ class VolumeAPI:
                             min_disk=image["min_disk"], min_ram=image["min_ram"])
         v = models.Volume(id=id or str(uuid.uuid4()), name=name, description=description,
                           size=int(size), status="available", attach_status="detached",
-                          availability_zone=availability_zone or "nova", volume_type=volume_type,
+                          availability_zone=availability_zone or "nova",
+                          volume_type=volume_type or DEFAULT_TYPE,
                           project_id=getattr(ctxt, "project_id", None),
-                          user_id=getattr(ctxt, "user_id", None), bootable=bool(image_id),
-                          multiattach=multiattach, volume_image_metadata=meta)
+                          user_id=getattr(ctxt, "user_id", None), bootable=bootable,
+                          multiattach=multiattach, volume_image_metadata=meta,
+                          volume_metadata=dict(metadata or {}))
         with self.db.session(write=True) as s:
             s.add(v)
             s.flush()
@@ -122,13 +149,80 @@ class VolumeAPI:
             rows = s.scalars(q.order_by(models.Volume.created_at, models.Volume.id)).all()
             return [self._volume_dict(s, v) for v in rows]
 
-    def delete(self, ctxt, volume_id):
+    def delete(self, ctxt, volume_id, cascade=False):
+        """Delete an unattached volume; ``cascade``: with its snapshots, else it must
+        have none."""
         with self.db.session(write=True) as s:
             v = self._volume(s, volume_id, lock=True)
             if v.status not in ("available", "error") or self._live_attachments(s, v.id):
-                raise VolumeConflict(f"volume {volume_id} is {v.status}; only an available "
-                                     "volume without attachments can be deleted")
+                raise InvalidVolume(f"Invalid volume: Volume status must be available or error "
+                                    f"and must not be attached (it is {v.status}).")
+            snapshots = self._snapshots_of(s, v.id)
+            if snapshots and not cascade:
+                raise InvalidVolume("Invalid volume: Volume must not have snapshots.")
+            for sn in snapshots:
+                sn.status, sn.deleted, sn.deleted_at = "deleted", True, utcnow()
             v.status, v.deleted, v.deleted_at = "deleted", True, utcnow()
+
+    # --- snapshots -----------------------------------------------------------------
+    @staticmethod
+    def _snapshots_of(s, volume_id):
+        return s.scalars(sa.select(models.Snapshot).where(
+            models.Snapshot.volume_id == volume_id, models.Snapshot.deleted.is_(False))).all()
+
+    @staticmethod
+    def _snapshot_dict(sn):
+        return {"id": sn.id, "volume_id": sn.volume_id, "name": sn.name,
+                "description": sn.description, "size": sn.size, "status": sn.status,
+                "project_id": sn.project_id, "created_at": _iso(sn.created_at),
+                "updated_at": _iso(sn.updated_at)}
+
+    def create_snapshot(self, ctxt, volume_id, name=None, description=None, force=False):
+        """A snapshot of the volume, ``available`` at once; an attached volume only
+        with ``force``."""
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            if ctxt is not None and not ctxt.is_admin and v.project_id != ctxt.project_id:
+                raise VolumeNotFound(f"volume {volume_id} could not be found")
+            if v.status != "available" and not (force and v.status == "in-use"):
+                raise InvalidVolume(f"Invalid volume: Volume {volume_id} status must be "
+                                    f"available, but current status is: {v.status}.")
+            sn = models.Snapshot(id=str(uuid.uuid4()), volume_id=v.id, name=name,
+                                 description=description, size=v.size, status="available",
+                                 project_id=getattr(ctxt, "project_id", None) or v.project_id)
+            s.add(sn)
+            s.flush()
+            return self._snapshot_dict(sn)
+
+    def _snapshot(self, s, ctxt, snapshot_id):
+        sn = s.get(models.Snapshot, snapshot_id)
+        if sn is None or sn.deleted or (ctxt is not None and not ctxt.is_admin
+                                        and sn.project_id != ctxt.project_id):
+            raise SnapshotNotFound(f"Snapshot {snapshot_id} could not be found.")
+        return sn
+
+    def get_snapshot(self, ctxt, snapshot_id):
+        with self.db.session() as s:
+            return self._snapshot_dict(self._snapshot(s, ctxt, snapshot_id))
+
+    def list_snapshots(self, ctxt):
+        with self.db.session() as s:
+            q = sa.select(models.Snapshot).where(models.Snapshot.deleted.is_(False))
+            if ctxt is not None and not ctxt.is_admin:
+                q = q.where(models.Snapshot.project_id == ctxt.project_id)
+            return [self._snapshot_dict(sn) for sn in
+                    s.scalars(q.order_by(models.Snapshot.created_at, models.Snapshot.id))]
+
+    def delete_snapshot(self, ctxt, snapshot_id):
+        with self.db.session(write=True) as s:
+            sn = self._snapshot(s, ctxt, snapshot_id)
+            sn.status, sn.deleted, sn.deleted_at = "deleted", True, utcnow()
+
+    def set_bootable(self, ctxt, volume_id, bootable):
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            v.bootable = bool(bootable)
+            return self._volume_dict(s, v)
 
     def begin_detaching(self, ctxt, volume_id):
         self._transition(volume_id, ("in-use",), "detaching")
@@ -142,6 +236,83 @@ class VolumeAPI:
             if v.status not in expected:
                 raise VolumeConflict(f"volume {volume_id} is {v.status}, not {'/'.join(expected)}")
             v.status = status
+
+    def reset_status(self, ctxt, volume_id, status=None, attach_status=None,
+                     migration_status=None):
+        """Cinder's ``os-reset_status`` (an administrator's): the fields given are set
+        as they are; ``migration_status`` "none" clears it."""
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            if status is not None:
+                v.status = status
+            if attach_status is not None:
+                v.attach_status = attach_status
+            if migration_status is not None:
+                v.migration_status = None if migration_status == "none" else migration_status
+            return self._volume_dict(s, v)
+
+    def reimage(self, ctxt, volume_id, image_id, reimage_reserved=False):
+        """The volume's content made anew from ``image_id`` (Cinder's ``os-reimage``):
+        it must be available or error, or reserved when ``reimage_reserved`` (a
+        server's root volume being rebuilt)."""
+        meta = {"image_id": image_id}
+        if self.image_api is not None:
+            image = self.image_api.get(ctxt, image_id)
+            meta.update(image["properties"], image_name=image["name"],
+                        min_disk=image["min_disk"], min_ram=image["min_ram"])
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            allowed = ("available", "error") + (("reserved",) if reimage_reserved else ())
+            if v.status not in allowed:
+                raise InvalidVolume(f"Invalid volume: Volume {volume_id} status must be "
+                                    f"{' or '.join(allowed)}, but current status is: "
+                                    f"{v.status}.")
+            v.volume_image_metadata, v.bootable = meta, True
+            return self._volume_dict(s, v)
+
+    def migrate_volume_completion(self, ctxt, volume_id, new_volume_id, error=False):
+        """Cinder's ``os-migrate_volume_completion``: the host copied ``volume_id``'s
+        data to ``new_volume_id``; returns the id the server's mapping keeps.
+
+        Two volumes neither of which is migrating (a swap between them): the new
+        one's. A migration (source ``migrating``, destination ``target:<source>``)
+        ends with the source's id naming the copied data: the destination's
+        attachments move to the source id and the destination goes; on ``error``
+        the destination goes and the source stays as it was (``error``).
+        Running it again once it ended answers the same."""
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            n = s.get(models.Volume, new_volume_id, with_for_update=True)
+            if n is None:
+                raise VolumeNotFound(f"volume {new_volume_id} could not be found")
+            target = f"target:{v.id}"
+            if n.deleted:
+                if n.migration_status == target and v.migration_status in ("success", "error"):
+                    return {"save_volume_id": v.id}  # it ended already
+                raise VolumeNotFound(f"volume {new_volume_id} could not be found")
+            if not v.migration_status and not n.migration_status:
+                return {"save_volume_id": n.id}
+            if not v.migration_status:
+                raise InvalidVolume("Invalid volume: Source volume not mid-migration.")
+            if n.migration_status != target:
+                raise InvalidVolume(f"Invalid volume: Destination has migration_status "
+                                    f"{n.migration_status}, expected {target}.")
+            if not error:
+                for a in self._live_attachments(s, v.id):
+                    a.deleted, a.attach_status, a.detach_time = True, "detached", utcnow()
+                for a in self._live_attachments(s, n.id):
+                    a.volume_id = v.id
+                v.size = n.size
+            else:
+                for a in self._live_attachments(s, n.id):
+                    a.deleted, a.attach_status, a.detach_time = True, "detached", utcnow()
+            v.migration_status = "error" if error else "success"
+            n.status, n.deleted, n.deleted_at = "deleted", True, utcnow()
+            s.flush()
+            if v.status == "detaching":
+                v.status = "in-use"  # let the attachments decide
+            self._refresh(s, v)
+            return {"save_volume_id": v.id}
 
     # --- attachments -------------------------------------------------------------
     @staticmethod
@@ -206,23 +377,27 @@ class VolumeAPI:
         """Connect a reserved attachment to the host named in ``connector``."""
         with self.db.session(write=True) as s:
             a = self._attachment(s, attachment_id)
-            if a.attach_status not in ("reserved", "attaching"):
+            if a.attach_status not in ("reserved", "attaching", "attached"):
                 raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}")
             v = self._volume(s, a.volume_id, lock=True)
+            attached = a.attach_status == "attached"
             self._connect(a, v, connector, mountpoint)
+            if attached:  # (re)connected to a host: it stays attached
+                a.attach_status = "attached"
             s.flush()
             self._refresh(s, v)
             return _attachment_dict(a)
 
     def attachment_complete(self, ctxt, attachment_id):
-        """The host has the volume: attachment attached, volume in-use."""
+        """The host has the volume: attachment attached, volume in-use. A reserved
+        attachment (no connector) may be completed too, as for a server with no
+        host: it is connected when the server next gets one."""
         with self.db.session(write=True) as s:
             a = self._attachment(s, attachment_id)
             if a.attach_status == "attached":
                 return _attachment_dict(a)
-            if a.attach_status != "attaching":
-                raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}; "
-                                     "update it with a connector first")
+            if a.attach_status not in ("attaching", "reserved"):
+                raise VolumeConflict(f"attachment {attachment_id} is {a.attach_status}")
             a.attach_status, a.attach_time = "attached", utcnow()
             s.flush()
             self._refresh(s, self._volume(s, a.volume_id, lock=True))

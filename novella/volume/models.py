@@ -29,6 +29,11 @@ class Volume(Timestamps, Base):
     multiattach: orm.Mapped[bool] = orm.mapped_column(default=False)
     # The image a bootable volume was created from (its id and properties).
     volume_image_metadata: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
+    # The user's key/value pairs (Cinder's volume metadata).
+    volume_metadata: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
+    # Cinder's migration status: "migrating" (the source of a move), "target:<source id>"
+    # (its destination), "success" / "error" once it ended; None: never moved.
+    migration_status: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)
 
@@ -48,4 +53,19 @@ class VolumeAttachment(Timestamps, Base):
     connection_info: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
     attach_time: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     detach_time: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    deleted: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class Snapshot(Timestamps, Base):
+    """A point-in-time copy of a volume (the simulated service keeps no data)."""
+    __tablename__ = "snapshots"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    volume_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("volumes.id"), index=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    description: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    size: orm.Mapped[int] = orm.mapped_column()
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="available")
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)

@@ -6,6 +6,7 @@ gunicorn)::
     novella.wsgi.image:application       the embedded image service (nova.conf)
     novella.wsgi.network:application     the embedded network service (nova.conf)
     novella.wsgi.volume:application      the embedded volume service (nova.conf)
+    novella.wsgi.optimize:application    the Infrastructure Optimization API (nova.conf)
 
 Importing a module reads its configuration and builds its application, so a
 server that imports it in each worker gives each worker its own database
@@ -13,7 +14,7 @@ connections and transport; a missing option fails the import with a
 ``novella.cmd.serve.ConfigError`` that names it. The configuration files are
 found as the reference's WSGI scripts find theirs:
 
-- compute, image, network, volume: the files named in ``OS_NOVA_CONFIG_FILES``
+- compute, image, network, volume, optimize: the files named in ``OS_NOVA_CONFIG_FILES``
   (separated by ``;``, default ``nova.conf``) in the directory
   ``OS_NOVA_CONFIG_DIR`` (default ``/etc/nova``);
 - placement: ``placement.conf`` in ``OS_PLACEMENT_CONFIG_DIR`` (default

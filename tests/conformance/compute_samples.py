@@ -120,9 +120,26 @@ def _module_constants(relpath):
             elif isinstance(value, ast.Dict):
                 fields = {k.value: v.value for k, v in zip(value.keys, value.values)
                           if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+                props = next((v for k, v in zip(value.keys, value.values)
+                              if isinstance(k, ast.Constant) and k.value == "properties"
+                              and isinstance(v, ast.Dict)), None)
+                if props is not None:
+                    fields["properties"] = {k.value: _constant(v)
+                                            for k, v in zip(props.keys, props.values)
+                                            if isinstance(k, ast.Constant)}
                 if isinstance(fields.get("id"), str):
                     out[(node.name, name)] = fields
     return out
+
+
+def _constant(node):
+    """A constant's value; a named enum member of the reference's fields
+    (``obj_fields.Architecture.X86_64``) is its name in lower case, its value."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr.lower()
+    return None
 
 
 def cinder_volumes():
@@ -996,7 +1013,7 @@ class Client:
 
     def post_server_volume(self, server_id, volume_attachment):
         return self.api_post("/servers/%s/os-volume_attachments" % server_id,
-                             volume_attachment).body["volumeAttachment"]
+                             volume_attachment)
 
     def get_migrations(self, **kwargs):
         return self.api_get("os-migrations").body["migrations"]
@@ -1092,7 +1109,8 @@ class Cloud:
                 image = self.aio.image_api.create(
                     ctxt, name=info.get("name") or fid, id=fid, visibility="public",
                     disk_format=info.get("disk_format") or "raw",
-                    container_format=info.get("container_format") or "bare")
+                    container_format=info.get("container_format") or "bare",
+                    properties=info.get("properties"))
                 self.aio.image_api.upload(ctxt, image["id"], b"\0" * 1024)
 
     def stop(self):

@@ -21,13 +21,15 @@ How requests reach it is chosen with ``NOVELLA_GABBI_SERVER``:
 * ``threaded``: through a real socket to the in-process threaded HTTP/1.1
   server of the all-in-one (``novella.service.HTTPServer``), one per file;
 * ``gunicorn``: through a real socket to ``novella serve placement`` itself,
-  a process of its own under gunicorn (two workers, keep-alive), started
-  by the fixture on the file's own database and configuration file; the
-  fixture seeds its data over HTTP too. Novella only.
+  a process of its own under gunicorn (two workers, keep-alive) for every
+  YAML file, on the file's own fresh database and configuration file
+  (:class:`GunicornServer`; the runner takes one with
+  :func:`acquire_server`, which starts the next one ahead); the fixture
+  seeds its data over HTTP too. Novella only.
 """
+import atexit
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -74,9 +76,9 @@ def current_server():
     return server
 
 
-# Where the YAML file being run sends its requests when they go through a
-# socket (set by the runner before gabbi builds the file's tests).
-SOCKET = {"host": "127.0.0.1", "port": None}
+# The gunicorn server of the YAML file being run (set by the runner, with
+# acquire_server, before gabbi builds the file's tests on its port).
+SOCKET = {"server": None}
 
 
 def free_port():
@@ -198,39 +200,124 @@ def _conf_text(overrides):
     return "\n".join(lines) + "\n"
 
 
-def _start_gunicorn(overrides, workdir, port, timeout=120):
-    """`novella serve placement` under gunicorn on 127.0.0.1:port, with the
-    file's options; returns (the HTTP app seeding goes through, cleanup)."""
-    conf = os.path.join(workdir, "placement.conf")
-    with open(conf, "w") as f:
-        f.write(_conf_text(overrides))
-    log_path = os.path.join(workdir, "serve.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "novella.cmd.main", "serve", "placement",
-         "--config-file", conf, "--bind", "127.0.0.1:%d" % port,
-         "--workers", "2", "--threads", "2"],
-        stdout=log, stderr=subprocess.STDOUT)
+class GunicornServer:
+    """`novella serve placement` under gunicorn, as operators run it: its own
+    process (two workers of two threads, keep-alive), port, `placement.conf`
+    and fresh SQLite database, configured as ``fixture_class`` asks. One
+    serves one YAML file and is then stopped."""
 
-    def cleanup():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # gunicorn's quick shutdown
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        log.close()
+    def __init__(self, fixture_class):
+        self.fixture_class = fixture_class
+        self.key = server_key(fixture_class)
+        self.workdir = tempfile.mkdtemp(prefix="placement-gabbi-",
+                                        dir=_scratch_dir())
+        self.port = free_port()
+        probe = fixture_class()
+        probe.workdir = self.workdir
+        probe.write_policy()
+        conf = os.path.join(self.workdir, "placement.conf")
+        with open(conf, "w") as f:
+            f.write(_conf_text(probe.config_overrides()))
+        self.log_path = os.path.join(self.workdir, "serve.log")
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "novella.cmd.main", "serve", "placement",
+             "--config-file", conf, "--bind", "127.0.0.1:%d" % self.port,
+             "--workers", "2", "--threads", "2"],
+            stdout=self._log, stderr=subprocess.STDOUT)
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        with open(log_path) as f:
-            if re.search(r"Placement API listening on", f.read()):
-                return _Remote("127.0.0.1", port), cleanup
-        time.sleep(0.05)
-    cleanup()
-    with open(log_path) as f:
-        raise RuntimeError("serve placement did not start:\n" + f.read()[-3000:])
+    def wait_ready(self, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            with open(self.log_path) as f:
+                if "Placement API listening on" in f.read():
+                    return _Remote("127.0.0.1", self.port)
+            time.sleep(0.02)
+        with open(self.log_path) as f:
+            log = f.read()[-3000:]
+        self.stop()
+        raise RuntimeError("serve placement did not start:\n" + log)
+
+    def stop(self):
+        """Ask gunicorn to stop (SIGINT: its quick shutdown) without waiting."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        _STOPPING.append(self)
+
+    def reap(self, wait=0.0):
+        """True once the process has exited and its files are gone."""
+        try:
+            self.proc.wait(wait) if wait else None
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc.poll() is None:
+            return False
+        self._log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return True
+
+
+def server_key(fixture_class):
+    """What makes two servers interchangeable: the configuration and the
+    policy file the fixture asks for, apart from where its files live."""
+    probe = fixture_class()
+    probe.workdir = "@WORKDIR@"
+    return json.dumps([probe.config_overrides(), probe.policy()],
+                      sort_keys=True)
+
+
+# One server (with a database of its own) per YAML file, and one started
+# ahead, configured as APIFixture (most files), which the next file takes if
+# it asks for that configuration: its start-up overlaps the file before.
+_SPARE = {"server": None}
+_STOPPING = []
+
+
+def acquire_server(fixture_class):
+    """A freshly started server for one YAML file whose fixture is
+    ``fixture_class``; ``SOCKET["server"]`` is where the fixture finds it."""
+    _reap_stopped()
+    spare, _SPARE["server"] = _SPARE["server"], None
+    if spare is not None and spare.key != server_key(fixture_class):
+        spare.stop()
+        spare = None
+    for attempt in range(3):
+        server = spare or GunicornServer(fixture_class)
+        spare = None
+        try:
+            server.wait_ready()
+            break
+        except RuntimeError as exc:
+            # The free port taken meanwhile by another process: another one.
+            if "already in use" not in str(exc) or attempt == 2:
+                raise
+    SOCKET["server"] = server
+    return server
+
+
+def release_server(server):
+    """Stop the file's server and start the next one ahead."""
+    SOCKET["server"] = None
+    server.stop()
+    if _SPARE["server"] is None:
+        _SPARE["server"] = GunicornServer(APIFixture)
+
+
+def stop_servers():
+    """Stop every server this process started, and wait for them."""
+    if _SPARE["server"] is not None:
+        _SPARE["server"].stop()
+        _SPARE["server"] = None
+    while _STOPPING:
+        _STOPPING.pop().reap(wait=30)
+
+
+def _reap_stopped():
+    _STOPPING[:] = [s for s in _STOPPING if not s.reap()]
+
+
+atexit.register(stop_servers)
 
 
 class _StrictHeaders:
@@ -366,16 +453,26 @@ class APIFixture(gabbi_fixture.GabbiFixture):
 
     def start_fixture(self):
         self._saved_environ = dict(os.environ)
-        self.workdir = tempfile.mkdtemp(prefix="placement-gabbi-",
-                                        dir=_scratch_dir())
         self._cleanup = None
         self.export_environment()
-        overrides = self.config_overrides()
         if current_server() == "gunicorn":
-            app, self._cleanup = _start_gunicorn(overrides, self.workdir,
-                                                 SOCKET["port"])
+            # Started by the runner on this file's configuration; it owns
+            # its directory and is stopped by the runner.
+            server = SOCKET["server"]
+            if server is None:
+                raise RuntimeError("no server: the runner starts one per file"
+                                   " (acquire_server)")
+            if server.key != server_key(type(self)):
+                raise RuntimeError("the server was started for %s, not %s"
+                                   % (server.fixture_class.__name__, type(self).__name__))
+            self.workdir = None
+            app = _Remote("127.0.0.1", server.port)
         else:
-            app, self._cleanup = _BUILDERS[current_target()](overrides)
+            self.workdir = tempfile.mkdtemp(prefix="placement-gabbi-",
+                                            dir=_scratch_dir())
+            self.write_policy()
+            app, self._cleanup = _BUILDERS[current_target()](
+                self.config_overrides())
             _CURRENT["app"] = _StrictHeaders(app)
         self.seed = Seeder(app)
         self.populate()
@@ -386,7 +483,8 @@ class APIFixture(gabbi_fixture.GabbiFixture):
             if self._cleanup:
                 self._cleanup()
         finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
             for name in set(os.environ) - set(self._saved_environ):
                 del os.environ[name]
             for name, value in self._saved_environ.items():
@@ -395,10 +493,15 @@ class APIFixture(gabbi_fixture.GabbiFixture):
 
     # -- hooks for subclasses -------------------------------------------
 
+    def policy(self):
+        """The rules of this fixture's policy file."""
+        return self.policy_rules or {}
+
+    def write_policy(self):
+        with open(os.path.join(self.workdir, "policy.yaml"), "w") as f:
+            json.dump(self.policy(), f, indent=1, sort_keys=True)
+
     def config_overrides(self):
-        policy_file = os.path.join(self.workdir, "policy.yaml")
-        with open(policy_file, "w") as f:
-            json.dump(self.policy_rules or {}, f, indent=1, sort_keys=True)
         return {
             "placement_database": {
                 "connection": "sqlite:///%s"
@@ -407,7 +510,7 @@ class APIFixture(gabbi_fixture.GabbiFixture):
             "api": {"auth_strategy": "noauth2"},
             "oslo_policy": {
                 "enforce_new_defaults": self.secure_rbac,
-                "policy_file": policy_file,
+                "policy_file": os.path.join(self.workdir, "policy.yaml"),
             },
         }
 
@@ -726,10 +829,9 @@ def _placement_rule_names():
 class OpenPolicyFixture(APIFixture):
     """Every policy rule (except the admin_api base rule) opened to anyone."""
 
-    def config_overrides(self):
-        self.policy_rules = {name: "@" for name in _placement_rule_names()
-                             if name != "admin_api"}
-        return super().config_overrides()
+    def policy(self):
+        return {name: "@" for name in _placement_rule_names()
+                if name != "admin_api"}
 
 
 class SecureRBACPolicyFixture(APIFixture):

@@ -10,7 +10,10 @@ machine-dependent defaults have). Every difference kept is a row of the
 tables "Configuration options: nova.conf" and "Configuration options:
 placement.conf" of docs/conformance.md.
 """
+import ast
 import json
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -126,4 +129,71 @@ def test_config_generator_writes_every_group_and_option(namespace, source):
     assert set(expected) <= sections
     for group, opts in expected.items():
         for opt in opts:
-            assert f"\n#{opt.name} =" in done.stdout, (group, opt.name)
+            assert f"\n#{opt.dest} =" in done.stdout, (group, opt.dest)
+
+
+# --- every option declared is read and documented --------------------------------------------
+_PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "novella"
+
+
+def _names_read(sources):
+    """Attribute names and string constants of Python sources, where an option
+    is read (``conf.group.name``, ``getattr(conf, "name")``, a weigher's
+    ``multiplier_option = "name"``), and the f-strings that make names
+    (``f"initial_{field}_allocation_ratio"``) as patterns."""
+    names, patterns = set(), set()
+    for text in sources:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)
+            elif isinstance(node, ast.JoinedStr):
+                literal = [p.value for p in node.values if isinstance(p, ast.Constant)]
+                if len(re.findall(r"[a-z]{3,}", " ".join(literal))) >= 2:  # names, not text
+                    patterns.add("".join(re.escape(p.value) if isinstance(p, ast.Constant)
+                                         else r"[a-z]+" for p in node.values))
+    return names, re.compile("|".join(f"(?:{p})" for p in patterns) or "(?!)")
+
+
+def unread(groups, sources, declarations):
+    """[group] name of each option Novella declares (its name is a string of
+    ``declarations``, the declaring modules) that no source reads. A
+    library's options that Novella registers (keystoneauth's,
+    oslo.middleware's) are read by that library."""
+    declared, _ = _names_read(declarations)
+    names, made = _names_read(sources)
+    return sorted(f"[{getattr(group, 'name', group) or 'DEFAULT'}] {opt.name}"
+                  for group, opts in groups for opt in opts if opt.name in declared
+                  and opt.dest not in names and not made.fullmatch(opt.dest))
+
+
+def test_every_declared_option_is_read():
+    from novella import conf
+    declaring = {f"conf/{m.__name__.rsplit('.', 1)[1]}.py" for m in conf.MODULES}
+    declaring |= {"conf/__init__.py", "conf/opts.py", "placement/conf.py"}
+    modules = {p.relative_to(_PACKAGE).as_posix(): p.read_text()
+               for p in _PACKAGE.rglob("*.py")}
+    sources = [text for name, text in modules.items() if name not in declaring]
+    declarations = [modules[name] for name in declaring if name in modules]
+    assert unread(compute_opts.list_opts(), sources, declarations) == []
+    assert unread(placement_conf.list_opts(), sources, declarations) == []
+
+
+def test_an_option_nobody_reads_is_found():
+    from oslo_config import cfg
+    groups = [("g", [cfg.IntOpt("used_interval"), cfg.IntOpt("forgotten_interval"),
+                     cfg.IntOpt("cpu_allocation_ratio")])]
+    sources = ["conf.g.used_interval\n", 'getattr(conf.g, f"{kind}_allocation_ratio")\n',
+               'print(f"{a} {b}")\n']
+    declarations = ['IntOpt("used_interval"), IntOpt("forgotten_interval"), '
+                    'IntOpt("cpu_allocation_ratio")']
+    assert unread(groups, sources, declarations) == ["[g] forgotten_interval"]
+    # A library's option, not declared by Novella, is the library's to read.
+    assert unread([("g", [cfg.IntOpt("library_timeout")])], sources, declarations) == []
+
+
+@pytest.mark.parametrize("source", [compute_opts.list_opts, placement_conf.list_opts])
+def test_every_option_has_help(source):
+    assert [(group, opt.name) for group, opts in source() for opt in opts
+            if not (opt.help or "").strip()] == []

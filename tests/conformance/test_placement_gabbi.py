@@ -1,9 +1,9 @@
 """Placement's own gabbi HTTP suite, run against our Placement service.
 
 The YAML files are loaded from the installed ``openstack-placement`` package
-(a test-only dependency); nothing is copied into this repository.  There is
-one pytest test per YAML file: the tests inside a file depend on each other
-and run in order, in one process, against a fresh application and database
+(a test-only dependency); nothing is copied into this repository.  Each
+pytest test runs one YAML file: the tests inside a file depend on each other
+and run in order, in one process, against a fresh service and database
 built by the fixtures in :mod:`tests.conformance.placement_fixtures`.
 
 A gabbi test may fail only if it is listed, with a reason, in
@@ -11,15 +11,18 @@ A gabbi test may fail only if it is listed, with a reason, in
 file.  ``NOVELLA_GABBI_TARGET=reference`` runs the very same suite against
 the reference implementation, where everything passes.
 
-``NOVELLA_GABBI_SERVER=gunicorn`` sends every request through a real socket
-to ``novella serve placement`` under gunicorn (a process per file), and
-``NOVELLA_GABBI_SERVER=threaded`` to the all-in-one's threaded HTTP/1.1
-server (see :mod:`tests.conformance.placement_fixtures`). Through a socket,
-the tests listed under "Known failures through a socket" in
+Every file also runs through a real socket to ``novella serve placement``
+under gunicorn, a server of its own with a fresh database
+(``test_gabbi_file_through_gunicorn``). ``NOVELLA_GABBI_SERVER`` says how
+``test_gabbi_file`` reaches the service: ``intercept`` (in process, the
+default), ``threaded`` (the all-in-one's threaded HTTP/1.1 server) or
+``gunicorn`` (see :mod:`tests.conformance.placement_fixtures`). Through a
+socket, the tests listed under "Known failures through a socket" in
 ``docs/conformance.md`` may fail too.
 """
 import collections
 import contextlib
+import copy
 import functools
 import importlib.util
 import json
@@ -82,8 +85,14 @@ def yaml_files():
 
 
 def load_yaml(path):
+    """The parsed file (a copy: gabbi may change what it is given)."""
+    return copy.deepcopy(_parsed_yaml(str(path)))
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_yaml(path):
     from gabbi import utils
-    return utils.load_yaml(yaml_file=str(path), safe=True)
+    return utils.load_yaml(yaml_file=path, safe=True)
 
 
 def yaml_test_names(path):
@@ -114,11 +123,11 @@ def known_failures(doc=STATUS_DOC, section=KNOWN_SECTION):
     return known
 
 
-def known_for_this_run(doc=STATUS_DOC):
+def known_for_this_run(doc=STATUS_DOC, server=None):
     """The failures allowed in this run: through a socket, also those of
     the socket's own table."""
     known = known_failures(doc)
-    if placement_fixtures.current_server() != "intercept":
+    if (server or placement_fixtures.current_server()) != "intercept":
         known.update(known_failures(doc, SOCKET_SECTION))
     return known
 
@@ -204,7 +213,27 @@ _CACHED_JSONPATH = {}
 
 
 @contextlib.contextmanager
-def _endpoint():
+def _fast_http_clients():
+    """Gabbi builds an HTTP client per test; by default each loads the CA
+    bundle into an SSL context of its own (tens of milliseconds, more than
+    the request), although the suite speaks plain HTTP. The context is
+    built once per kind while the file's tests are built."""
+    from httpx._transports import default
+
+    original = default.create_ssl_context
+    default.create_ssl_context = _CACHED_SSL.setdefault(
+        "create", functools.lru_cache(maxsize=16)(original))
+    try:
+        yield
+    finally:
+        default.create_ssl_context = original
+
+
+_CACHED_SSL = {}
+
+
+@contextlib.contextmanager
+def _endpoint(path):
     """(host, port, intercept) gabbi sends this file's requests to."""
     server = placement_fixtures.current_server()
     if server == "intercept":
@@ -217,10 +246,16 @@ def _endpoint():
             yield http.host, http.port, None
         finally:
             http.stop()
-    else:  # gunicorn: the file's fixture starts the server on this port
-        port = placement_fixtures.free_port()
-        placement_fixtures.SOCKET["port"] = port
-        yield "127.0.0.1", port, None
+    else:  # gunicorn: a server of the file's own, its fixture's configuration
+        names = load_yaml(path).get("fixtures") or []
+        classes = {getattr(placement_fixtures, name) for name in names}
+        assert len(classes) == 1, "%s: one fixture expected, not %s" % (
+            path.name, names)
+        gunicorn = placement_fixtures.acquire_server(classes.pop())
+        try:
+            yield "127.0.0.1", gunicorn.port, None
+        finally:
+            placement_fixtures.release_server(gunicorn)
 
 
 def run_yaml_file(path):
@@ -231,15 +266,20 @@ def run_yaml_file(path):
     handler_objects = [handler() for handler in handlers.RESPONSE_HANDLERS]
     loader = unittest.TestLoader()
     result = _Recorder()
-    with _endpoint() as (host, port, intercept):
-        suite = suitemaker.test_suite_from_dict(
-            loader, "placement_" + path.stem.replace("-", "_").replace(".", "_"),
-            load_yaml(path), str(path.parent), host, port,
-            placement_fixtures, intercept, prefix="",
-            handlers=handler_objects, test_loader_name=__name__)
+    with _endpoint(path) as (host, port, intercept):
+        with _fast_http_clients():
+            suite = suitemaker.test_suite_from_dict(
+                loader, "placement_" + path.stem.replace("-", "_").replace(".", "_"),
+                load_yaml(path), str(path.parent), host, port,
+                placement_fixtures, intercept, prefix="",
+                handlers=handler_objects, test_loader_name=__name__)
         cases = list(suite)  # a suite forgets its tests once they have run
-        with _fast_jsonpath():
-            suite.run(result)
+        try:
+            with _fast_jsonpath():
+                suite.run(result)
+        finally:
+            for case in cases:  # their kept-alive connections
+                case.http.client.close()
     rows = []
     for case in cases:
         outcome, detail = result.outcomes.get(
@@ -276,26 +316,29 @@ def _run_id(config):
     return config._placement_gabbi_run_id
 
 
-def _selected_files(session):
+def _selected_files(session, test_name):
     files = set()
     for item in session.items:
         callspec = getattr(item, "callspec", None)
-        if (getattr(item, "originalname", None) == "test_gabbi_file"
+        if (getattr(item, "originalname", None) == test_name
                 and callspec is not None):
             files.add(callspec.id)
     return files
 
 
-def _record_and_maybe_summarise(request, yaml_name, counts):
-    """Store this file's counts; the last file of the run emits the summary."""
+def _record_and_maybe_summarise(request, yaml_name, counts, server):
+    """Store this file's counts; the last file of the run emits the summary
+    (one per test function, e.g. in process and through gunicorn)."""
+    test_name = request.node.originalname
     results_dir = (pathlib.Path(tempfile.gettempdir())
-                   / ("placement-gabbi-" + _run_id(request.config)))
+                   / ("placement-gabbi-%s-%s" % (_run_id(request.config),
+                                                 test_name)))
     results_dir.mkdir(exist_ok=True)
     tmp = results_dir / (yaml_name + ".tmp")
     tmp.write_text(json.dumps(counts))
     tmp.replace(results_dir / (yaml_name + ".json"))
 
-    expected = _selected_files(request.session)
+    expected = _selected_files(request.session, test_name)
     done = {p.stem for p in results_dir.glob("*.json")}
     if not expected or not expected <= done:
         return
@@ -310,17 +353,17 @@ def _record_and_maybe_summarise(request, yaml_name, counts):
         total.update(json.loads((results_dir / (name + ".json")).read_text()))
     for name in expected:
         (results_dir / (name + ".json")).unlink(missing_ok=True)
-    line = summary_line(total, len(expected))
+    line = summary_line(total, len(expected), server)
     print(line)
     warnings.warn(ConformanceSummary(line), stacklevel=1)
 
 
-def summary_line(counts, files):
+def summary_line(counts, files, server=None):
     return ("placement gabbi conformance [target=%s, server=%s]: %d tests in"
             " %d files: %d passed, %d failed (%d known, %d unexpected),"
             " %d known-failing now passing, %d skipped, %d xfailed"
             % (placement_fixtures.current_target(),
-               placement_fixtures.current_server(), counts["tests"], files,
+               server or placement_fixtures.current_server(), counts["tests"], files,
                counts["passed"], counts["failed"], counts["known_failed"],
                counts["unexpected_failed"], counts["known_passed"],
                counts["skipped"], counts["xfailed"]))
@@ -354,10 +397,15 @@ def test_known_failures_name_real_tests():
     assert not empty, "known failures without a reason: %s" % empty
 
 
-@pytest.mark.parametrize("yaml_path", _FILES, ids=[p.stem for p in _FILES])
-def test_gabbi_file(yaml_path, request):
+@pytest.fixture(scope="module", autouse=True)
+def _gunicorn_servers():
+    yield
+    placement_fixtures.stop_servers()
+
+
+def _check_file(yaml_path, request, server):
     names = yaml_test_names(yaml_path)
-    known = known_for_this_run()
+    known = known_for_this_run(server=server)
     rows = run_yaml_file(yaml_path)
 
     # The harness must really have run every test of the file.
@@ -390,7 +438,7 @@ def test_gabbi_file(yaml_path, request):
     print("%s: %d tests, %d passed, %d failed (%d known), %d skipped"
           % (yaml_path.name, counts["tests"], counts["passed"],
              counts["failed"], counts["known_failed"], counts["skipped"]))
-    _record_and_maybe_summarise(request, yaml_path.stem, dict(counts))
+    _record_and_maybe_summarise(request, yaml_path.stem, dict(counts), server)
 
     if unexpected:
         lines = ["%s: %d of %d tests failed and are not listed in %s:"
@@ -401,26 +449,22 @@ def test_gabbi_file(yaml_path, request):
         pytest.fail("\n".join(lines), pytrace=False)
 
 
-# A few files through a real socket to `novella serve placement` under gunicorn
-# in every run (the whole suite that way: NOVELLA_GABBI_SERVER=gunicorn): the
-# HTTP framing and headers, CORS, percent-encoded names.
-SOCKET_FILES = ["basic-http", "cors", "unicode"]
+@pytest.mark.parametrize("yaml_path", _FILES, ids=[p.stem for p in _FILES])
+def test_gabbi_file(yaml_path, request):
+    """The file in the way NOVELLA_GABBI_SERVER says (default: in process)."""
+    _check_file(yaml_path, request, placement_fixtures.current_server())
 
 
-@pytest.mark.parametrize("stem", SOCKET_FILES)
-def test_gabbi_file_through_gunicorn(stem, monkeypatch):
+@pytest.mark.parametrize("yaml_path", _FILES, ids=[p.stem for p in _FILES])
+def test_gabbi_file_through_gunicorn(yaml_path, request, monkeypatch):
+    """The file through a real socket to `novella serve placement` under
+    gunicorn, a server of its own with a fresh database."""
     if placement_fixtures.current_target() != "novella":
         pytest.skip("serves Novella's own `serve placement`")
+    if placement_fixtures.current_server() == "gunicorn":
+        pytest.skip("test_gabbi_file runs it through gunicorn already")
     monkeypatch.setenv(placement_fixtures.SERVER_ENV, "gunicorn")
-    path = next(p for p in _FILES if p.stem == stem)
-    known = known_for_this_run()
-    rows = run_yaml_file(path)
-    assert [r[0] for r in rows] == yaml_test_names(path)
-    outcomes = collections.Counter(outcome for _name, outcome, _detail in rows)
-    assert set(outcomes) <= {"passed", "failed"} and outcomes["passed"] > 0
-    unexpected = ["--- %s\n%s" % (name, _short(detail)) for name, outcome, detail in rows
-                  if outcome == "failed" and (path.name, name) not in known]
-    assert not unexpected, "\n".join(unexpected)
+    _check_file(yaml_path, request, "gunicorn")
 
 
 def test_status_table_parser(tmp_path):
@@ -506,7 +550,10 @@ def failure_reason(detail):
 
 
 def _run_for_report(path):
-    rows = run_yaml_file(pathlib.Path(path))
+    try:
+        rows = run_yaml_file(pathlib.Path(path))
+    finally:
+        placement_fixtures.stop_servers()  # pool processes skip atexit
     return [(pathlib.Path(path).name, name, failure_reason(detail))
             for name, outcome, detail in rows if outcome == "failed"]
 

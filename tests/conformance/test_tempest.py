@@ -5,17 +5,14 @@ loaded from the installed package and nothing of it is copied here.
 
 One run: `novella up` starts as a subprocess on free ports (one cell of
 three simulated hosts, the embedded identity, image, network and volume
-services); ``tempest.conf`` and ``accounts.yaml`` are generated in a
-temporary directory; ``python -m stestr`` runs ``tempest.api.compute``
-with tempest's own test discovery and class grouping; the subunit stream
-is parsed into one outcome per test (or per class, where a class's setup
-failed or skipped it).
+services); ``tempest.conf`` is generated in a temporary directory;
+``python -m stestr`` runs ``tempest.api.compute`` with tempest's own test
+discovery and class grouping; the subunit stream is parsed into one outcome
+per test (or per class, where a class's setup failed or skipped it).
 
-Tempest's default, dynamic credentials, creates a project and users per
-test class through the identity admin API; Novella's embedded identity
-has no projects, users or role assignments API, so the run uses
-pre-provisioned accounts instead: the users of ``accounts.yaml`` are
-created in the identity database before `novella up` starts.
+Credentials are tempest's default, dynamic ones: a project and users per
+test class, made and removed through the embedded identity's admin API with
+the all-in-one's ``admin`` user.
 
 A test may fail or be skipped only if ``docs/conformance.md`` lists it in
 the "Tempest (compute API)" section with a reason. The pytest test fails on
@@ -36,11 +33,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 import warnings
 
 import pytest
 
+from novella.api.volume import app as volume_app  # the embedded volume service's range
 from tests.e2e import processes
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -51,15 +48,12 @@ EXPECTED_TEMPEST_VERSION = "47.0.0"
 TEST_REGEX = r"^tempest\.api\.compute\."
 CONCURRENCY = 2          # tempest workers (2 cores: novella up is the third process)
 CELLS, HOSTS_PER_CELL = 1, 3
-N_PORTS = 6              # identity, compute, placement, image, network, volume
+SCHEDULER_FILTERS = ("ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
+                     "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
+                     "ServerGroupAffinityFilter", "SameHostFilter", "DifferentHostFilter")
+N_PORTS = 7              # identity, compute, placement, image, network, volume, optimize
 RUN_TIMEOUT = 40 * 60    # the whole tempest run, seconds (a hang must not hold CI)
 START_TIMEOUT = 120
-
-# Pre-provisioned accounts: projects with a member, a reader and a manager
-# user each (tempest's primary and alt credentials), admin and service users.
-N_PROJECTS = 8
-N_ADMINS = 4
-N_SERVICE = 2
 
 
 class TempestSummary(UserWarning):
@@ -179,41 +173,6 @@ def exists(test_id, all_ids):
 
 
 
-def accounts():
-    """The pre-provisioned accounts: [{"name", "password", "project", "roles"}].
-
-    Each member project also has a reader and a manager user (tempest asks
-    for them in its primary's project); each admin and service user has a
-    project of its own. The members come first: tempest's alt credentials
-    are the first free non-admin account of the file, so they are a member
-    of another project than the primary's, never its reader or manager.
-    """
-    def spec(name, project, role):
-        return {"name": name, "password": uuid.uuid4().hex[:16], "project": project,
-                "roles": [role]}
-    specs = []
-    for role in ("member", "reader", "manager"):
-        specs += [spec(f"tempest-{role}-{i}", f"tempest-project-{i}", role)
-                  for i in range(1, N_PROJECTS + 1)]
-    specs += [spec(f"tempest-admin-{i}", f"tempest-admin-{i}", "admin")
-              for i in range(1, N_ADMINS + 1)]
-    specs += [dict(spec(f"tempest-service-{i}", f"tempest-service-{i}", "service"),
-                   roles=["admin", "service"])
-              for i in range(1, N_SERVICE + 1)]
-    return specs
-
-
-def provision_accounts(data_dir, specs):
-    """Create the accounts in the identity database `novella up` will open."""
-    code = ("import json, sys\n"
-            "from novella.api.identity.store import IdentityStore\n"
-            "IdentityStore(sys.argv[1]).ensure(json.loads(sys.stdin.read()))\n")
-    # A separate interpreter: the store's engine must not outlive this call here.
-    subprocess.run([sys.executable, "-c", code, f"sqlite:///{data_dir}/identity.db"],
-                   input=json.dumps(specs), text=True, check=True, cwd=REPO_ROOT,
-                   timeout=120)
-
-
 class Cloud:
     """A running `novella up`."""
 
@@ -225,12 +184,18 @@ class Cloud:
         self.identity = f"http://127.0.0.1:{self.port_base}"
         self.compute = f"http://127.0.0.1:{self.port_base + 1}"
 
-    def start(self, specs):
+    def start(self):
         import requests
-        provision_accounts(self.data_dir, specs)
+        # An image upload takes a second, as with a real hypervisor: tempest watches
+        # images being saved (SAVING) and a second createImage refused meanwhile.
+        conf = self.data_dir / "novella-tempest.conf"
+        conf.write_text("[simulated]\nsnapshot_seconds = 1\n"
+                        # the hints tempest's multinode tests give (as devstack enables them)
+                        f"[filter_scheduler]\nenabled_filters = {', '.join(SCHEDULER_FILTERS)}\n")
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "novella.cmd.main", "up", "--data-dir", str(self.data_dir),
+             "--config-file", str(conf),
              "--port-base", str(self.port_base), "--host", "127.0.0.1",
              "--cells", str(CELLS), "--hosts-per-cell", str(HOSTS_PER_CELL)],
             stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
@@ -259,12 +224,14 @@ class Cloud:
             self.proc.wait(10)
         self._log.close()
 
+    def admin_password(self):
+        return json.loads((self.data_dir / "passwords.json").read_text())["admin"]
+
     def admin_session(self):
         """(requests session with an admin token, {service type: url})."""
         import requests
-        passwords = json.loads((self.data_dir / "passwords.json").read_text())
         body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "password": passwords["admin"], "domain": {"id": "default"}}}},
+            "name": "admin", "password": self.admin_password(), "domain": {"id": "default"}}}},
             "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
         resp = requests.post(self.identity + "/v3/auth/tokens", json=body, timeout=30)
         assert resp.status_code == 201, resp.text
@@ -292,6 +259,7 @@ def discover(cloud):
     flavors.sort(key=lambda f: (f["ram"], f["vcpus"], f["disk"]))
     image = next(i for i in images if i["status"] == "active")
     shared = next(n for n in networks if n.get("shared"))
+    public = next(n for n in networks if n.get("router:external"))
     # A second image, as tempest's rebuild tests want one different from the first.
     alt = session.post(catalog["image"] + "/v2/images", timeout=30, json={
         "name": "cirros-alt", "disk_format": "qcow2", "container_format": "bare",
@@ -304,22 +272,13 @@ def discover(cloud):
     assert put.status_code == 204, put.text
     return {"image": image["id"], "image_alt": alt_id,
             "flavor": flavors[0]["id"], "flavor_alt": flavors[1]["id"],
-            "network": shared["name"], "min_microversion": version["min_version"],
+            "network": shared["name"], "public_network": public,
+            "min_microversion": version["min_version"],
             "max_microversion": version["version"], "catalog": catalog}
 
 
-def write_config(workdir, cloud, specs, found):
-    """tempest.conf and accounts.yaml in ``workdir``."""
-    lines = []
-    for spec in specs:
-        lines += [f"- username: '{spec['name']}'",
-                  f"  project_name: '{spec['project']}'",
-                  f"  password: '{spec['password']}'",
-                  "  user_domain_name: 'Default'",
-                  "  project_domain_name: 'Default'"]
-        lines.append(f"  roles: {json.dumps(spec['roles'])}")
-        lines += ["  resources:", f"    network: '{found['network']}'"]
-    (workdir / "accounts.yaml").write_text("\n".join(lines) + "\n")
+def write_config(workdir, cloud, found):
+    """tempest.conf in ``workdir``."""
     (workdir / "locks").mkdir(exist_ok=True)
     conf = f"""[DEFAULT]
 log_file = {workdir / 'tempest.log'}
@@ -330,8 +289,11 @@ debug = false
 lock_path = {workdir / 'locks'}
 
 [auth]
-use_dynamic_credentials = false
-test_accounts_file = {workdir / 'accounts.yaml'}
+use_dynamic_credentials = true
+admin_username = admin
+admin_password = {cloud.admin_password()}
+admin_project_name = admin
+admin_domain_name = Default
 default_credentials_domain_name = Default
 create_isolated_networks = false
 tempest_roles =
@@ -364,12 +326,20 @@ region = RegionOne
 
 [compute-feature-enabled]
 resize = true
+change_password = true
 vnc_console = false
 spice_console = false
 serial_console = false
 metadata_service = false
 block_migration_for_live_migration = true
 volume_backed_live_migration = true
+swap_volume = true
+volume_multiattach = true
+scheduler_enabled_filters = {', '.join(SCHEDULER_FILTERS)}
+hostname_fqdn_sanitization = true
+personality = true
+stable_rescue = true
+nova_policy_roles = admin, manager, member, reader
 
 [validation]
 run_validation = false
@@ -382,11 +352,19 @@ build_timeout = 60
 build_interval = 1
 build_timeout = 60
 project_networks_reachable = false
+public_network_id = {found['public_network']['id']}
+floating_network_name = {found['public_network']['name']}
 
 [volume]
 catalog_type = volumev3
+min_microversion = {'.'.join(map(str, volume_app.MIN_VERSION))}
+max_microversion = {'.'.join(map(str, volume_app.MAX_VERSION))}
+volume_type_multiattach = {volume_app.MULTIATTACH_TYPE['name']}
 build_interval = 1
 build_timeout = 60
+
+[enforce_scope]
+nova = true
 
 [service_available]
 nova = true
@@ -499,12 +477,11 @@ def run_all(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY):
     """Start a cloud, configure and run tempest; (results, elapsed seconds)."""
     data_dir = workdir / "novella-data"
     data_dir.mkdir(exist_ok=True)
-    specs = accounts()
     cloud = Cloud(data_dir)
     started = time.monotonic()
     try:
-        cloud.start(specs)
-        write_config(workdir, cloud, specs, discover(cloud))
+        cloud.start()
+        write_config(workdir, cloud, discover(cloud))
         stream = run_tempest(workdir, regex, concurrency)
         return parse_subunit(stream), time.monotonic() - started
     finally:

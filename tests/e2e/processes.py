@@ -172,7 +172,12 @@ def deployment(tmp_path, conductors=1, extra_conf=""):
               f"[filter_scheduler]\ncross_cell_move_weight_multiplier = -1000000\n"
               f"[api_database]\nconnection = {url['api']}\n"
               f"[api]\nauth_strategy = noauth2\n"
-              f"[placement]\nendpoint_override = {placement_url}\n")
+              f"[placement]\nendpoint_override = {placement_url}\n"
+              # The Compute API, conductor and compute hosts call the network, volume
+              # and image services' HTTP APIs (noauth2 tokens).
+              f"[neutron]\nendpoint_override = {embedded_urls['network']}\n"
+              f"[cinder]\nendpoint_template = {embedded_urls['volume']}/v3\n"
+              f"[glance]\nendpoint_override = {embedded_urls['image']}\n")
     (tmp_path / "nova.conf").write_text(
         common + f"[DEFAULT]\ntransport_url = {transports['super']}\n" + extra_conf)
     (tmp_path / "placement.conf").write_text(

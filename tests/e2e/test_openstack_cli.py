@@ -25,7 +25,7 @@ if not os.path.exists(OPENSTACK):
                 allow_module_level=True)
 openstack_sdk = pytest.importorskip("openstack")
 
-N_PORTS = 6          # identity, compute, placement, image, network, volume
+N_PORTS = 7          # identity, compute, placement, image, network, volume, optimize
 DEADLINE = 60        # seconds any one wait may take
 CLI_TIMEOUT = 90     # seconds any one command may take
 
@@ -149,14 +149,18 @@ def test_openstack_cli(cloud):
         ("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "e2e.small"))
     assert {"m1.tiny", "m1.small", "m1.medium"} <= {f["Name"] for f in flavors}
     assert [(i["Name"], i["Status"]) for i in images] == [("cirros", "active")]
-    # The demo's shared network, and the administrators' network on physnet1 (docs/qos.md).
-    assert [n["Name"] for n in networks] == ["private", "physnet1-net"]
+    # The demo's shared network, the external network floating IPs come from, and the
+    # administrators' network on physnet1 (docs/qos.md).
+    assert [n["Name"] for n in networks] == ["private", "public", "physnet1-net"]
     assert len(networks[0]["Subnets"]) == 1
     rps = {p["name"]: p["uuid"] for p in providers if ":" not in p["name"]}
     assert sorted(rps) == ["cell1-host1", "cell1-host2", "cell2-host1", "cell2-host2"]
-    # Each host's simulated network agent, with bandwidth on physnet1 and the tunnel.
+    # Each host's simulated network agents: Open vSwitch's, with bandwidth on physnet1
+    # and the tunnel; SR-IOV's, with bandwidth on its two NICs (docs/qos.md).
     assert sorted(p["name"] for p in providers if ":" in p["name"]) == sorted(
-        f"{h}:Open vSwitch agent{suffix}" for h in rps for suffix in ("", ":physnet1", ":tunnel"))
+        [f"{h}:Open vSwitch agent{suffix}" for h in rps
+         for suffix in ("", ":physnet1", ":tunnel")] +
+        [f"{h}:NIC Switch agent{suffix}" for h in rps for suffix in ("", ":ens1", ":ens2")])
     assert (flavor["name"], flavor["ram"], flavor["vcpus"], flavor["disk"]) == \
         ("e2e.small", 256, 1, 1)
 
@@ -438,6 +442,37 @@ def _quota(listing, name):
     if isinstance(listing, dict):
         return listing[name]
     return {row["Resource"]: row["Limit"] for row in listing}[name]
+
+
+def test_openstack_cli_guest_actions(cloud):
+    """pause, suspend, lock, rescue, image create, console log and rebuild, unmodified."""
+    osc, admin = cloud.osc, cloud.connect()
+    sid = osc("server", "create", "--image", "cirros", "--network", "private",
+              "--flavor", "m1.tiny", "guest")["id"]
+    _server_status(admin, sid, "ACTIVE")
+    held = _allocations(admin, sid)
+    for action, status in (("pause", "PAUSED"), ("unpause", "ACTIVE"),
+                           ("suspend", "SUSPENDED"), ("resume", "ACTIVE"),
+                           ("rescue", "RESCUE"), ("unrescue", "ACTIVE")):
+        osc("server", action, sid, fmt=False)
+        _server_status(admin, sid, status)
+    osc("--os-compute-api-version", "2.73", "server", "lock", "--reason", "maintenance", sid,
+        fmt=False)
+    locked = admin.compute.get_server(sid)
+    assert locked.is_locked and locked.locked_reason == "maintenance"
+    osc("server", "unlock", sid, fmt=False)
+    assert not admin.compute.get_server(sid).is_locked
+    image = osc("server", "image", "create", "--name", "guest-snap", "--wait", sid)
+    assert (image["name"], image["status"]) == ("guest-snap", "active")
+    log = osc("console", "log", "show", "--lines", "3", sid, fmt=False)
+    assert "login:" in log
+    osc("server", "rebuild", "--image", image["id"], sid, fmt=False)
+    rebuilt = _server_status(admin, sid, "ACTIVE")
+    assert rebuilt.image.id == image["id"]
+    assert _allocations(admin, sid) == held  # same host, same resources
+    osc("server", "delete", sid, fmt=False)
+    _wait("server deleted", lambda: admin.compute.find_server(sid) is None)
+    osc("image", "delete", image["id"], fmt=False)
 
 
 def test_openstack_cli_evacuate(cloud):

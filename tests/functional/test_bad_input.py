@@ -245,10 +245,12 @@ def test_all_in_one_gives_every_api_its_limit(tmp_path, monkeypatch):
     try:
         aio.start()
         apps = {srv.name: srv.app for srv in aio.servers}
-        assert set(apps) == {"identity", "compute", "placement", "image", "network", "volume"}
+        assert set(apps) == {"identity", "compute", "placement", "image", "network", "volume",
+                             "optimize"}
         for name, path in (("identity", "/v3/auth/tokens"), ("compute", "/v2.1/servers"),
                            ("placement", "/resource_providers"), ("image", "/v2/images"),
-                           ("network", "/v2.0/ports"), ("volume", "/v3/p/volumes")):
+                           ("network", "/v2.0/ports"), ("volume", "/v3/p/volumes"),
+                           ("optimize", "/v1/audits")):
             req = webob.Request.blank(path, method="POST", body=_sized(2049))
             req.content_type = "application/json"
             resp = req.get_response(apps[name])

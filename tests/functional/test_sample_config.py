@@ -53,8 +53,8 @@ def test_sample_configuration_is_generated_and_current(tmp_path, service):
     else:
         from novella.placement.conf import list_opts
     found = _options_by_group(sample)
-    missing = sorted(f"[{group}] {opt.name}" for group, opts in list_opts() for opt in opts
-                     if opt.name not in found.get(group, set()))
+    missing = sorted(f"[{group}] {opt.dest}" for group, opts in list_opts() for opt in opts
+                     if opt.dest not in found.get(group, set()))
     assert missing == []
     # The service's authentication options are in it too.
     assert {"www_authenticate_uri", "auth_type"} <= found["keystone_authtoken"]

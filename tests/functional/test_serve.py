@@ -126,11 +126,22 @@ def test_serve_compute_without_any_database_for_its_services_says_so(tmp_path):
         "[image_service] connection, [network_service] connection, [volume_service] connection")
 
 
+def test_serve_compute_names_a_device_spec_that_is_not_json(tmp_path):
+    conf = tmp_path / "nova.conf"
+    conf.write_text("[DEFAULT]\ntransport_url = inproc://cell1\n"
+                    f"[database]\nconnection = sqlite:///{tmp_path}/cell1.db\n"
+                    "[pci]\ndevice_spec = {devname: ens1}\n")
+    ran = _run(["compute", "--host", "h1", "--config-file", str(conf)])
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.strip().splitlines()[-1].startswith(
+        "error: [pci] device_spec '{devname: ens1}' is not JSON")
+
+
 @pytest.mark.parametrize("text, missing", [
     ("[DEFAULT]\ntransport_url = inproc://x\n[placement]\nendpoint_override = http://h:9\n",
      "[api_database] connection is not set"),
     ("[DEFAULT]\ntransport_url = inproc://x\n[api_database]\nconnection = sqlite:///{tmp}/a.db\n",
-     "[placement] endpoint_override is not set"),
+     "[placement] auth_type (with Keystone) or endpoint_override (without) is not set"),
 ])
 def test_serve_api_names_the_missing_option(tmp_path, text, missing):
     conf = tmp_path / "nova.conf"
@@ -184,22 +195,53 @@ def test_wsgi_modules_read_the_configuration_the_environment_names(tmp_path):
         "novella.cmd.serve.ConfigError: [api_database] connection is not set")
 
 
-def test_serve_compute_says_when_placement_does_not_answer(tmp_path):
+def _closed_port():
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("service", ["conductor", "scheduler", "compute"])
+def test_serve_says_when_placement_does_not_answer(tmp_path, service):
     api_url, cell_url = f"sqlite:///{tmp_path}/api.db", f"sqlite:///{tmp_path}/cell1.db"
     migrate.sync("api", api_url)
     for name in migrate.EMBEDDED:
         migrate.sync(name, api_url)
     migrate.sync("cell", cell_url)
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        closed = sock.getsockname()[1]
+    closed = _closed_port()
     conf = tmp_path / "nova.conf"
     conf.write_text(f"[DEFAULT]\ntransport_url = inproc://cell1\nstate_path = {tmp_path}\n"
                     f"[api_database]\nconnection = {api_url}\n"
                     f"[database]\nconnection = {cell_url}\n"
                     f"[placement]\nendpoint_override = http://127.0.0.1:{closed}\n")
-    ran = _run(["compute", "--host", "h1", "--config-file", str(conf)])
+    ran = _run([service, "--config-file", str(conf)] + (["--host", "h1"] if service == "compute"
+                                                          else []))
     assert ran.returncode == 1
+    assert "Traceback" not in ran.stderr
     assert ran.stderr.strip().splitlines()[-1] == (
         f"error: Placement does not answer at http://127.0.0.1:{closed} "
         "([placement] endpoint_override): start it first")
+
+
+def test_serve_says_when_keystone_refuses_or_misses_the_placement_credentials(tmp_path):
+    """With [placement] auth_type, a missing plugin option is named; a Keystone that
+    does not answer is one line naming where Placement is looked for."""
+    api_url = f"sqlite:///{tmp_path}/api.db"
+    migrate.sync("api", api_url)
+    closed = _closed_port()
+    conf = tmp_path / "nova.conf"
+    base = (f"[DEFAULT]\ntransport_url = inproc://super\n"
+            f"[api_database]\nconnection = {api_url}\n[placement]\nauth_type = password\n")
+    conf.write_text(base)
+    ran = _run(["scheduler", "--config-file", str(conf)])
+    assert (ran.returncode, ran.stderr.strip().splitlines()[-1]) == (
+        1, "error: [placement] auth_url not set (needed by auth_type = password)")
+    conf.write_text(base + f"auth_url = http://127.0.0.1:{closed}/v3\nusername = nova\n"
+                           "password = x\nproject_name = service\nuser_domain_name = Default\n"
+                           "project_domain_name = Default\n")
+    ran = _run(["scheduler", "--config-file", str(conf)])
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.strip().splitlines()[-1] == (
+        f"error: Keystone at http://127.0.0.1:{closed}/v3, or the Placement its catalog names, "
+        "does not answer ([placement] auth_url, region_name, valid_interfaces): start them first")
+

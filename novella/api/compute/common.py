@@ -42,6 +42,17 @@ def next_link(req, collection_parts, items, limit, id_key="id", name=None):
     return [{"rel": "next", "href": req.self_link(*collection_parts) + "?" + urlencode(query)}]
 
 
+def check_query(req, allowed=(), since="2.102"):
+    """From microversion ``since`` a query may name only ``allowed`` parameters
+    (2.102 closed every API's query string that took none or a fixed set)."""
+    if not req.at_least(since):
+        return
+    unknown = [k for k in req.GET if k not in allowed]
+    if unknown:
+        raise errors.BadRequest(
+            f"Additional properties are not allowed ('{unknown[0]}' was unexpected)")
+
+
 def parse_time(value, param):
     """An ISO 8601 timestamp from the query, as naive UTC; 400 if malformed."""
     try:

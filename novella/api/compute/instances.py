@@ -111,18 +111,19 @@ def _add_faults_and_volumes(s, recs):
 
 
 # --- one server -----------------------------------------------------------------------
-_MAPPING = sa.select(am.InstanceMapping).where(
+# The mapping and its cell in one statement (no cell cache token to check).
+_MAPPING = sa.select(am.InstanceMapping, am.CellMapping).outerjoin(
+    am.CellMapping, am.CellMapping.id == am.InstanceMapping.cell_id).where(
     am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid"))
 
 
 def mapping(api_db, uuid):
     """(InstanceMapping, CellMapping or None) or (None, None)."""
     with api_db.read_session() as s:
-        im = s.scalars(_MAPPING, {"b_uuid": uuid}).first()
-    if im is None:
+        row = s.execute(_MAPPING, {"b_uuid": uuid}).first()
+    if row is None:
         return None, None
-    cell = next((c for c in cells_mod.list_cells(api_db) if c.id == im.cell_id), None)
-    return im, cell
+    return row[0], row[1]
 
 
 @functools.cache
@@ -261,6 +262,11 @@ def _cell_query(filters, sort, marker_rec, limit):
         q = q.where(cm.Instance.deleted == 0)
     elif deleted is False:
         q = q.where(cm.Instance.deleted == 0)
+    if (deleted is False or deleted is None and not filters.get("changes-since")
+            and not filters.get("changes-before")) and not filters.get("soft_deleted"):
+        # Soft-deleted servers are listed only on request (as the reference).
+        q = q.where(sa.or_(cm.Instance.vm_state != states.SOFT_DELETED,
+                           cm.Instance.vm_state.is_(None)))
     for key in _EXACT:
         if key in filters:
             value = filters[key]
@@ -284,9 +290,23 @@ def _cell_query(filters, sort, marker_rec, limit):
     return q.limit(limit)
 
 
+def _ip_matches(rec, filters):
+    """``ip`` / ``ip6``: a regular expression one of the server's fixed addresses of
+    that version matches from its start (as the reference filters, on its info cache)."""
+    import re
+    from novella.api.compute import views
+    patterns = {4: filters.get("ip"), 6: filters.get("ip6")}
+    patterns = {v: re.compile(p) for v, p in patterns.items() if p is not None}
+    return any(ip["version"] in patterns and patterns[ip["version"]].match(ip["addr"] or "")
+               for ips in views.addresses(rec).values() for ip in ips
+               if ip["OS-EXT-IPS:type"] == "fixed")
+
+
 def _matches(rec, filters):
     """The same filters applied to a build request record in Python."""
     import re
+    if ("ip" in filters or "ip6" in filters) and not _ip_matches(rec, filters):
+        return False
     for key in _EXACT:
         if key in filters:
             value = filters[key]
@@ -346,10 +366,15 @@ def list_records(api, filters, sort, limit, marker=None):
         sort.append(("uuid", sort[-1][1] if sort else "desc"))
     marker_rec = _marker_record(api.api_db, marker, cells) if marker else None
 
+    by_ip = "ip" in filters or "ip6" in filters  # matched here, on every row of the cell
+
     def in_cell(cell, db):
         with db.session() as s:
-            rows = s.scalars(_cell_query(filters, sort, marker_rec, limit).options(*VIEW_LOADS)).all()
+            rows = s.scalars(_cell_query(filters, sort, marker_rec, None if by_ip else limit)
+                             .options(*VIEW_LOADS)).all()
             recs = [record(r, cell) for r in rows]
+            if by_ip:
+                recs = [r for r in recs if _ip_matches(r, filters)][:limit]
             _add_faults_and_volumes(s, recs)
             return recs
 

@@ -12,7 +12,7 @@ import microversion_parse
 from novella.api.compute import errors
 
 MIN_VERSION = (2, 1)
-MAX_VERSION = (2, 96)
+MAX_VERSION = (2, 104)
 SERVICE_TYPE = "compute"
 HEADER = "OpenStack-API-Version"
 LEGACY_HEADER = "X-OpenStack-Nova-API-Version"

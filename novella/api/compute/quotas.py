@@ -37,6 +37,10 @@ from novella.db import api_models as am, cell_models as cm, cells as cells_mod
 RESOURCES = ["instances", "cores", "ram", "metadata_items", "injected_files",
              "injected_file_content_bytes", "injected_file_path_bytes", "key_pairs",
              "server_groups", "server_group_members"]
+# The reference's nova-network quotas: nothing counts or enforces them and no option
+# gives them a default (-1), but a project or class keeps the limits set for them
+# where the microversion still has them (before 2.36; classes before 2.50).
+NETWORK_RESOURCES = ["floating_ips", "fixed_ips", "security_groups", "security_group_rules"]
 # The option giving a resource's default, where it is not named as the resource.
 _OPTION = {"injected_file_path_bytes": "injected_file_path_length"}
 # What each resource is called in /limits.
@@ -63,9 +67,15 @@ def enforced(api):
 
 
 # --- limits ---------------------------------------------------------------------------
-def class_limits(api, class_name="default"):
+def _defaults(api):
     conf = _conf(api)
     limits = {r: getattr(conf, _OPTION.get(r, r)) for r in RESOURCES}
+    limits.update(dict.fromkeys(NETWORK_RESOURCES, UNLIMITED))
+    return limits
+
+
+def class_limits(api, class_name="default"):
+    limits = _defaults(api)
     with api.api_db.connection() as conn:
         for resource, hard in conn.execute(sa.select(
                 classes_table.c.resource, classes_table.c.hard_limit)
@@ -75,25 +85,40 @@ def class_limits(api, class_name="default"):
     return limits
 
 
+def _limits(api, project_id, user_id=None):
+    """(the project's limits, its user's limits or None), from one statement: the
+    ``default`` class's, the project's and the user's overrides together."""
+    parts = [sa.select(sa.literal(0), classes_table.c.resource, classes_table.c.hard_limit)
+             .where(classes_table.c.class_name == "default"),
+             sa.select(sa.literal(1), quotas_table.c.resource, quotas_table.c.hard_limit)
+             .where(quotas_table.c.project_id == project_id)]
+    if user_id is not None:
+        parts.append(sa.select(sa.literal(2), user_quotas_table.c.resource,
+                               user_quotas_table.c.hard_limit)
+                     .where(user_quotas_table.c.project_id == project_id,
+                            user_quotas_table.c.user_id == user_id))
+    with api.api_db.connection() as conn:
+        rows = sorted(conn.execute(sa.union_all(*parts)).all(), key=lambda row: row[0])
+    project = _defaults(api)
+    for level, resource, hard in rows:
+        if level < 2 and resource in project:
+            project[resource] = hard
+    user = None
+    if user_id is not None:
+        user = dict(project)
+        for level, resource, hard in rows:
+            if level == 2 and resource in user:
+                user[resource] = hard
+    if not enforced(api):
+        project = {r: UNLIMITED for r in project}
+        user = None if user is None else dict(project)
+    return project, user
+
+
 def project_limits(api, project_id, user_id=None):
     """{resource: limit} for the project, or for one of its users."""
-    limits = class_limits(api)
-    with api.api_db.connection() as conn:
-        for resource, hard in conn.execute(sa.select(
-                quotas_table.c.resource, quotas_table.c.hard_limit)
-                .where(quotas_table.c.project_id == project_id)):
-            if resource in limits:
-                limits[resource] = hard
-        if user_id is not None:
-            for resource, hard in conn.execute(sa.select(
-                    user_quotas_table.c.resource, user_quotas_table.c.hard_limit)
-                    .where(user_quotas_table.c.project_id == project_id,
-                           user_quotas_table.c.user_id == user_id)):
-                if resource in limits:
-                    limits[resource] = hard
-    if not enforced(api):
-        limits = {r: UNLIMITED for r in limits}
-    return limits
+    project, user = _limits(api, project_id, user_id)
+    return project if user is None else user
 
 
 def set_limits(api, table, keys, values):
@@ -116,13 +141,24 @@ def delete_limits(api, project_id, user_id=None):
 
 
 # --- usage ----------------------------------------------------------------------------
+# Each count below answers for the project and for one of its users at once
+# (one statement per database): {None: project's, user_id: user's}.
+def _for_user(column, user_id, value=1):
+    return sa.func.coalesce(sa.func.sum(sa.case((column == user_id, value), else_=0)), 0)
+
+
 def _instances(conn, project_id, user_id=None):
-    q = sa.select(sa.func.count()).select_from(am.InstanceMapping).where(
-        am.InstanceMapping.project_id == project_id,
-        am.InstanceMapping.queued_for_delete.is_(False))
+    """{None: servers of the project, user_id: of the user} (instance mappings)."""
+    m = am.InstanceMapping
+    cols = [sa.func.count()]
     if user_id is not None:
-        q = q.where(am.InstanceMapping.user_id == user_id)
-    return conn.execute(q).scalar() or 0
+        cols.append(_for_user(m.user_id, user_id))
+    row = conn.execute(sa.select(*cols).select_from(m).where(
+        m.project_id == project_id, m.queued_for_delete.is_(False))).one()
+    out = {None: int(row[0] or 0)}
+    if user_id is not None:
+        out[user_id] = int(row[1] or 0)
+    return out
 
 
 def from_placement(api):
@@ -143,65 +179,121 @@ def _placement_cores_ram(api, project_id, user_id=None):
             int(usages.get("MEMORY_MB", 0)))
 
 
-def _build_requests(api, project_id, user_id=None):
-    """[(instance uuid, vcpus, memory_mb)] of the servers still waiting for a cell."""
+def _build_requests(api, project_id):
+    """[(instance uuid, user id, vcpus, memory_mb)] of the servers still waiting for a cell."""
     out = []
     with api.api_db.session() as s:
         for uuid, doc in s.execute(sa.select(am.BuildRequest.instance_uuid,
                                              am.BuildRequest.instance).where(
                 am.BuildRequest.project_id == project_id)):
             inst = json.loads(doc)
-            if user_id is None or inst.get("user_id") == user_id:
-                out.append((uuid, int(inst.get("vcpus") or 0), int(inst.get("memory_mb") or 0)))
+            out.append((uuid, inst.get("user_id"), int(inst.get("vcpus") or 0),
+                        int(inst.get("memory_mb") or 0)))
     return out
 
 
 def _cores_ram(api, project_id, user_id=None):
+    """{None: (cores, ram) of the project, user_id: of the user}."""
+    scopes = [None] + ([user_id] if user_id is not None else [])
     if from_placement(api):
         # Placement holds what the servers with a host use; a server still
         # being scheduled holds nothing there yet and is counted from its
         # build request (once the scheduler has claimed for it, from placement).
-        cores, ram = _placement_cores_ram(api, project_id, user_id)
-        for uuid, vcpus, memory_mb in _build_requests(api, project_id, user_id):
+        out = {scope: _placement_cores_ram(api, project_id, scope) for scope in scopes}
+        for uuid, owner, vcpus, memory_mb in _build_requests(api, project_id):
             held = (api.placement.get(f"/allocations/{uuid}") or {}).get("allocations")
             if not held:
-                cores, ram = cores + vcpus, ram + memory_mb
-        return cores, ram
+                _add(out, owner, vcpus, memory_mb)
+        return out
+
+    i = cm.Instance
+    cols = [sa.func.coalesce(sa.func.sum(i.vcpus), 0),
+            sa.func.coalesce(sa.func.sum(i.memory_mb), 0)]
+    if user_id is not None:
+        cols += [_for_user(i.user_id, user_id, i.vcpus), _for_user(i.user_id, user_id, i.memory_mb)]
+    q = sa.select(*cols).where(i.project_id == project_id, i.deleted == 0, i.hidden.is_(False))
 
     def count(cell, db):
-        q = sa.select(sa.func.coalesce(sa.func.sum(cm.Instance.vcpus), 0),
-                      sa.func.coalesce(sa.func.sum(cm.Instance.memory_mb), 0)).where(
-            cm.Instance.project_id == project_id, cm.Instance.deleted == 0,
-            cm.Instance.hidden.is_(False))
-        if user_id is not None:
-            q = q.where(cm.Instance.user_id == user_id)
-        with db.session() as s:
-            return tuple(s.execute(q).one())
-    cores = ram = 0
+        with db.reader() as conn:
+            return tuple(conn.execute(q).one())
+    out = {scope: (0, 0) for scope in scopes}
     for result in cells_mod.scatter(cells_mod.list_cells(api.api_db), count).values():
-        if not isinstance(result, Exception):
-            cores, ram = cores + result[0], ram + result[1]
-    for _uuid, vcpus, memory_mb in _build_requests(api, project_id, user_id):
-        cores, ram = cores + vcpus, ram + memory_mb
-    return cores, ram
+        if isinstance(result, Exception):
+            continue
+        for scope, (cores, ram) in zip(scopes, (result[:2], result[2:])):
+            out[scope] = (out[scope][0] + int(cores), out[scope][1] + int(ram))
+    for _uuid, owner, vcpus, memory_mb in _build_requests(api, project_id):
+        _add(out, owner, vcpus, memory_mb)
+    return out
+
+
+def _add(out, owner, vcpus, memory_mb):
+    """Count a server of ``owner`` for the project, and for the user if it is theirs."""
+    for scope in {None, owner}:
+        if scope in out:
+            cores, ram = out[scope]
+            out[scope] = (cores + int(vcpus), ram + int(memory_mb))
 
 
 def usage(api, project_id, user_id=None):
     """{resource: in use} for the resources counted per project (or user)."""
     with api.api_db.connection() as conn:
-        instances = _instances(conn, project_id, user_id)
+        instances = _instances(conn, project_id, user_id)[user_id]
         groups = conn.execute(sa.select(sa.func.count()).select_from(am.InstanceGroup).where(
             am.InstanceGroup.project_id == project_id,
             *([am.InstanceGroup.user_id == user_id] if user_id else []))).scalar()
         keypair_user = user_id
         key_pairs = conn.execute(sa.select(sa.func.count()).select_from(am.KeyPair).where(
             am.KeyPair.user_id == keypair_user)).scalar() if keypair_user else 0
-    cores, ram = _cores_ram(api, project_id, user_id)
+    cores, ram = _cores_ram(api, project_id, user_id)[user_id]
     return {"instances": instances, "cores": cores, "ram": ram, "server_groups": groups or 0,
             "key_pairs": key_pairs or 0}
 
 
 # --- checks ---------------------------------------------------------------------------
+class Quota:
+    """What one request checks against: the limits of a project and of one of
+    its users (read once, in one statement), and their usage of the
+    resources a server takes, counted for both at once and only for the
+    resources that have a limit (an unlimited one cannot be passed)."""
+
+    def __init__(self, api, project_id, user_id):
+        self.api, self.project_id, self.user_id = api, project_id, user_id
+        self._limits = None
+
+    def limits(self, scope=None):
+        """The project's limits (``scope`` None) or the user's (``scope`` the user id)."""
+        if self._limits is None:
+            self._limits = _limits(self.api, self.project_id, self.user_id)
+        return self._limits[0 if scope is None else 1]
+
+    def scopes(self):
+        return (None, self.user_id)
+
+    def limited(self, resources):
+        """The ones of ``resources`` limited for the project or for the user."""
+        return [r for r in resources if any(self.limits(s)[r] >= 0 for s in self.scopes())]
+
+    def used(self, resources, conn=None):
+        """{scope: {resource: in use}} for the limited ones of ``resources`` (among
+        instances, cores, ram); ``conn``: the transaction to count servers in."""
+        wanted = self.limited(resources)
+        out = {scope: {} for scope in self.scopes()}
+        if "instances" in wanted:
+            if conn is not None:
+                counted = _instances(conn, self.project_id, self.user_id)
+            else:
+                with self.api.api_db.connection() as c:
+                    counted = _instances(c, self.project_id, self.user_id)
+            for scope in out:
+                out[scope]["instances"] = counted[scope]
+        if "cores" in wanted or "ram" in wanted:
+            counted = _cores_ram(self.api, self.project_id, self.user_id)
+            for scope in out:
+                out[scope]["cores"], out[scope]["ram"] = counted[scope]
+        return out
+
+
 def over_quota(resources, requested, used, limits):
     """403 worded as the reference words an exceeded quota."""
     names = ", ".join(resources)
@@ -223,74 +315,70 @@ def _room(limit, used, each):
     return max(0, (limit - used) // each)
 
 
-def servers_that_fit(api, ctxt, flavor, min_count, max_count, conn=None):
-    """How many servers of ``flavor`` fit (at most ``max_count``); 403 below
-    ``min_count``. ``conn``: the write transaction that will record them."""
-    if not enforced(api):
+SERVER_RESOURCES = ("instances", "cores", "ram")
+
+
+def servers_that_fit(quota, flavor, min_count, max_count):
+    """How many servers of ``flavor`` fit the ``quota`` (a Quota; at most
+    ``max_count``); 403 below ``min_count``."""
+    if not enforced(quota.api):
         return max_count
-    checks = []
-    for user_id in (None, ctxt.user_id):
-        limits = project_limits(api, ctxt.project_id, user_id)
-        if conn is not None:
-            used_instances = _instances(conn, ctxt.project_id, user_id)
-        else:
-            with api.api_db.connection() as c:
-                used_instances = _instances(c, ctxt.project_id, user_id)
-        cores, ram = _cores_ram(api, ctxt.project_id, user_id)
-        used = {"instances": used_instances, "cores": cores, "ram": ram}
-        each = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
-        checks.append((limits, used, each))
+    used = quota.used(SERVER_RESOURCES)
+    each = {"instances": 1, "cores": flavor["vcpus"], "ram": flavor["memory_mb"]}
     fit = max_count
-    for limits, used, each in checks:
-        for resource in ("instances", "cores", "ram"):
-            room = _room(limits[resource], used[resource], each[resource])
+    for scope in quota.scopes():
+        limits = quota.limits(scope)
+        for resource, n in used[scope].items():
+            room = _room(limits[resource], n, each[resource])
             if room is not None:
                 fit = min(fit, room)
     if fit >= min_count:
         return fit
-    for limits, used, each in checks:
-        short = [r for r in ("instances", "cores", "ram")
-                 if limits[r] >= 0 and used[r] + each[r] * min_count > limits[r]]
+    for scope in quota.scopes():
+        limits, counted = quota.limits(scope), used[scope]
+        short = [r for r in SERVER_RESOURCES if r in counted
+                 and limits[r] >= 0 and counted[r] + each[r] * min_count > limits[r]]
         if short:
-            raise over_quota(short, {r: each[r] * min_count for r in short}, used, limits)
-    raise over_quota(["instances"], {"instances": min_count}, checks[0][1], checks[0][0])
+            raise over_quota(short, {r: each[r] * min_count for r in short}, counted, limits)
+    raise over_quota(["instances"], {"instances": min_count},
+                     {"instances": used[None].get("instances", 0)}, quota.limits())
 
 
-def instances_room(api, ctxt, conn, min_count):
+def instances_room(quota, conn, min_count):
     """How many more servers the instances quota allows (None: unlimited),
     counted in ``conn``, the write transaction that records them; 403 when
     fewer than ``min_count``."""
-    if not enforced(api):
+    if not enforced(quota.api) or not quota.limited(["instances"]):
         return None
+    used = quota.used(["instances"], conn)
     room = None
-    for user_id in (None, ctxt.user_id):
-        limits = project_limits(api, ctxt.project_id, user_id)
+    for scope in quota.scopes():
+        limits = quota.limits(scope)
         if limits["instances"] < 0:
             continue
-        used = _instances(conn, ctxt.project_id, user_id)
-        left = max(0, limits["instances"] - used)
+        n = used[scope]["instances"]
+        left = max(0, limits["instances"] - n)
         if left < min_count:
-            raise over_quota(["instances"], {"instances": min_count}, {"instances": used},
-                             limits)
+            raise over_quota(["instances"], {"instances": min_count}, {"instances": n}, limits)
         room = left if room is None else min(room, left)
     return room
 
 
-def recheck_servers(api, ctxt, flavor, count):
+def recheck_servers(quota, flavor, count):
     """After recording ``count`` servers of ``flavor``: 403 if the project (or
     the user) is now over its quota, worded with what this request asked for
     and what the others use."""
-    if not enforced(api) or not _conf(api).recheck_quota:
+    if not enforced(quota.api) or not _conf(quota.api).recheck_quota:
         return
     own = {"instances": count, "cores": count * flavor["vcpus"],
            "ram": count * flavor["memory_mb"]}
-    for user_id in (None, ctxt.user_id):
-        limits = project_limits(api, ctxt.project_id, user_id)
-        used = usage(api, ctxt.project_id, user_id)
-        short = [r for r in ("instances", "cores", "ram") if 0 <= limits[r] < used[r]]
+    used = quota.used(SERVER_RESOURCES)
+    for scope in quota.scopes():
+        limits = quota.limits(scope)
+        short = [r for r, n in used[scope].items() if 0 <= limits[r] < n]
         if short:
-            others = {r: max(0, used[r] - own[r]) for r in short}
-            raise over_quota(short, own, others, limits)
+            others = {r: max(0, used[scope][r] - own[r]) for r in short}
+            raise over_quota([r for r in SERVER_RESOURCES if r in short], own, others, limits)
 
 
 def check_resize(api, ctxt, project_id, user_id, old_flavor, new_flavor):
@@ -299,16 +387,16 @@ def check_resize(api, ctxt, project_id, user_id, old_flavor, new_flavor):
         return
     delta = {"cores": new_flavor["vcpus"] - old_flavor["vcpus"],
              "ram": new_flavor["memory_mb"] - old_flavor["memory_mb"]}
-    if delta["cores"] <= 0 and delta["ram"] <= 0:
+    grows = [r for r in ("cores", "ram") if delta[r] > 0]
+    quota = Quota(api, project_id, user_id)
+    if not grows or not quota.limited(grows):
         return
-    for uid in (None, user_id):
-        limits = project_limits(api, project_id, uid)
-        cores, ram = _cores_ram(api, project_id, uid)
-        used = {"cores": cores, "ram": ram}
-        short = [r for r in ("cores", "ram")
-                 if delta[r] > 0 and limits[r] >= 0 and used[r] + delta[r] > limits[r]]
+    used = quota.used(grows)
+    for scope in quota.scopes():
+        limits = quota.limits(scope)
+        short = [r for r in grows if limits[r] >= 0 and used[scope][r] + delta[r] > limits[r]]
         if short:
-            raise over_quota(short, delta, used, limits)
+            raise over_quota(short, delta, used[scope], limits)
 
 
 def check_unshelve_offloaded(api, project_id, user_id, flavor):
@@ -320,13 +408,13 @@ def check_unshelve_offloaded(api, project_id, user_id, flavor):
     if not enforced(api) or not from_placement(api):
         return
     delta = {"cores": int(flavor.get("vcpus") or 0), "ram": int(flavor.get("memory_mb") or 0)}
+    quota = Quota(api, project_id, user_id)
+    used = quota.used(("cores", "ram"))
     overs = set()
-    for uid in (None, user_id):
-        limits = project_limits(api, project_id, uid)
-        cores, ram = _cores_ram(api, project_id, uid)
-        used = {"cores": cores, "ram": ram}
-        overs.update(r for r in ("cores", "ram")
-                     if limits[r] >= 0 and used[r] + delta[r] > limits[r])
+    for scope in quota.scopes():
+        limits = quota.limits(scope)
+        overs.update(r for r in used[scope]
+                     if limits[r] >= 0 and used[scope][r] + delta[r] > limits[r])
     if overs:
         raise errors.Forbidden(f"Quota exceeded for resources: {sorted(overs)}")
 
@@ -347,20 +435,20 @@ def count_rows(api, model, *where):
         return conn.execute(sa.select(sa.func.count()).select_from(model).where(*where)).scalar()
 
 
-def check_metadata(api, ctxt, metadata):
-    if not enforced(api) or metadata is None:
+def check_metadata(quota, metadata):
+    if not enforced(quota.api) or metadata is None:
         return
-    limit = project_limits(api, ctxt.project_id, ctxt.user_id)["metadata_items"]
+    limit = quota.limits(quota.user_id)["metadata_items"]
     if 0 <= limit < len(metadata):
         raise errors.Forbidden("Quota exceeded for metadata_items: Requested "
                                f"{len(metadata)}, but already used 0 of {limit} metadata_items")
 
 
-def check_injected_files(api, ctxt, files):
+def check_injected_files(quota, files):
     """Personality files of a create or rebuild (before 2.57)."""
-    if not enforced(api) or not files:
+    if not enforced(quota.api) or not files:
         return
-    limits = project_limits(api, ctxt.project_id, ctxt.user_id)
+    limits = quota.limits(quota.user_id)
     if 0 <= limits["injected_files"] < len(files):
         raise errors.Forbidden("Personality file limit exceeded")
     for item in files:

@@ -4,6 +4,8 @@ A schema may be one document or a list of ``(min_version, max_version,
 schema)`` choices, so each microversion's body is described where it
 changes. Failures are 400s worded as the reference words them.
 """
+import base64
+
 import jsonschema
 from jsonschema import validators
 
@@ -40,6 +42,19 @@ def _int32(value):
     if isinstance(value, str):
         return len(value) <= 10 and (not value.isdigit() or int(value) <= MAX_INT)
     return not isinstance(value, int) or -MAX_INT - 1 <= value <= MAX_INT
+
+
+@_FORMATS.checks("base64")
+def _base64(value):
+    """Base64 text (the contents of a personality file); as the reference, characters
+    outside the alphabet (line breaks, spaces) are skipped, a wrong length is not."""
+    if not isinstance(value, str):
+        return True
+    try:
+        base64.b64decode(value)
+    except ValueError:
+        return False
+    return True
 
 
 def pick(schema, version):
@@ -96,6 +111,13 @@ non_negative_int = {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "mini
 metadata = {"type": "object",
             "patternProperties": {r"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
             "additionalProperties": False}
+
+# Files to inject into the guest (create and rebuild, before 2.57).
+personality = {"type": "array", "items": {
+    "type": "object", "properties": {"path": {"type": "string"},
+                                     "contents": {"type": "string", "format": "base64"}},
+    "additionalProperties": False}}
+
 
 
 def to_bool(value):

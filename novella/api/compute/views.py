@@ -1,8 +1,11 @@
 """How a server record is shown, per microversion."""
 import hashlib
+import logging
 
 from novella.api.compute.common import iso
 from novella.compute import states
+
+LOG = logging.getLogger(__name__)
 
 
 def host_id(rec):
@@ -39,7 +42,11 @@ def _addresses(rec):
                          "addr": ip.get("address")}
                 ips.append({**entry, "OS-EXT-IPS:type": ip.get("type", "fixed"),
                             "OS-EXT-IPS-MAC:mac_addr": vif.get("address")})
-                for fip in ip.get("floating_ips") or []:
+                floating = ip.get("floating_ips") or []
+                if "floating_ips" in rec:  # as the network service has them now
+                    floating = [{"address": a} for a in
+                                rec["floating_ips"].get((vif.get("id"), ip.get("address")), [])]
+                for fip in floating:
                     ips.append({"version": entry["version"], "addr": fip.get("address"),
                                 "OS-EXT-IPS:type": "floating",
                                 "OS-EXT-IPS-MAC:mac_addr": vif.get("address")})
@@ -68,31 +75,76 @@ def flavor(req, rec):
 def image(req, rec):
     if not rec.get("image_ref"):
         return ""
-    return {"id": rec["image_ref"],
-            "links": [{"rel": "bookmark", "href": req.links("images", rec["image_ref"])[1]["href"]}]}
+    out = {"id": rec["image_ref"],
+           "links": [{"rel": "bookmark", "href": req.links("images", rec["image_ref"])[1]["href"]}]}
+    if req.at_least("2.98"):
+        out["properties"] = image_properties(rec.get("image_properties"))
+    return out
 
 
-def host_status(req, host):
-    """UP, DOWN, MAINTENANCE (disabled) or UNKNOWN, from the host's compute service."""
+def host_status(req, rec):
+    """UP, DOWN, MAINTENANCE (disabled) or UNKNOWN, from the server's host's compute service.
+
+    A page of servers has its hosts' services read first, one query per cell
+    (``add_host_statuses``); a single server reads its host's alone.
+    """
+    host = rec.get("host")
     if not host:
         return ""
-    cache = req.environ.get("novella.compute_services")
-    if cache is None:
-        from novella.api.compute import hosts
-        cache = {svc.host: svc for _c, svc in hosts.services(req.api)
-                 if svc.binary == hosts.COMPUTE}
-        req.environ["novella.compute_services"] = cache
-    svc = cache.get(host)
-    if svc is None:
-        return "UNKNOWN"
+    if "host_status" not in rec:
+        add_host_statuses(req, [rec])
+    return rec["host_status"]
+
+
+def host_status_shown(req):
+    """Which host statuses policy lets the caller see: "all"
+    (show:host_status), "unknown" (show:host_status:unknown-only: the field
+    only when it is UNKNOWN), or None."""
+    if req.can("os_compute_api:servers:show:host_status"):
+        return "all"
+    if req.can("os_compute_api:servers:show:host_status:unknown-only"):
+        return "unknown"
+    return None
+
+
+def add_host_statuses(req, recs):
+    """Set ``host_status`` on each record from the services rows of the page's
+    hosts only, read with one query per cell holding some of them."""
+    import sqlalchemy as sa
     from novella.api.compute import hosts
-    if not hosts.is_up(req.api.conf, svc):
-        return "DOWN"
-    return "MAINTENANCE" if svc.disabled else "UP"
+    from novella.db import cell_models as cm
+    from novella.db import cells as cells_mod
+    wanted = {}
+    for rec in recs:
+        if rec.get("host") and rec.get("cell") is not None:
+            wanted.setdefault(rec["cell"].uuid, (rec["cell"], set()))[1].add(rec["host"])
+    found = {}
+    for cell, names in wanted.values():
+        try:
+            with cells_mod.cell_database(cell).read_session() as s:
+                rows = s.scalars(sa.select(cm.Service).where(
+                    cm.Service.host.in_(sorted(names)), cm.Service.binary == hosts.COMPUTE,
+                    cm.Service.deleted == 0)).all()
+        except Exception:  # noqa: BLE001 - a cell that does not answer: its hosts are UNKNOWN
+            LOG.warning("host status: cell %s did not answer", cell.name, exc_info=True)
+            continue
+        for svc in rows:
+            found[(cell.uuid, svc.host)] = svc
+    conf = req.api.conf
+    for rec in recs:
+        cell = rec.get("cell")
+        svc = found.get((cell.uuid, rec.get("host"))) if cell is not None else None
+        if svc is None:
+            rec["host_status"] = "UNKNOWN"
+        elif not hosts.is_up(conf, svc):
+            rec["host_status"] = "DOWN"
+        else:
+            rec["host_status"] = "MAINTENANCE" if svc.disabled else "UP"
 
 
 def add_pinned_zones(api, recs):
-    """2.96: the zone each server asked for at create (its request spec's)."""
+    """From the request specs of the servers (one query): the zone each asked
+    for (2.96), its scheduler hints (2.100) and its image's properties (2.98)."""
     import json
     import sqlalchemy as sa
     from novella.db import api_models as am
@@ -103,7 +155,47 @@ def add_pinned_zones(api, recs):
         rows = s.execute(sa.select(am.RequestSpec.instance_uuid, am.RequestSpec.spec)
                          .where(am.RequestSpec.instance_uuid.in_(list(by_uuid))))
         for uuid, spec in rows:
-            by_uuid[uuid]["pinned_availability_zone"] = json.loads(spec).get("availability_zone")
+            spec = json.loads(spec)
+            rec = by_uuid[uuid]
+            rec["pinned_availability_zone"] = spec.get("availability_zone")
+            rec["scheduler_hints"] = {
+                k: [str(x) for x in (v if isinstance(v, list) else [v])]
+                for k, v in (spec.get("scheduler_hints") or {}).items()}
+            rec["image_properties"] = (spec.get("image") or {}).get("properties") or {}
+
+
+# The image properties the reference keeps with a server (its ImageMetaProps:
+# hardware, image and guest OS families, and their older plain names).
+_IMAGE_PROPERTY_PREFIXES = ("hw_", "img_", "os_")
+_LEGACY_IMAGE_PROPERTIES = frozenset((
+    "architecture", "auto_disk_config", "bdm_v2", "bittorrent", "block_device_mapping",
+    "cache_in_nova", "hypervisor_type", "hypervisor_version_requires", "ipxe_boot",
+    "mappings", "owner_id", "root_device_name", "vm_mode", "vmware_disktype",
+    "vmware_image_version", "vmware_linked_clone", "vmware_ostype"))
+
+
+def image_properties(props):
+    """2.98: the standard properties of the server's image, as strings (at most 255
+    characters, as the server's system metadata keeps them)."""
+    return {k: str(v)[:255] for k, v in (props or {}).items()
+            if v is not None and not k.startswith("os_glance")
+            and (k.startswith(_IMAGE_PROPERTY_PREFIXES) or k in _LEGACY_IMAGE_PROPERTIES)}
+
+
+def add_network_details(req, recs):
+    """The names of the groups of each server's ports, and the floating IPs associated
+    with them, as the network service has them now (one call each): a change made
+    through the network API shows at once, as the reference's info cache refreshed by
+    the network service's events would."""
+    api = req.api.network_api
+    if api is None or not hasattr(api, "instances_security_group_names") or not recs:
+        return
+    uuids = [r["uuid"] for r in recs]
+    names = api.instances_security_group_names(req.context, uuids)
+    floating = api.instances_floating_ips(req.context, uuids)
+    for rec in recs:
+        rec["security_groups"] = names.get(rec["uuid"], [])
+        rec["floating_ips"] = floating.get(rec["uuid"], {})
 
 
 def basic(req, rec):
@@ -126,7 +218,7 @@ def detail(req, rec, show=False, update=False):
         "updated": iso(rec.get("updated_at") or rec.get("created_at")),
         "addresses": addresses(rec, extended=everything),
         "accessIPv4": rec.get("access_ip_v4") or "", "accessIPv6": rec.get("access_ip_v6") or "",
-        "OS-DCF:diskConfig": "MANUAL",
+        "OS-DCF:diskConfig": "AUTO" if rec.get("auto_disk_config") else "MANUAL",
     })
     if everything:
         out.update({
@@ -146,7 +238,9 @@ def detail(req, rec, show=False, update=False):
     if st in ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"):
         out["progress"] = rec.get("progress") or 0
     if everything and (rec.get("cell") is not None or st != "BUILD"):
-        out["security_groups"] = [{"name": "default"}]
+        names = rec.get("security_groups", ["default"])
+        if names:  # the groups of its ports; a server without ports shows none
+            out["security_groups"] = [{"name": n} for n in names]
     if everything and req.can("os_compute_api:os-extended-server-attributes",
                               {"project_id": rec["project_id"], "user_id": rec["user_id"]}):
         out["OS-EXT-SRV-ATTR:host"] = rec.get("host")
@@ -161,8 +255,11 @@ def detail(req, rec, show=False, update=False):
                         "OS-EXT-SRV-ATTR:user_data": rec.get("user_data")})
     if req.at_least("2.9"):
         out["locked"] = bool(rec.get("locked"))
-    if everything and req.at_least("2.16") and req.can("os_compute_api:servers:show:host_status"):
-        out["host_status"] = host_status(req, rec.get("host"))
+    shown = host_status_shown(req) if everything and req.at_least("2.16") else None
+    if shown:
+        found = host_status(req, rec)
+        if shown == "all" or found == "UNKNOWN":
+            out["host_status"] = found
     if req.at_least("2.19"):
         out["description"] = rec.get("display_description")
     if req.at_least("2.26"):
@@ -170,11 +267,14 @@ def detail(req, rec, show=False, update=False):
     if req.at_least("2.63"):
         out["trusted_image_certificates"] = None
     if req.at_least("2.73"):
-        out["locked_reason"] = None
+        from novella.api.compute.handlers.server_actions_guest import locked_reason
+        out["locked_reason"] = locked_reason(rec)
     if req.at_least("2.90"):
         out["OS-EXT-SRV-ATTR:hostname"] = rec.get("hostname")
     if everything and req.at_least("2.96"):
         out["pinned_availability_zone"] = rec.get("pinned_availability_zone")
+    if req.at_least("2.100"):
+        out["scheduler_hints"] = rec.get("scheduler_hints", {})
     if show and req.at_least("2.71"):
         out["server_groups"] = rec.get("server_groups", [])
     fault = rec.get("fault")

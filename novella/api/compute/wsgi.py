@@ -14,19 +14,42 @@ import uuid as uuid_mod
 import webob
 
 from novella.api import auth, router as router_mod
-from novella.api.compute import errors, microversion
+from novella.api.compute import common, errors, microversion
 from novella.api.compute.handlers import (
+    images, server_actions_guest, server_actions_image, server_actions_rebuild,
     aggregates, availability_zones, flavors, hypervisors, instance_actions, keypairs, limits,
     migrate, migrations, server_actions, server_groups, server_tags, servers, services, shelve,
-    versions, volume_attachments, admin_actions, quota_sets, removed)
+    versions, volume_attachments, admin_actions, quota_sets, removed, server_ips,
+    server_metadata, security_groups, volumes, extensions, os_hosts, simple_tenant_usage,
+    usage_audit_log, server_extras, floating_ips, networks, assisted_volume_snapshots,
+    attach_interfaces)
 from novella.policies import compute as compute_policies, make_enforcer
 
 LOG = logging.getLogger(__name__)
 
-HANDLER_MODULES = [versions, servers, server_actions, server_tags, instance_actions,
+HANDLER_MODULES = [versions, servers, server_actions, server_actions_guest,
+                   server_actions_image, server_actions_rebuild, images, server_tags,
+                   instance_actions,
                    migrations, flavors, keypairs, services, hypervisors,
                    availability_zones, aggregates, server_groups, limits, migrate,
-                   shelve, volume_attachments, admin_actions, quota_sets, removed]
+                   shelve, volume_attachments, admin_actions, quota_sets, removed, server_ips,
+                   server_metadata, security_groups, volumes, extensions, os_hosts,
+                   simple_tenant_usage, usage_audit_log, server_extras, floating_ips,
+                   networks, assisted_volume_snapshots, attach_interfaces]
+
+
+# The reads that take no query parameters: from 2.102 any is refused (400), as the
+# reference's query schemas then allow no additional properties.
+QUERY_CLOSED_AT_2_102 = frozenset((
+    aggregates.index, aggregates.show, availability_zones.index, availability_zones.detail,
+    extensions.index, extensions.show, flavors.show, flavors.access_index,
+    flavors.specs_index, flavors.specs_show, instance_actions.show, usage_audit_log.index,
+    usage_audit_log.show, server_ips.index, server_ips.show, quota_sets.defaults,
+    quota_sets.class_show, security_groups.server_index, server_extras.diagnostics,
+    server_extras.show_password, server_groups.show, server_metadata.index,
+    server_metadata.show, migrations.server_index, migrations.server_show, server_tags.index,
+    server_tags.show, servers.show, volume_attachments.show, attach_interfaces.index,
+    attach_interfaces.show))
 
 
 class Request(webob.Request):
@@ -100,7 +123,11 @@ class Request(webob.Request):
 _COLLECTIONS = {"servers", "flavors", "os-keypairs", "os-services", "os-hypervisors",
                 "os-availability-zone", "os-aggregates", "os-server-groups",
                 "os-migrations", "limits", "extensions", "images", "os-quota-sets",
-                "os-quota-class-sets"} | removed.COLLECTIONS
+                "os-quota-class-sets", "os-security-groups",
+                "os-security-group-rules", "os-volumes", "os-hosts", "os-simple-tenant-usage",
+                "os-instance_usage_audit_log", "os-server-external-events", "os-floating-ips",
+                "os-floating-ip-pools", "os-tenant-networks",
+                "os-snapshots", "os-assisted-volume-snapshots"} | removed.COLLECTIONS
 
 
 class API:
@@ -125,9 +152,9 @@ class API:
             from novella.api.compute.placement_sync import PlacementSync
             self.placement_sync = PlacementSync(self, placement)
         self.aggregate_hook = aggregate_hook or self.placement_sync
-        self.enforcer = make_enforcer(conf, compute_policies.list_rules() + quota_sets.POLICIES)
+        self.enforcer = make_enforcer(conf, compute_policies.list_rules())
         self.max_body = router_mod.max_body_size(conf)
-        self.router = router_mod.Router()
+        self.router = router_mod.Router(trailing_slash=False)  # "/servers/" names nothing
         for module in HANDLER_MODULES:
             for method, template, fn in module.ROUTES:
                 self.router.add(method, template, fn)
@@ -159,11 +186,10 @@ class ComputeApp:
         except errors.APIError as exc:
             status, body = exc.code, exc.body()
             headers.update(exc.headers)
-        except router_mod.NoRoute:
+        except (router_mod.NoRoute, router_mod.BadMethod):
+            # A method the path does not have is a path that does not exist (the
+            # reference's router matches method and path together).
             status, body = 404, errors.NotFound("The resource could not be found.").body()
-        except router_mod.BadMethod:
-            status, body = 405, errors.MethodNotAllowed(
-                "The method specified is not allowed for this resource.").body()
         except Exception as exc:  # noqa: BLE001 - every failure becomes a fault body
             bad = router_mod.input_error(exc)
             if bad is not None:
@@ -189,10 +215,15 @@ class ComputeApp:
         return 500, exc.body()
 
     def _handle(self, req):
-        path = router_mod.request_path(req.environ).rstrip("/")
+        path = router_mod.request_path(req.environ)
+        if path.rstrip("/") in ("", "/v2.1", "/v2"):
+            path = path.rstrip("/")
+        # Otherwise a trailing "/" names nothing (e.g. a show without an id): 404, as
+        # the reference's router matches the path as it is given.
         router_mod.read_body(req, self.api.max_body)
-        if path in ("", "/v2.1"):
-            result = versions.root(req) if not path else versions.show_v21(req)
+        if path in ("", "/v2.1", "/v2"):
+            result = {"": versions.root, "/v2.1": versions.show_v21,
+                      "/v2": versions.show_v20}[path](req)
         elif not path.startswith("/v2.1/"):
             raise errors.NotFound("The resource could not be found.")
         else:
@@ -208,6 +239,8 @@ class ComputeApp:
                 req.project_in_url = parts[1]
             else:
                 fn, kwargs = self.api.router.match(req.method, rest)
+            if fn in QUERY_CLOSED_AT_2_102:
+                common.check_query(req)
             result = fn(req, **kwargs)
         if len(result) == 2:
             status, body = result
@@ -239,6 +272,7 @@ def make_app(conf, api_db, transport, network_api=None, image_api=None, volume_a
     """The Compute API v2.1 as a WSGI application, authentication included."""
     api = API(conf, api_db, transport, network_api, image_api, volume_api, aggregate_hook,
               placement)
-    app = auth.AuthMiddleware(ComputeApp(api), conf, public_paths=("/", "", "/v2.1"))
+    app = auth.AuthMiddleware(ComputeApp(api), conf,
+                              public_paths=("/", "", "/v2.1", "/v2"))
     return router_mod.BodySizeLimit(
         app, api.max_body, lambda message: {"overLimit": {"code": 413, "message": message}})

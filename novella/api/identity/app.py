@@ -1,9 +1,10 @@
 """A minimal Keystone v3 for the all-in-one.
 
-Enough for keystoneauth clients (the `openstack` command, openstacksdk) and
-for keystonemiddleware in front of Novella's own APIs: version discovery,
-password authentication with a project scope, token validation and the
-service catalog.
+Enough for keystoneauth clients (the `openstack` command, openstacksdk), for
+keystonemiddleware in front of Novella's own APIs and for Tempest's dynamic
+credentials: version discovery, password authentication with a project
+scope, token validation and revocation, the service catalog, and the admin
+API of projects, users, roles and role assignments (``admin.py``).
 """
 import json
 import uuid
@@ -14,7 +15,8 @@ import webob.dec
 from novella.api import router as router_mod
 import sqlalchemy as sa
 
-from novella.api.identity.store import AuthError, Project
+from novella.api.identity import admin
+from novella.api.identity.store import AuthError, IdentityError, Project
 
 V3 = {"id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
       "media-types": [{"base": "application/json",
@@ -45,10 +47,12 @@ class IdentityApp:
         for method, template, fn in (
                 ("GET", "/", self._versions), ("GET", "/v3", self._version),
                 ("POST", "/v3/auth/tokens", self._issue), ("GET", "/v3/auth/tokens", self._check),
-                ("DELETE", "/v3/auth/tokens", lambda req: webob.Response(status=204)),
+                ("DELETE", "/v3/auth/tokens", self._revoke),
                 ("GET", "/v3/auth/catalog", self._catalog),
                 ("GET", "/v3/projects", self._projects),
                 ("GET", "/v3/projects/{project_id}", self._project)):
+            self.router.add(method, template, fn)
+        for method, template, fn in admin.AdminAPI(self).routes():
             self.router.add(method, template, fn)
         self.catalog = [
             {"type": stype, "name": name, "id": uuid.uuid5(uuid.NAMESPACE_URL, stype).hex,
@@ -73,6 +77,8 @@ class IdentityApp:
             return _error(404, "Not Found",
                           f"The resource {router_mod.clip(req.environ.get('PATH_INFO'))} "
                           "could not be found.")
+        except IdentityError as exc:
+            return _error(exc.code, exc.title, str(exc))
         except router_mod.BadMethod:
             return _error(405, "Method Not Allowed",
                           "The method specified is not allowed for this resource.")
@@ -82,6 +88,12 @@ class IdentityApp:
                 raise
             title = "Request Entity Too Large" if bad.code == 413 else "Bad Request"
             return _error(bad.code, title, bad.message)
+
+    json = staticmethod(_json)
+
+    @staticmethod
+    def empty(status):
+        return webob.Response(status=status)
 
     def _versions(self, req):
         return _json(300, {"versions": {"values": [self._v3(req)]}})
@@ -151,6 +163,16 @@ class IdentityApp:
         if "project" in doc and "nocatalog" not in req.GET:
             doc["catalog"] = self.catalog
         return _json(201, {"token": doc}, {"X-Subject-Token": token})
+
+    def _revoke(self, req):
+        """DELETE /v3/auth/tokens: the subject token fails validation from now on."""
+        if self._caller(req) is None:
+            return _error(401, "Unauthorized", "The request you have made requires authentication.")
+        try:
+            self.store.revoke(req.headers.get("X-Subject-Token", ""))
+        except AuthError as exc:
+            return _error(404, "Not Found", str(exc))
+        return webob.Response(status=204)
 
     def _check(self, req):
         if self._caller(req) is None:

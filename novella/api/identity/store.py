@@ -1,10 +1,12 @@
 """Projects, users, roles and tokens of the all-in-one's identity service.
 
-Passwords are kept as PBKDF2 hashes. Tokens are stateless: a signed,
-expiring document naming the user and the project (HMAC-SHA256 with a key
-kept in the database), so every process sharing the database can validate
-them; roles are looked up on each validation, so a revoked role takes effect
-at once.
+Passwords are kept as PBKDF2 hashes. Tokens are signed, expiring documents
+naming the user and the project (HMAC-SHA256 with a key kept in the
+database), so every process sharing the database can validate them; roles
+are looked up on each validation, so a revoked role takes effect at once. A
+revoked token's audit id is kept until the token would have expired, and
+validation refuses it; so does it a token whose user or project is gone or
+disabled. One domain, ``default``, holds everything.
 """
 import base64
 import datetime
@@ -58,6 +60,20 @@ class Assignment(Base):
     role_id: orm.Mapped[str] = orm.mapped_column(sa.String(64), primary_key=True)
 
 
+class UserExtra(Base):
+    """A user's attributes beyond the core ones (email, description), as Keystone's
+    ``extra``."""
+    __tablename__ = "identity_user_extra"
+    user_id: orm.Mapped[str] = orm.mapped_column(sa.String(64), primary_key=True)
+    extra: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict)
+
+
+class RevokedToken(Base):
+    __tablename__ = "identity_revoked_tokens"
+    audit_id: orm.Mapped[str] = orm.mapped_column(sa.String(64), primary_key=True)
+    expires_at: orm.Mapped[int] = orm.mapped_column(sa.BigInteger)
+
+
 class SigningKey(Base):
     __tablename__ = "identity_signing_key"
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
@@ -70,6 +86,22 @@ IMPLIED = {"admin": ["member", "reader"], "member": ["reader"]}
 
 class AuthError(Exception):
     pass
+
+
+class IdentityError(Exception):
+    """A refused change, with Keystone's status code and title."""
+    code, title = 400, "Bad Request"
+
+
+class NotFound(IdentityError):
+    code, title = 404, "Not Found"
+
+
+class Conflict(IdentityError):
+    code, title = 409, "Conflict"
+
+
+DEFAULT_ROLES = ("admin", "manager", "member", "reader", "service")
 
 
 def _hash(password, salt=None):
@@ -111,7 +143,7 @@ class IdentityStore:
     def ensure(self, users):
         """Create what is missing of ``[{"name", "password", "project", "roles"}]``."""
         with self.db.session(write=True) as s:
-            for name in ("admin", "member", "reader"):
+            for name in DEFAULT_ROLES:
                 if s.scalars(sa.select(Role).where(Role.name == name)).first() is None:
                     s.add(Role(id=uuid.uuid4().hex, name=name))
             s.flush()
@@ -175,10 +207,14 @@ class IdentityStore:
         if not good or body["e"] < datetime.datetime.now(datetime.timezone.utc).timestamp():
             raise AuthError("The token is invalid or has expired.")
         with self.db.session() as s:
+            if s.get(RevokedToken, body["a"]) is not None:
+                raise AuthError("The token has been revoked.")
             user = s.get(User, body["u"])
             if user is None or not user.enabled:
                 raise AuthError("The token's user no longer exists.")
             project = s.get(Project, body["p"]) if body["p"] else None
+            if body["p"] and (project is None or not project.enabled):
+                raise AuthError("The token's project no longer exists.")
             roles = []
             if project is not None:
                 q = (sa.select(Role).join(Assignment, Assignment.role_id == Role.id)
@@ -202,3 +238,206 @@ class IdentityStore:
                 doc["project"] = {"id": project.id, "name": project.name, "domain": DEFAULT_DOMAIN}
                 doc["is_domain"] = False
             return doc
+
+    def revoke(self, token):
+        """Refuse ``token`` from now on (its audit id kept until it would expire)."""
+        self.validate(token)
+        body = json.loads(_unb64(token.partition(".")[0]))
+        now = int(datetime.datetime.now(datetime.timezone.utc).timestamp())
+        with self.db.session(write=True) as s:
+            s.execute(sa.delete(RevokedToken).where(RevokedToken.expires_at < now))
+            s.merge(RevokedToken(audit_id=body["a"], expires_at=body["e"]))
+
+    # -- the admin API: projects, users, roles and their assignments ---------------------
+    @staticmethod
+    def _unique(s, model, name, kind, except_id=None):
+        q = sa.select(model.id).where(model.name == name)
+        if except_id is not None:
+            q = q.where(model.id != except_id)
+        if s.scalars(q).first() is not None:
+            raise Conflict(f"Conflict occurred attempting to store {kind} - Duplicate entry "
+                           f"found with name {name} at domain ID default.")
+
+    @staticmethod
+    def _get(s, model, kind, id_):
+        row = s.get(model, id_)
+        if row is None:
+            raise NotFound(f"Could not find {kind}: {id_}.")
+        return row
+
+    def create_project(self, name, description="", enabled=True):
+        with self.db.session(write=True) as s:
+            self._unique(s, Project, name, "project")
+            project = Project(id=uuid.uuid4().hex, name=name, description=description or "",
+                              enabled=enabled)
+            s.add(project)
+            s.flush()
+            return _project_fields(project)
+
+    def get_project(self, project_id):
+        with self.db.session() as s:
+            return _project_fields(self._get(s, Project, "project", project_id))
+
+    def list_projects(self, name=None, user_id=None):
+        with self.db.session() as s:
+            q = sa.select(Project).order_by(Project.name)
+            if name is not None:
+                q = q.where(Project.name == name)
+            if user_id is not None:
+                q = q.where(Project.id.in_(sa.select(Assignment.project_id)
+                                           .where(Assignment.user_id == user_id)))
+            return [_project_fields(p) for p in s.scalars(q)]
+
+    def update_project(self, project_id, changes):
+        with self.db.session(write=True) as s:
+            project = self._get(s, Project, "project", project_id)
+            if "name" in changes:
+                self._unique(s, Project, changes["name"], "project", except_id=project_id)
+                project.name = changes["name"]
+            for key in ("description", "enabled"):
+                if key in changes:
+                    setattr(project, key, changes[key])
+            return _project_fields(project)
+
+    def delete_project(self, project_id):
+        with self.db.session(write=True) as s:
+            project = self._get(s, Project, "project", project_id)
+            s.execute(sa.delete(Assignment).where(Assignment.project_id == project_id))
+            s.delete(project)
+
+    def create_user(self, name, password=None, default_project_id=None, enabled=True,
+                    extra=None):
+        with self.db.session(write=True) as s:
+            self._unique(s, User, name, "user")
+            if default_project_id is not None:
+                self._get(s, Project, "project", default_project_id)
+            user = User(id=uuid.uuid4().hex, name=name,
+                        password_hash=_hash(password) if password else "!",
+                        default_project_id=default_project_id, enabled=enabled)
+            s.add(user)
+            s.add(UserExtra(user_id=user.id, extra=dict(extra or {})))
+            s.flush()
+            return _user_fields(user, extra)
+
+    def _user_extra(self, s, user_id):
+        row = s.get(UserExtra, user_id)
+        return dict(row.extra or {}) if row is not None else {}
+
+    def get_user(self, user_id):
+        with self.db.session() as s:
+            user = self._get(s, User, "user", user_id)
+            return _user_fields(user, self._user_extra(s, user_id))
+
+    def list_users(self, name=None):
+        with self.db.session() as s:
+            q = sa.select(User).order_by(User.name)
+            if name is not None:
+                q = q.where(User.name == name)
+            return [_user_fields(u, self._user_extra(s, u.id)) for u in s.scalars(q)]
+
+    def update_user(self, user_id, changes):
+        with self.db.session(write=True) as s:
+            user = self._get(s, User, "user", user_id)
+            if "name" in changes:
+                self._unique(s, User, changes["name"], "user", except_id=user_id)
+                user.name = changes["name"]
+            if "password" in changes:
+                user.password_hash = _hash(changes["password"])
+            if "enabled" in changes:
+                user.enabled = bool(changes["enabled"])
+            if "default_project_id" in changes:
+                if changes["default_project_id"] is not None:
+                    self._get(s, Project, "project", changes["default_project_id"])
+                user.default_project_id = changes["default_project_id"]
+            extra = self._user_extra(s, user_id)
+            extra.update({k: v for k, v in changes.items() if k not in _USER_CORE})
+            s.merge(UserExtra(user_id=user_id, extra=extra))
+            return _user_fields(user, extra)
+
+    def delete_user(self, user_id):
+        with self.db.session(write=True) as s:
+            user = self._get(s, User, "user", user_id)
+            s.execute(sa.delete(Assignment).where(Assignment.user_id == user_id))
+            s.execute(sa.delete(UserExtra).where(UserExtra.user_id == user_id))
+            s.delete(user)
+
+    def create_role(self, name):
+        with self.db.session(write=True) as s:
+            self._unique(s, Role, name, "role")
+            role = Role(id=uuid.uuid4().hex, name=name)
+            s.add(role)
+            s.flush()
+            return {"id": role.id, "name": role.name}
+
+    def get_role(self, role_id):
+        with self.db.session() as s:
+            role = self._get(s, Role, "role", role_id)
+            return {"id": role.id, "name": role.name}
+
+    def list_roles(self, name=None):
+        with self.db.session() as s:
+            q = sa.select(Role).order_by(Role.name)
+            if name is not None:
+                q = q.where(Role.name == name)
+            return [{"id": r.id, "name": r.name} for r in s.scalars(q)]
+
+    def delete_role(self, role_id):
+        with self.db.session(write=True) as s:
+            role = self._get(s, Role, "role", role_id)
+            s.execute(sa.delete(Assignment).where(Assignment.role_id == role_id))
+            s.delete(role)
+
+    def _assignment_parts(self, s, project_id, user_id, role_id):
+        self._get(s, Project, "project", project_id)
+        self._get(s, User, "user", user_id)
+        self._get(s, Role, "role", role_id)
+
+    def grant(self, project_id, user_id, role_id):
+        with self.db.session(write=True) as s:
+            self._assignment_parts(s, project_id, user_id, role_id)
+            if s.get(Assignment, (user_id, project_id, role_id)) is None:
+                s.add(Assignment(user_id=user_id, project_id=project_id, role_id=role_id))
+
+    def has_grant(self, project_id, user_id, role_id):
+        with self.db.session() as s:
+            self._assignment_parts(s, project_id, user_id, role_id)
+            return s.get(Assignment, (user_id, project_id, role_id)) is not None
+
+    def revoke_grant(self, project_id, user_id, role_id):
+        with self.db.session(write=True) as s:
+            self._assignment_parts(s, project_id, user_id, role_id)
+            row = s.get(Assignment, (user_id, project_id, role_id))
+            if row is None:
+                raise NotFound(f"Could not find role assignment with role: {role_id}, user "
+                               f"or group: {user_id}, project, domain, or system: "
+                               f"{project_id}.")
+            s.delete(row)
+
+    def assignments(self, user_id=None, project_id=None, role_id=None):
+        """[(user, project, role)] of the grants matching the filters, with names."""
+        with self.db.session() as s:
+            q = (sa.select(Assignment, User.name, Project.name, Role.name)
+                 .join(User, User.id == Assignment.user_id)
+                 .join(Project, Project.id == Assignment.project_id)
+                 .join(Role, Role.id == Assignment.role_id)
+                 .order_by(User.name, Project.name, Role.name))
+            for column, value in ((Assignment.user_id, user_id),
+                                  (Assignment.project_id, project_id),
+                                  (Assignment.role_id, role_id)):
+                if value is not None:
+                    q = q.where(column == value)
+            return [((a.user_id, user), (a.project_id, project), (a.role_id, role))
+                    for a, user, project, role in s.execute(q)]
+
+
+_USER_CORE = {"name", "password", "enabled", "default_project_id", "domain_id", "id"}
+
+
+def _project_fields(p):
+    return {"id": p.id, "name": p.name, "description": p.description or "",
+            "enabled": p.enabled}
+
+
+def _user_fields(u, extra):
+    return {**(extra or {}), "id": u.id, "name": u.name, "enabled": u.enabled,
+            "default_project_id": u.default_project_id}

@@ -2,7 +2,10 @@
 
     GET  /                       versions (300)
     GET  /v2/images              list; filters name, visibility, status, owner,
-                                 disk_format, container_format, id; limit/marker
+                                 disk_format, container_format, id, and any other
+                                 name an image property; sort_key/sort_dir;
+                                 limit/marker
+    GET  /v2/images/{id}/tasks   the image's import tasks (none: images are uploaded)
     POST /v2/images              a record (queued); unknown fields become properties
     GET|PATCH|DELETE /v2/images/{id}
     PUT|GET /v2/images/{id}/file upload (-> active) / download
@@ -19,6 +22,11 @@ VERSIONS = ("2.16", "2.15", "2.9", "2.7", "2.6", "2.5", "2.4", "2.3", "2.2", "2.
 READ_ONLY = {"id", "status", "size", "virtual_size", "checksum", "os_hash_algo", "os_hash_value",
              "created_at", "updated_at", "self", "file", "schema", "direct_url", "locations"}
 LIST_FILTERS = {"name", "visibility", "status", "owner", "disk_format", "container_format", "id"}
+# Query parameters that are not filters; any other names an image property (as in Glance).
+LIST_PARAMS = {"limit", "marker", "sort_key", "sort_dir", "sort", "member_status", "tag",
+               "os_hidden", "size_min", "size_max", "created_at", "updated_at", "protected"}
+SORT_KEYS = {"created_at", "updated_at", "name", "id", "size", "status", "disk_format",
+             "container_format", "visibility", "owner", "min_disk", "min_ram"}
 
 
 def error_body(code, title, message, kind):
@@ -63,8 +71,19 @@ def versions(req):
 def list_images(req):
     filters = req.filters(LIST_FILTERS)
     visibility = filters.pop("visibility", None)
-    images = _api(req).list(req.context, {k: v for k, v in filters.items()
-                                          if not isinstance(v, list)})
+    properties = {k: v for k, v in req.filters().items()
+                  if k not in LIST_FILTERS | LIST_PARAMS and not isinstance(v, list)}
+    images = _api(req).list(req.context, dict(properties, **{
+        k: v for k, v in filters.items() if not isinstance(v, list)}))
+    sort_key, sort_dir = req.GET.get("sort_key"), req.GET.get("sort_dir", "desc")
+    if sort_key is not None:
+        if sort_key not in SORT_KEYS:
+            raise rest.bad_request(f"Invalid sort key: {sort_key}")
+        if sort_dir not in ("asc", "desc"):
+            raise rest.bad_request(f"Invalid sort direction: {sort_dir}")
+        # The service lists in the order images were made: a stable sort keeps it for ties.
+        images.sort(key=lambda i: (i.get(sort_key) is not None, i.get(sort_key) or ""),
+                    reverse=sort_dir == "desc")
     if visibility not in (None, "all"):
         images = [i for i in images if i["visibility"] == visibility]
     elif visibility is None:
@@ -126,10 +145,19 @@ def show_image(req, image_id):
 
 
 def _patch_ops(req):
+    """The operations of a JSON patch; also the older form Glance takes
+    (``application/openstack-images-v2.0-json-patch``): ``{"add": "/key", "value": v}``."""
     ops = req.json()
     if not isinstance(ops, list):
         raise rest.bad_request("Expected a JSON patch: a list of operations.")
-    return ops
+    out = []
+    for op in ops:
+        if isinstance(op, dict) and "op" not in op:
+            named = [name for name in ("add", "replace", "remove") if name in op]
+            if len(named) == 1:
+                op = dict(op, op=named[0], path=op[named[0]])
+        out.append(op)
+    return out
 
 
 def update_image(req, image_id):
@@ -201,6 +229,16 @@ def download(req, image_id):
     return 200, data, headers
 
 
+def image_tasks(req, image_id):
+    """Glance 2.12: the tasks that import an image's data. Data is only ever uploaded
+    here (never imported), so an image the caller may see has none."""
+    try:
+        _api(req).get(req.context, image_id)
+    except ImageNotFound:
+        raise rest.HTTPError(404, f"Image {image_id} not found.")
+    return 200, {"tasks": []}
+
+
 def _schema(plural):
     props = {k: {"type": ["null", "string"]} for k in ("name", "id", "status", "owner",
                                                        "disk_format", "container_format",
@@ -234,6 +272,7 @@ ROUTES = [
     ("DELETE", "/v2/images/{image_id}", delete_image),
     ("PUT", "/v2/images/{image_id}/file", upload),
     ("GET", "/v2/images/{image_id}/file", download),
+    ("GET", "/v2/images/{image_id}/tasks", image_tasks),
     ("GET", "/v2/schemas/image", schema_image),
     ("GET", "/v2/schemas/images", schema_images),
 ]

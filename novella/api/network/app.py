@@ -12,16 +12,28 @@
     /v2.0/qos/policies/{id}/{bandwidth_limit|minimum_bandwidth|minimum_packet_rate}_rules[/{rule}]
     /v2.0/qos/alias-{bandwidth-limit|minimum-bandwidth|minimum-packet-rate}-rules/{rule}
     /v2.0/qos/rule-types[/{type}]   (docs/qos.md)
+    /v2.0/security-groups[/{id}]        list, create, show, update, delete
+    /v2.0/security-group-rules[/{id}]   list, create, show, delete
+    /v2.0/floatingips[/{id}]            list, create, show, update (port_id), delete
+    /v2.0/trunks[/{id}]                 list, create, show, update, delete;
+                                        PUT .../add_subports|remove_subports, GET .../get_subports
 
 Lists take Neutron-style filters (any field of the resource; a repeated
 parameter matches any of its values) and ``fields``. Setting ``binding:*``
-fields, shared networks and provider attributes need the admin role.
+fields, shared networks and provider attributes need the admin role. A port
+also has, for administrators only, ``created_for_instance``: Novella's mark
+of a port the compute service made for a server (it goes with the server,
+while a port the user gave is only unbound and released); Nova's
+network client sets it when it creates such a port (novella/network/http_client.py).
 """
 import functools
 
 from novella.api import rest
 from novella.network import qos
 
+# Exactly what is served: each alias has a probe in
+# tests/functional/api_services/test_network_extensions.py. Not advertised, as not
+# served: port-security (port_security_enabled cannot be turned off).
 EXTENSIONS = [
     ("binding", "Port Binding", "Expose port bindings of a virtual port to external application"),
     ("binding-extended", "Port Bindings Extended", "Expose port bindings of a virtual port to external application"),
@@ -38,9 +50,11 @@ EXTENSIONS = [
     ("qos-rule-type-filter", "QoS rule type filter", "Rule types listed with all_rules or all_supported."),
     ("qos-port-network-policy", "QoS port network policy", "A port shows its network's QoS policy (qos_network_policy_id)."),
     ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
-    ("external-net", "Neutron external network", "Adds external network attribute to network resource."),
     ("network-mtu", "Network MTU", "Provides MTU attribute for a network resource."),
-    ("port-security", "Port Security", "Provides port security"),
+    ("external-net", "Neutron external network", "Networks marked router:external, for floating IPs."),
+    ("security-group", "security-group", "The security groups extension."),
+    ("router", "Neutron L3 Router", "Floating IPs from external networks (no routers)."),
+    ("trunk", "Trunk Extension", "Ports carrying other ports as VLANs (subports)."),
     ("standard-attr-timestamp", "Resource timestamps", "Adds created_at and updated_at fields to all Neutron resources that have Neutron standard attributes."),
     ("project-id", "project_id field enabled", "Extension that indicates that project_id field is enabled."),
 ]
@@ -56,6 +70,7 @@ PORT_EXTRA = {"allowed_address_pairs": [], "extra_dhcp_opts": [], "dns_name": ""
               "propagate_uplink_status": False, "ip_allocation": "immediate"}
 PAGING = {"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"}
 ADMIN_PORT_FIELDS = ("binding:host_id", "binding:profile")
+ADMIN_ONLY_PORT_VIEW = ("created_for_instance",)
 
 
 QOS_RULE_KINDS = {  # collection in the URL: rule type
@@ -63,7 +78,6 @@ QOS_RULE_KINDS = {  # collection in the URL: rule type
     "minimum_bandwidth_rules": "minimum_bandwidth",
     "minimum_packet_rate_rules": "minimum_packet_rate",
 }
-SUPPORTED_VNIC_TYPES = ["normal", "direct", "macvtap", "direct-physical"]
 
 
 def error_body(code, title, message, kind):
@@ -114,8 +128,12 @@ def _subnet(sn):
     return {**SUBNET_EXTRA, **sn}
 
 
-def _port(p):
-    return {**PORT_EXTRA, **p, "updated_at": p.get("updated_at") or p.get("created_at")}
+def _port(req, p):
+    doc = {**PORT_EXTRA, **p, "updated_at": p.get("updated_at") or p.get("created_at")}
+    if not req.is_admin():
+        for key in ADMIN_ONLY_PORT_VIEW:
+            doc.pop(key, None)
+    return doc
 
 
 # --- discovery ---------------------------------------------------------------------
@@ -129,7 +147,11 @@ def resources(req):
     base = req.host_url + req.script_name + "/v2.0"
     return 200, {"resources": [{"name": n[:-1], "collection": n,
                                 "links": [{"rel": "self", "href": f"{base}/{n}"}]}
-                               for n in ("networks", "subnets", "ports")]}
+                               for n in ("networks", "subnets", "ports")]
+                              + [{"name": n[:-1].replace("-", "_"), "collection": n,
+                                  "links": [{"rel": "self", "href": f"{base}/{n}"}]}
+                                 for n in ("security-groups", "security-group-rules",
+                                           "floatingips", "trunks")]}
 
 
 def _extension(alias, name, description):
@@ -157,13 +179,14 @@ def list_networks(req):
 def create_network(req):
     body = req.field("network")
     _admin_only(req, body, ("shared", "provider:network_type", "provider:physical_network",
-                            "project_id", "tenant_id"), "create_network")
+                            "project_id", "tenant_id", "router:external"), "create_network")
     cidr = None  # subnets come through POST /v2.0/subnets
     net = _api(req).create_network(
         req.context, body.get("name") or "", cidr=cidr, shared=bool(body.get("shared", False)),
         project_id=body.get("project_id") or body.get("tenant_id"), mtu=body.get("mtu") or 1500,
         physical_network=body.get("provider:physical_network"),
-        network_type=body.get("provider:network_type"), qos_policy_id=body.get("qos_policy_id"))
+        network_type=body.get("provider:network_type"), qos_policy_id=body.get("qos_policy_id"),
+        external=bool(body.get("router:external", False)))
     return 201, {"network": _network(net)}
 
 
@@ -231,43 +254,49 @@ def delete_subnet(req, subnet_id):
 
 
 # --- ports -------------------------------------------------------------------------
+# Port filters the service applies in its query (the rest are matched on the views).
+PORT_QUERY_FILTERS = ("id", "device_id", "network_id")
+
+
 def list_ports(req):
-    ports = [_port(p) for p in _api(req).list_ports(req.context)]
+    ports = [_port(req, p) for p in _api(req).list_ports(req.context,
+                                                          req.filters(PORT_QUERY_FILTERS))]
     return 200, {"ports": _filtered(req, ports)}
 
 
 CREATE_PORT_FIELDS = {"network_id", "name", "admin_state_up", "mac_address", "fixed_ips",
                       "device_id", "device_owner", "project_id", "tenant_id", "qos_policy_id",
-                      "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request"}
+                      "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request",
+                      "security_groups", "created_for_instance"}
 
 
 def create_port(req):
     body = req.field("port")
     if not body.get("network_id"):
         raise rest.bad_request("A port needs a network_id.", "HTTPBadRequest")
-    _admin_only(req, body, ADMIN_PORT_FIELDS + ("resource_request", "mac_address"),
-                "create_port")
+    _admin_only(req, body, ADMIN_PORT_FIELDS + ADMIN_ONLY_PORT_VIEW
+                + ("resource_request", "mac_address"), "create_port")
     if body.get("project_id", body.get("tenant_id", req.context.project_id)) \
             != req.context.project_id:
         _admin_only(req, {"project_id": 1}, ("project_id",), "create_port")
     _api(req).get_network(req.context, body["network_id"])  # 404 unless visible
     fields = {k: v for k, v in body.items() if k in CREATE_PORT_FIELDS}
     port = _api(req).create_port(req.context, fields)
-    return 201, {"port": _port(port)}
+    return 201, {"port": _port(req, port)}
 
 
 def show_port(req, port_id):
-    return 200, {"port": _fields(req, _port(_api(req).get_port(req.context, port_id)))}
+    return 200, {"port": _fields(req, _port(req, _api(req).get_port(req.context, port_id)))}
 
 
 def update_port(req, port_id):
     body = req.field("port")
     _api(req).get_port(req.context, port_id)  # 404 unless visible
     _admin_only(req, body, ADMIN_PORT_FIELDS + ("resource_request",), "update_port")
-    ignored = {"description", "tags", "security_groups", "port_security_enabled"}
+    ignored = {"description", "tags", "port_security_enabled"}
     port = _api(req).update_port(req.context, port_id,
                                  {k: v for k, v in body.items() if k not in ignored})
-    return 200, {"port": _port(port)}
+    return 200, {"port": _port(req, port)}
 
 
 def delete_port(req, port_id):
@@ -316,17 +345,177 @@ def delete_binding(req, port_id, host):
     return 204, None
 
 
+def _body(req, resource, allowed, update=False):
+    """The request's ``resource`` object; 400 if it has a field not in ``allowed``
+    (unknown at a create, read-only at an update, as the network service says)."""
+    body = req.field(resource)
+    unknown = sorted(set(body) - set(allowed))
+    if unknown and update:
+        raise rest.bad_request(f"Cannot update read-only attribute {unknown[0]}",
+                               "HTTPBadRequest")
+    if unknown:
+        raise rest.bad_request(f"Unrecognized attribute(s) '{', '.join(unknown)}'",
+                               "HTTPBadRequest")
+    return body
+
+
+# --- security groups -----------------------------------------------------------------
+def list_security_groups(req):
+    groups = _api(req).list_security_groups(req.context)
+    return 200, {"security_groups": _filtered(req, groups)}
+
+
+def create_security_group(req):
+    body = _body(req, "security_group",
+                 {"name", "description", "project_id", "tenant_id", "stateful"})
+    project = body.get("project_id") or body.get("tenant_id")
+    if project and project != req.context.project_id:
+        _admin_only(req, {"project_id": 1}, ("project_id",), "create_security_group")
+    group = _api(req).create_security_group(req.context, body.get("name") or "",
+                                            body.get("description") or "", project_id=project)
+    return 201, {"security_group": group}
+
+
+def show_security_group(req, group_id):
+    group = _api(req).get_security_group(req.context, group_id)
+    return 200, {"security_group": _fields(req, group)}
+
+
+def update_security_group(req, group_id):
+    body = _body(req, "security_group", {"name", "description", "stateful"}, update=True)
+    group = _api(req).update_security_group(req.context, group_id, body.get("name"),
+                                            body.get("description"))
+    return 200, {"security_group": group}
+
+
+def delete_security_group(req, group_id):
+    _api(req).delete_security_group(req.context, group_id)
+    return 204, None
+
+
+def list_security_group_rules(req):
+    rules = _api(req).list_security_group_rules(req.context)
+    return 200, {"security_group_rules": _filtered(req, rules)}
+
+
+def create_security_group_rule(req):
+    body = req.field("security_group_rule")
+    rule = _api(req).create_security_group_rule(req.context, dict(body))
+    return 201, {"security_group_rule": rule}
+
+
+def show_security_group_rule(req, rule_id):
+    rule = _api(req).get_security_group_rule(req.context, rule_id)
+    return 200, {"security_group_rule": _fields(req, rule)}
+
+
+def delete_security_group_rule(req, rule_id):
+    _api(req).delete_security_group_rule(req.context, rule_id)
+    return 204, None
+
+
+# --- floating IPs -------------------------------------------------------------------
+FLOATINGIP_FIELDS = {"floating_network_id", "port_id", "fixed_ip_address", "project_id",
+                     "tenant_id", "description"}
+
+
+def list_floatingips(req):
+    return 200, {"floatingips": _filtered(req, _api(req).list_floatingips(req.context))}
+
+
+def create_floatingip(req):
+    body = _body(req, "floatingip", FLOATINGIP_FIELDS)
+    if not body.get("floating_network_id"):
+        raise rest.bad_request("Failed to parse request. Required attribute "
+                               "'floating_network_id' not specified", "HTTPBadRequest")
+    project = body.get("project_id") or body.get("tenant_id")
+    if project and project != req.context.project_id:
+        _admin_only(req, {"project_id": 1}, ("project_id",), "create_floatingip")
+    fip = _api(req).create_floatingip(req.context, body["floating_network_id"],
+                                      port_id=body.get("port_id"),
+                                      fixed_ip_address=body.get("fixed_ip_address"),
+                                      project_id=project, description=body.get("description"))
+    return 201, {"floatingip": fip}
+
+
+def show_floatingip(req, fip_id):
+    return 200, {"floatingip": _fields(req, _api(req).get_floatingip(req.context, fip_id))}
+
+
+def update_floatingip(req, fip_id):
+    body = _body(req, "floatingip", {"port_id", "fixed_ip_address", "description"},
+                 update=True)
+    current = _api(req).get_floatingip(req.context, fip_id)
+    fip = _api(req).update_floatingip(req.context, fip_id,
+                                      body.get("port_id", current["port_id"]),
+                                      body.get("fixed_ip_address"))
+    return 200, {"floatingip": fip}
+
+
+def delete_floatingip(req, fip_id):
+    _api(req).delete_floatingip(req.context, fip_id)
+    return 204, None
+
+
+# --- trunks ---------------------------------------------------------------------------
+def list_trunks(req):
+    return 200, {"trunks": _filtered(req, _api(req).list_trunks(req.context))}
+
+
+def create_trunk(req):
+    body = _body(req, "trunk", {"port_id", "sub_ports", "name", "description", "project_id",
+                                "tenant_id", "admin_state_up"})
+    if not body.get("port_id"):
+        raise rest.bad_request("Failed to parse request. Required attribute 'port_id' not "
+                               "specified", "HTTPBadRequest")
+    if not isinstance(body.get("sub_ports", []), list):
+        raise rest.bad_request("Invalid input for sub_ports: a list is required.",
+                               "HTTPBadRequest")
+    trunk = _api(req).create_trunk(req.context, body["port_id"], body.get("sub_ports") or [],
+                                   name=body.get("name"), description=body.get("description"))
+    return 201, {"trunk": trunk}
+
+
+def show_trunk(req, trunk_id):
+    return 200, {"trunk": _fields(req, _api(req).get_trunk(req.context, trunk_id))}
+
+
+def update_trunk(req, trunk_id):
+    body = _body(req, "trunk", {"name", "description", "admin_state_up"}, update=True)
+    return 200, {"trunk": _api(req).update_trunk(req.context, trunk_id, dict(body))}
+
+
+def delete_trunk(req, trunk_id):
+    _api(req).delete_trunk(req.context, trunk_id)
+    return 204, None
+
+
+def _sub_ports(req):
+    body = req.json()
+    if not isinstance(body, dict) or not isinstance(body.get("sub_ports"), list):
+        raise rest.bad_request("Request body must contain a 'sub_ports' list.", "HTTPBadRequest")
+    return body["sub_ports"]
+
+
+def add_subports(req, trunk_id):
+    return 200, _api(req).add_subports(req.context, trunk_id, _sub_ports(req))
+
+
+def remove_subports(req, trunk_id):
+    return 200, _api(req).remove_subports(req.context, trunk_id, _sub_ports(req))
+
+
+def get_subports(req, trunk_id):
+    return 200, {"sub_ports": _api(req).get_trunk(req.context, trunk_id)["sub_ports"]}
+
+
 # --- QoS -------------------------------------------------------------------------
 def list_qos_policies(req):
     return 200, {"policies": _filtered(req, _api(req).list_qos_policies(req.context))}
 
 
 def create_qos_policy(req):
-    body = req.field("policy")
-    unknown = set(body) - qos.POLICY_FIELDS
-    if unknown:
-        raise rest.bad_request(f"Unrecognized attribute(s) '{', '.join(sorted(unknown))}'",
-                               "HTTPBadRequest")
+    body = _body(req, "policy", qos.POLICY_FIELDS)
     if not req.is_admin():
         raise rest.HTTPError(403, "rule:create_policy is disallowed by policy",
                              "PolicyNotAuthorized")
@@ -473,6 +662,28 @@ ROUTES = [
     ("GET", "/v2.0/ports/{port_id}/bindings/{host}", show_binding),
     ("DELETE", "/v2.0/ports/{port_id}/bindings/{host}", delete_binding),
     ("PUT", "/v2.0/ports/{port_id}/bindings/{host}/activate", activate_binding),
+    ("GET", "/v2.0/security-groups", list_security_groups),
+    ("POST", "/v2.0/security-groups", create_security_group),
+    ("GET", "/v2.0/security-groups/{group_id}", show_security_group),
+    ("PUT", "/v2.0/security-groups/{group_id}", update_security_group),
+    ("DELETE", "/v2.0/security-groups/{group_id}", delete_security_group),
+    ("GET", "/v2.0/security-group-rules", list_security_group_rules),
+    ("POST", "/v2.0/security-group-rules", create_security_group_rule),
+    ("GET", "/v2.0/security-group-rules/{rule_id}", show_security_group_rule),
+    ("DELETE", "/v2.0/security-group-rules/{rule_id}", delete_security_group_rule),
+    ("GET", "/v2.0/floatingips", list_floatingips),
+    ("POST", "/v2.0/floatingips", create_floatingip),
+    ("GET", "/v2.0/floatingips/{fip_id}", show_floatingip),
+    ("PUT", "/v2.0/floatingips/{fip_id}", update_floatingip),
+    ("DELETE", "/v2.0/floatingips/{fip_id}", delete_floatingip),
+    ("GET", "/v2.0/trunks", list_trunks),
+    ("POST", "/v2.0/trunks", create_trunk),
+    ("GET", "/v2.0/trunks/{trunk_id}", show_trunk),
+    ("PUT", "/v2.0/trunks/{trunk_id}", update_trunk),
+    ("DELETE", "/v2.0/trunks/{trunk_id}", delete_trunk),
+    ("PUT", "/v2.0/trunks/{trunk_id}/add_subports", add_subports),
+    ("PUT", "/v2.0/trunks/{trunk_id}/remove_subports", remove_subports),
+    ("GET", "/v2.0/trunks/{trunk_id}/get_subports", get_subports),
 ] + _qos_routes()
 
 

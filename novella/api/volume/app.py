@@ -6,10 +6,15 @@ Every path works with and without the project id after ``/v3``:
     GET  /v3[/{project_id}]/volumes[/detail]   list (filters name, status)
     POST /v3[/{project_id}]/volumes      create (size, name, description, imageRef, ...)
     GET|DELETE /v3[/{project_id}]/volumes/{id}
+    POST /v3[/{project_id}]/volumes/{id}/action   os-set_bootable, os-reset_status,
+                                         os-migrate_volume_completion, os-reimage (3.68+),
+                                         os-begin_detaching, os-roll_detaching
+    /v3[/{project_id}]/snapshots[/detail|/{id}]   create (volume_id, force, name,
+                                         description), list, show, delete
     /v3[/{project_id}]/attachments[/{id}]      (3.27+) create, list, show, update
                                          (connector), delete; POST .../{id}/action
                                          {"os-complete": null} (3.44+)
-    GET  /v3[/{project_id}]/types[/default]    the one volume type
+    GET  /v3[/{project_id}]/types[/{id}|/default]   the default type and ``multiattach``
 
 Another project's volume is not found; the microversion is negotiated with
 ``OpenStack-API-Version: volume X.Y`` and echoed back.
@@ -18,10 +23,17 @@ import re
 
 from novella.api import rest
 
-MIN_VERSION, MAX_VERSION = (3, 0), (3, 60)
+# 3.68: os-reimage. The fields 3.61-3.65 add to a volume (cluster_name, volume_type_id,
+# encryption_key_id, consumes_quota) are optional; none is shown.
+MIN_VERSION, MAX_VERSION = (3, 0), (3, 68)
 DEFAULT_TYPE = {"id": "f8c5c1d5-2c7c-4f5a-9a63-7d0a4b5e0001", "name": "__DEFAULT__",
                 "description": "Default Volume Type", "is_public": True,
                 "extra_specs": {}, "os-volume-type-access:is_public": True, "qos_specs_id": None}
+# A volume of this type may be attached to several servers (Cinder's extra spec).
+MULTIATTACH_TYPE = dict(DEFAULT_TYPE, id="f8c5c1d5-2c7c-4f5a-9a63-7d0a4b5e0002",
+                        name="multiattach", description="Multiattach volumes",
+                        extra_specs={"multiattach": "<is> True"})
+TYPES = (DEFAULT_TYPE, MULTIATTACH_TYPE)
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
 
 
@@ -79,9 +91,10 @@ def _volume(req, v, extended=True):
            "status": v["status"], "availability_zone": v["availability_zone"],
            "volume_type": v["volume_type"] or DEFAULT_TYPE["name"],
            "bootable": "true" if v["bootable"] else "false", "multiattach": v["multiattach"],
-           "encrypted": False, "metadata": {}, "user_id": v["user_id"],
+           "encrypted": False, "metadata": v.get("metadata") or {}, "user_id": v["user_id"],
            "snapshot_id": None, "source_volid": None, "consistencygroup_id": None,
-           "replication_status": None, "migration_status": None, "group_id": None,
+           "replication_status": None, "group_id": None,
+           "migration_status": v.get("migration_status") if req.is_admin() else None,
            "created_at": v["created_at"], "updated_at": v["updated_at"],
            "attachments": v["attachments"], "links": _links(req, v["id"])}
     if not extended:
@@ -152,24 +165,122 @@ def create_volume(req):
     body = req.field("volume")
     size = body.get("size")
     image_id = body.get("imageRef") or body.get("image_id")
-    if size is None:
+    if size is None and not body.get("snapshot_id"):
         raise rest.bad_request("Volume size is required.")
     try:
-        size = int(size)
+        size = int(size) if size is not None else None
     except (TypeError, ValueError):
         raise rest.bad_request(f"Invalid volume size {size!r}.")
-    for unsupported in ("snapshot_id", "source_volid", "backup_id"):
+    for unsupported in ("source_volid", "backup_id"):
         if body.get(unsupported):
             raise rest.bad_request(f"Creating a volume from {unsupported} is not supported.")
-    vtype = body.get("volume_type")
-    if vtype not in (None, DEFAULT_TYPE["name"], DEFAULT_TYPE["id"]):
-        raise rest.not_found(f"Volume type {vtype} could not be found.")
+    vtype = _type(body.get("volume_type") or "default")
     vol = _api(req).create(req.context, size, name=body.get("name"),
                            description=body.get("description"), image_id=image_id,
                            availability_zone=body.get("availability_zone"),
-                           volume_type=DEFAULT_TYPE["name"],
-                           multiattach=bool(body.get("multiattach", False)))
+                           volume_type=vtype["name"],
+                           multiattach=bool(body.get("multiattach", False))
+                           or vtype is MULTIATTACH_TYPE,
+                           metadata=_metadata(body.get("metadata")),
+                           snapshot_id=body.get("snapshot_id"))
     return 202, {"volume": _volume(req, vol, extended=False)}
+
+
+def _metadata(value):
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in value.items()):
+        raise rest.bad_request("Invalid input received: metadata must be a dict of strings.")
+    return value
+
+
+def volume_action(req, volume_id):
+    """``os-set_bootable`` ({"bootable": bool}); the administrator's ``os-reset_status``
+    ({"status", "attach_status", "migration_status"}) and
+    ``os-migrate_volume_completion`` ({"new_volume": id, "error": bool}, answers
+    ``save_volume_id``); ``os-reimage`` ({"image_id", "reimage_reserved"}, 3.68);
+    ``os-begin_detaching`` and ``os-roll_detaching`` (a detach starts, or is given up)."""
+    body = req.json()
+    if not isinstance(body, dict) or len(body) != 1 or next(iter(body)) not in _ACTIONS:
+        raise rest.bad_request("Only the " + ", ".join(sorted(_ACTIONS))
+                               + " volume actions are supported.")
+    name, args = next(iter(body.items()))
+    _get_volume(req, volume_id)
+    return _ACTIONS[name](req, volume_id, args if isinstance(args, dict) else {})
+
+
+def _set_bootable(req, volume_id, args):
+    bootable = args.get("bootable")
+    flag = str(bootable).lower()
+    if flag not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise rest.bad_request(f"Invalid value '{bootable}' for bootable. Accepted values are "
+                               "'true' or 'false'.")
+    _api(req).set_bootable(req.context, volume_id, flag in ("true", "1", "yes", "on"))
+    return 200, None
+
+
+def _admin(req):
+    if not req.is_admin():
+        raise rest.HTTPError(403, "Policy doesn't allow this action to be performed.")
+
+
+_STATUSES = ("creating", "available", "deleting", "error", "error_deleting", "error_managing",
+             "managing", "attaching", "in-use", "detaching", "maintenance", "reserved",
+             "restoring-backup", "error_restoring", "error_extending", "downloading",
+             "uploading", "retyping", "extending")
+
+
+def _reset_status(req, volume_id, args):
+    _admin(req)
+    fields = {k: args.get(k) for k in ("status", "attach_status", "migration_status")}
+    if not any(fields.values()):
+        raise rest.bad_request("Must specify 'status', 'attach_status' or 'migration_status' "
+                               "for update.")
+    if fields["status"] is not None and fields["status"] not in _STATUSES:
+        raise rest.bad_request(f"Invalid input received: status {fields['status']} is not "
+                               "valid.")
+    if fields["attach_status"] not in (None, "attached", "detached"):
+        raise rest.bad_request(f"Invalid input received: attach_status "
+                               f"{fields['attach_status']} is not valid.")
+    _api(req).reset_status(req.context, volume_id, **fields)
+    return 202, None
+
+
+def _migrate_volume_completion(req, volume_id, args):
+    _admin(req)
+    new_id = args.get("new_volume")
+    if not new_id:
+        raise rest.bad_request("Must specify 'new_volume'")
+    _get_volume(req, new_id)
+    error = str(args.get("error", False)).lower() in ("true", "1", "yes", "on")
+    return 200, _api(req).migrate_volume_completion(req.context, volume_id, new_id, error)
+
+
+def _reimage(req, volume_id, args):
+    _require(req, (3, 68))
+    image_id = args.get("image_id")
+    if not image_id:
+        raise rest.bad_request("Must specify 'image_id'")
+    reserved = str(args.get("reimage_reserved", False)).lower() in ("true", "1", "yes", "on")
+    _api(req).reimage(req.context, volume_id, image_id, reimage_reserved=reserved)
+    return 202, None
+
+
+def _begin_detaching(req, volume_id, args):
+    _api(req).begin_detaching(req.context, volume_id)
+    return 202, None
+
+
+def _roll_detaching(req, volume_id, args):
+    _api(req).roll_detaching(req.context, volume_id)
+    return 202, None
+
+
+_ACTIONS = {"os-set_bootable": _set_bootable, "os-reset_status": _reset_status,
+            "os-migrate_volume_completion": _migrate_volume_completion,
+            "os-reimage": _reimage, "os-begin_detaching": _begin_detaching,
+            "os-roll_detaching": _roll_detaching}
 
 
 def show_volume(req, volume_id):
@@ -178,7 +289,43 @@ def show_volume(req, volume_id):
 
 def delete_volume(req, volume_id):
     _get_volume(req, volume_id)
-    _api(req).delete(req.context, volume_id)
+    _api(req).delete(req.context, volume_id,
+                     cascade=str(req.GET.get("cascade", "")).lower() in ("true", "1", "yes"))
+    return 202, None
+
+
+# --- snapshots -------------------------------------------------------------------------
+def _snapshot(sn):
+    return {**sn, "metadata": {}, "os-extended-snapshot-attributes:project_id": sn["project_id"],
+            "os-extended-snapshot-attributes:progress": "100%"}
+
+
+def create_snapshot(req):
+    body = req.field("snapshot")
+    if not body.get("volume_id"):
+        raise rest.bad_request("A snapshot needs a volume_id.")
+    force = str(body.get("force", False)).lower() in ("true", "1", "yes", "on")
+    _get_volume(req, body["volume_id"])
+    sn = _api(req).create_snapshot(req.context, body["volume_id"], name=body.get("name"),
+                                   description=body.get("description"), force=force)
+    return 202, {"snapshot": _snapshot(sn)}
+
+
+def list_snapshots(req):
+    return 200, {"snapshots": [{"id": sn["id"], "name": sn["name"]}
+                               for sn in _api(req).list_snapshots(req.context)]}
+
+
+def list_snapshots_detail(req):
+    return 200, {"snapshots": [_snapshot(sn) for sn in _api(req).list_snapshots(req.context)]}
+
+
+def show_snapshot(req, snapshot_id):
+    return 200, {"snapshot": _snapshot(_api(req).get_snapshot(req.context, snapshot_id))}
+
+
+def delete_snapshot(req, snapshot_id):
+    _api(req).delete_snapshot(req.context, snapshot_id)
     return 202, None
 
 
@@ -258,14 +405,21 @@ def attachment_action(req, attachment_id):
 
 
 # --- volume types ----------------------------------------------------------------------
+def _type(type_id):
+    """A volume type by id or name ("default": the default one), else 404."""
+    for vtype in TYPES:
+        if type_id in (vtype["id"], vtype["name"]) or (
+                type_id == "default" and vtype is DEFAULT_TYPE):
+            return vtype
+    raise rest.not_found(f"Volume type {type_id} could not be found.")
+
+
 def list_types(req):
-    return 200, {"volume_types": [DEFAULT_TYPE]}
+    return 200, {"volume_types": list(TYPES)}
 
 
 def show_type(req, type_id):
-    if type_id not in ("default", DEFAULT_TYPE["id"], DEFAULT_TYPE["name"]):
-        raise rest.not_found(f"Volume type {type_id} could not be found.")
-    return 200, {"volume_type": DEFAULT_TYPE}
+    return 200, {"volume_type": _type(type_id)}
 
 
 def show_limits(req):
@@ -286,6 +440,12 @@ _RESOURCE_ROUTES = [
     ("POST", "/volumes", create_volume),
     ("GET", "/volumes/{volume_id}", show_volume),
     ("DELETE", "/volumes/{volume_id}", delete_volume),
+    ("POST", "/volumes/{volume_id}/action", volume_action),
+    ("POST", "/snapshots", create_snapshot),
+    ("GET", "/snapshots", list_snapshots),
+    ("GET", "/snapshots/detail", list_snapshots_detail),
+    ("GET", "/snapshots/{snapshot_id}", show_snapshot),
+    ("DELETE", "/snapshots/{snapshot_id}", delete_snapshot),
     ("POST", "/attachments", create_attachment),
     ("GET", "/attachments", list_attachments),
     ("GET", "/attachments/detail", list_attachments_detail),

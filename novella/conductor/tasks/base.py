@@ -45,6 +45,12 @@ class Task:
 
     no_return = False
 
+    def acts(self):
+        """Whether execute() would change anything now. A step that would not (a
+        group step for a server in no group) has its start recorded with the next
+        boundary instead of on its own: there is nothing it could leave half done."""
+        return True
+
     def settled(self):
         """Whether this step's effect is there though its end was never recorded
         (asked by a fresh conductor of a step of no return its owner died in)."""
@@ -140,7 +146,8 @@ class TaskList:
     def _boundary(self, index, task, status):
         """Step ``index`` is now ``status``: recorded before it acts and after."""
         if self.journal is not None:
-            self.journal.step(index, task.name, status)
+            self.journal.step(index, task.name, status,
+                              write=status != "started" or task.acts())
 
     def _end(self, status):
         if self.journal is not None:

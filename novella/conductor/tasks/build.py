@@ -124,6 +124,11 @@ class BuildTask(Task):
 class ClaimedAllocation(BuildTask):
     """The scheduler claimed the first selection; nothing to do but to own it."""
 
+    def acts(self):
+        # Before the scheduler is asked its claim is to come (recorded at once, with
+        # the operation's row); once the scheduler answered, nothing is left to do.
+        return not self.build.host_list
+
     def execute(self):
         pass
 
@@ -173,6 +178,9 @@ class MapInstanceToCell(BuildTask):
 
 
 class AddToServerGroup(BuildTask):
+    def acts(self):
+        return bool((self.build.request_spec.get("instance_group") or {}).get("uuid"))
+
     def execute(self):
         group = self.build.request_spec.get("instance_group") or {}
         self.build.in_group = bool(group.get("uuid")) and add_group_member(
@@ -243,6 +251,8 @@ class BuildOnHost(BuildTask):
                     allocations=sel["allocation_request"]["allocations"],
                     requested_networks=build.requested_networks,
                     block_device_mappings=build.build_request.get("block_device_mappings") or [],
+                    injected_files=(build.build_request.get("instance") or {}).get(
+                        "injected_files"),
                     port_profiles=scheduler_utils.selection_port_profiles(build.request_spec,
                                                                           sel))
                 return
@@ -336,8 +346,15 @@ _MAP_TO_CELL = sa.update(am.InstanceMapping).where(
     cell_id=sa.bindparam("b_cell_id"))
 
 
+_MAP_UNMAPPED = sa.update(am.InstanceMapping).where(
+    am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid"),
+    am.InstanceMapping.cell_id.is_(None)).values(cell_id=sa.bindparam("b_cell_id"))
+
+
 def _map_instance(s, instance_uuid, cell_id):
     params = {"b_uuid": instance_uuid, "b_cell_id": cell_id}
+    if cell_id is not None and s.execute(_MAP_UNMAPPED, params).rowcount:
+        return None  # it had no cell (a server mapped for the first time): one statement
     previous = s.execute(_MAPPED_CELL, params).first()
     if previous is None:
         return None

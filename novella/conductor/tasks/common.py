@@ -130,6 +130,7 @@ class Move(Recorded):
         self.clean_shutdown = clean_shutdown
         self.host_list = []
         self.selection = None
+        self.requested_destination = None  # what the scheduler was asked for (notifications)
         self.disk_info = None
         self.dest_reverted = False
         self.attachments = {}  # live migration: {volume id: the destination's attachment}
@@ -344,6 +345,7 @@ class SelectDestination(MoveTask):
         else:
             spec["requested_destination"] = {"host": move.target_host, "node": None,
                                              "cell_uuid": move.cell.uuid}
+        move.requested_destination = spec["requested_destination"]
         same_host_ok = move.is_resize and move.conf.allow_resize_to_same_host
         spec["ignore_hosts"] = [] if same_host_ok else [move.source_host]
         host_lists = move.scheduler.select_destinations(move.ctxt, spec, [move.instance_uuid],
@@ -418,13 +420,14 @@ class Resized(Recorded):
                 "dest_compute", "source_compute")
     CELLS = ("cell", "source_cell")
 
-    def __init__(self, services, ctxt, instance_uuid, migration):
+    def __init__(self, services, ctxt, instance_uuid, migration, cell=None):
+        """``cell``: the server's cell mapping, when the caller has just read it."""
         self.instance_uuid = instance_uuid
         self.migration = migration
         self.migration_uuid = migration["uuid"]
         self.source_host = migration["source_compute"]
         self.dest_host = migration["dest_compute"]
-        self.cell = cells_mod.instance_cell(services.api_db, instance_uuid)
+        self.cell = cell or cells_mod.instance_cell(services.api_db, instance_uuid)
         self.source_cell = (cells_mod.host_cell(services.api_db, self.source_host)
                             if migration.get("cross_cell_move") else self.cell)
         self.attach(services, ctxt)

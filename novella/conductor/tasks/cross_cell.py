@@ -313,9 +313,9 @@ def confirm_tasks(resized):
 
 class ConfirmAtSourceTask(ResizedTask):
     def execute(self):
-        r = self.resized
-        r.source_compute.confirm_snapshot_based_resize_at_source(
-            r.ctxt, r.source_host, r.instance_uuid, r.migration_uuid)
+        resized = self.resized
+        resized.source_compute.confirm_snapshot_based_resize_at_source(
+            resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid)
 
 
 def delete_copy(resized, copy_db, server_db):
@@ -331,15 +331,16 @@ class DeleteSourceCopy(ResizedTask):
 
 class FinishConfirm(ResizedTask):
     def execute(self):
-        r = self.resized
-        cur = records.flavors(r.cell_db, r.instance_uuid)["cur"]
-        records.set_flavors(r.cell_db, r.instance_uuid, cur,
-                            vm_state=vm_states.ACTIVE if r.power_on else vm_states.STOPPED,
+        resized = self.resized
+        cur = records.flavors(resized.cell_db, resized.instance_uuid)["cur"]
+        records.set_flavors(resized.cell_db, resized.instance_uuid, cur,
+                            vm_state=vm_states.ACTIVE if resized.power_on else vm_states.STOPPED,
                             task_state=None)
-        with r.cell_db.session(write=True) as s:
+        with resized.cell_db.session(write=True) as s:
             s.execute(sa.update(cm.InstanceExtra).where(
-                cm.InstanceExtra.instance_uuid == r.instance_uuid).values(migration_context=None))
-        migration_records.update(r.cell_db, r.migration_uuid, status=ms.CONFIRMED)
+                cm.InstanceExtra.instance_uuid == resized.instance_uuid
+            ).values(migration_context=None))
+        migration_records.update(resized.cell_db, resized.migration_uuid, status=ms.CONFIRMED)
 
 
 # -- revert ----------------------------------------------------------------------------
@@ -355,36 +356,41 @@ class CopyChangesBack(ResizedTask):
     """What changed while resized (tags, metadata, a volume detached) goes back first."""
 
     def execute(self):
-        r = self.resized
-        gone = instance_copy.sync_changes_back(r.cell_db, r.source_db, r.instance_uuid)
-        delete_attachments(r.volume_api, r.ctxt, [bdm["attachment_id"] for bdm in gone])
-        instance_copy.sync_actions(r.cell_db, r.source_db, r.instance_uuid)
+        resized = self.resized
+        gone = instance_copy.sync_changes_back(resized.cell_db, resized.source_db,
+                                               resized.instance_uuid)
+        delete_attachments(resized.volume_api, resized.ctxt,
+                           [bdm["attachment_id"] for bdm in gone])
+        instance_copy.sync_actions(resized.cell_db, resized.source_db, resized.instance_uuid)
 
 
 class MapBackToSource(ResizedTask):
     """The source cell's copy is the server again, reverting."""
 
     def execute(self):
-        r = self.resized
-        migration_records.update(r.source_db, r.migration_uuid, status=ms.REVERTING)
-        cells_mod.set_instance_cell(r.api_db, r.instance_uuid, r.source_cell)
-        r.mapped_back = True
-        show_copy_in(r.source_db, r.cell_db, r.instance_uuid, r.migration_uuid)
-        records.update_instance(r.source_db, r.instance_uuid, vm_state=vm_states.RESIZED,
+        resized = self.resized
+        migration_records.update(resized.source_db, resized.migration_uuid, status=ms.REVERTING)
+        cells_mod.set_instance_cell(resized.api_db, resized.instance_uuid, resized.source_cell)
+        resized.mapped_back = True
+        show_copy_in(resized.source_db, resized.cell_db, resized.instance_uuid,
+                     resized.migration_uuid)
+        records.update_instance(resized.source_db, resized.instance_uuid,
+                                vm_state=vm_states.RESIZED,
                                 task_state=task_states.RESIZE_REVERTING)
 
     def undo(self, exc):
-        r = self.resized
-        cells_mod.set_instance_cell(r.api_db, r.instance_uuid, r.cell)
-        r.mapped_back = False
-        show_copy_in(r.cell_db, r.source_db, r.instance_uuid, r.migration_uuid)
+        resized = self.resized
+        cells_mod.set_instance_cell(resized.api_db, resized.instance_uuid, resized.cell)
+        resized.mapped_back = False
+        show_copy_in(resized.cell_db, resized.source_db, resized.instance_uuid,
+                     resized.migration_uuid)
 
 
 class RevertAtDestTask(ResizedTask):
     def execute(self):
-        r = self.resized
-        r.dest_compute.revert_snapshot_based_resize_at_dest(
-            r.ctxt, r.dest_host, r.instance_uuid, r.migration_uuid)
+        resized = self.resized
+        resized.dest_compute.revert_snapshot_based_resize_at_dest(
+            resized.ctxt, resized.dest_host, resized.instance_uuid, resized.migration_uuid)
 
 
 class DeleteTargetCopy(ResizedTask):
@@ -394,7 +400,8 @@ class DeleteTargetCopy(ResizedTask):
 
 class FinishRevertAtSourceTask(ResizedTask):
     def execute(self):
-        r = self.resized
-        r.source_compute.finish_revert_snapshot_based_resize_at_source(
-            r.ctxt, r.source_host, r.instance_uuid, r.migration_uuid, power_on=r.power_on)
+        resized = self.resized
+        resized.source_compute.finish_revert_snapshot_based_resize_at_source(
+            resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid,
+            power_on=resized.power_on)
 

@@ -43,9 +43,28 @@ class PrepareAtDestination(MoveTask):
 
     def execute(self):
         move = self.move
-        prepared = common.prepare_destination(
-            move, move.compute.prepare_live_migration_at_destination)
+        prepared = common.prepare_destination(move, self.prepare_live_migration_at_destination)
         move.attachments = prepared["attachments"]
+
+    def prepare_live_migration_at_destination(self, ctxt, host, instance_uuid, migration_uuid,
+                                              port_profiles=None):
+        """One destination's preparation. One that fails is rolled back as the
+        reference rolls back a failed pre_live_migration: the source tells its
+        rollback (instance.live_migration_rollback), the destination its own
+        (instance.live_migration_rollback_dest), before the next alternate."""
+        move = self.move
+        try:
+            return move.compute.prepare_live_migration_at_destination(
+                ctxt, host, instance_uuid, migration_uuid, port_profiles=port_profiles)
+        except rpc.Timeout:
+            raise  # a destination that does not answer is cleaned up from outside
+        except Exception:
+            with cleanup.step("roll back a failed live-migration destination"):
+                move.compute.rollback_live_migration_at_source(
+                    ctxt, move.source_host, instance_uuid, migration_uuid, copy_started=False)
+                move.compute.rollback_live_migration_at_destination(
+                    ctxt, host, instance_uuid, migration_uuid)
+            raise
 
     def undo(self, exc):
         move = self.move

@@ -48,9 +48,7 @@ class PrepResizeAtDest(MoveTask):
 
     def execute(self):
         move = self.move
-        common.on_a_destination(move, "prep_resize", lambda sel: move.compute.prep_resize(
-            move.ctxt, sel["service_host"], move.instance_uuid, move.migration_uuid,
-            move.new_flavor))
+        common.prepare_destination(move, move.compute.prep_resize, move.new_flavor)
 
     def undo(self, exc):
         move = self.move
@@ -128,37 +126,39 @@ def revert_tasks(resized):
 
 class ConfirmAtSource(ResizedTask):
     def execute(self):
-        r = self.resized
-        r.source_compute.confirm_resize(r.ctxt, r.source_host, r.instance_uuid,
-                                        r.migration_uuid)
+        resized = self.resized
+        resized.source_compute.confirm_resize(resized.ctxt, resized.source_host,
+                                              resized.instance_uuid, resized.migration_uuid)
 
 
 class RevertAtDest(ResizedTask):
     """The new guest and the instance's allocation (the destination's) go."""
 
     def execute(self):
-        r = self.resized
-        r.dest_compute.revert_resize(r.ctxt, r.dest_host, r.instance_uuid, r.migration_uuid)
+        resized = self.resized
+        resized.dest_compute.revert_resize(resized.ctxt, resized.dest_host,
+                                           resized.instance_uuid, resized.migration_uuid)
 
 
 class FinishRevertAtSource(ResizedTask):
     """The old guest back; the migration's allocation handed back to the instance."""
 
     def execute(self):
-        r = self.resized
-        r.source_compute.finish_revert_resize(
-            r.ctxt, r.source_host, r.instance_uuid, r.migration_uuid, power_on=r.power_on,
+        resized = self.resized
+        resized.source_compute.finish_revert_resize(
+            resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid,
+            power_on=resized.power_on,
             availability_zone=aggregates.host_availability_zone(
-                r.api_db, r.source_host, r.conf.default_availability_zone),
+                resized.api_db, resized.source_host, resized.conf.default_availability_zone),
             port_profiles=common.held_port_profiles(
-                r.placement, request_specs.get(r.api_db, r.instance_uuid), r.migration_uuid,
-                r.instance_uuid))
+                resized.placement, request_specs.get(resized.api_db, resized.instance_uuid),
+                resized.migration_uuid, resized.instance_uuid))
 
 
 class RecordOldFlavor(ResizedTask):
     """Later moves schedule with the flavor the server has again."""
 
     def execute(self):
-        r = self.resized
-        request_specs.update(r.api_db, r.instance_uuid,
-                             flavor=records.flavors(r.instance_db, r.instance_uuid)["cur"])
+        resized = self.resized
+        flavor = records.flavors(resized.instance_db, resized.instance_uuid)["cur"]
+        request_specs.update(resized.api_db, resized.instance_uuid, flavor=flavor)

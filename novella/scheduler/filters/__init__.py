@@ -15,8 +15,9 @@ import pkgutil
 class BaseHostFilter:
     """Decide whether one host can take the request spec (a dict)."""
 
-    def __init__(self, conf):
+    def __init__(self, conf, api_db=None):
         self.conf = conf
+        self.api_db = api_db  # the API database, for a filter that reads servers
 
     def applies(self, spec):
         """False when host_passes would be True for every host, whatever it is."""
@@ -40,10 +41,10 @@ def all_filters():
     return found
 
 
-def load_filters(conf, names):
+def load_filters(conf, names, api_db=None):
     """Instances of the named filters, in the given order."""
     available = all_filters()
     unknown = [n for n in names if n.rsplit(".", 1)[-1] not in available]
     if unknown:
         raise ValueError(f"unknown scheduler filters: {', '.join(unknown)}")
-    return [available[n.rsplit(".", 1)[-1]](conf) for n in names]
+    return [available[n.rsplit(".", 1)[-1]](conf, api_db) for n in names]

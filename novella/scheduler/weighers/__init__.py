@@ -62,26 +62,27 @@ def load_weighers(conf, names):
     return [available[n](conf) for n in short]
 
 
-def _normalise(values):
-    lo, hi = min(values), max(values)
-    if hi == lo:
-        return [0.0] * len(values)
-    return [(v - lo) / (hi - lo) for v in values]
-
-
 def weigh_hosts(weighers, hosts, spec):
     """Hosts sorted best first (stable for equal weights), with their weights."""
     totals = [0.0] * len(hosts)
     if hosts:
+        # Only a host in an aggregate can override a multiplier.
+        in_aggregates = any(h.aggregates for h in hosts)
         for w in weighers:
             if not w.applies(spec):
                 continue
-            norm = _normalise([float(w.weigh(h, spec)) for h in hosts])
+            values = [float(w.weigh(h, spec)) for h in hosts]
+            lo, hi = min(values), max(values)
+            if hi == lo:
+                continue  # normalised, every host weighs 0
+            span = hi - lo
             # The option read once per request, not once per host (oslo.config lookups add up).
             default = getattr(w.conf.filter_scheduler, w.multiplier_option)
-            for i, h in enumerate(hosts):
-                # Only a host in an aggregate can override the multiplier.
-                multiplier = w.weight_multiplier(h, default) if h.aggregates else default
-                totals[i] += multiplier * norm[i]
+            if in_aggregates:
+                for i, h in enumerate(hosts):
+                    multiplier = w.weight_multiplier(h, default) if h.aggregates else default
+                    totals[i] += multiplier * ((values[i] - lo) / span)
+            else:
+                totals = [t + default * ((v - lo) / span) for t, v in zip(totals, values)]
     order = sorted(range(len(hosts)), key=lambda i: -totals[i])
     return [(totals[i], hosts[i]) for i in order]

@@ -5,7 +5,7 @@ import sqlalchemy as sa
 
 from novella.db import api_models as am
 
-PUB = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC8 me@host"
+PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGXgw8W4Ebl80ncU1WbY7/IrXoRkCwPFIeiDMxf5sTX0 me@host"
 
 
 def test_keypairs(cloud):
@@ -88,3 +88,14 @@ def test_limits_count_usage_across_cells_and_build_requests(cloud):
     # As the quotas count them: the server being built uses its flavor's core and RAM too.
     assert (absolute["totalInstancesUsed"], absolute["totalCoresUsed"], absolute["totalRAMUsed"]) == (3, 4, 2048)
     assert (absolute["maxTotalInstances"], absolute["maxTotalCores"]) == (10, 20)  # [quota] defaults
+
+
+def test_keypair_with_an_invalid_public_key_is_refused(cloud):
+    for key in ("ssh-rsa JUNK nova@ubuntu", "ssh-rsa " + "A" * 2048 + " openstack@ubuntu",
+                "not a key"):
+        resp = cloud.user.post("/os-keypairs", {"keypair": {"name": "bad", "public_key": key}})
+        assert resp.status_int == 400, key
+        assert resp.json["badRequest"]["message"] == \
+            "Keypair data is invalid: failed to generate fingerprint"
+    with cloud.api_db.session() as s:
+        assert list(s.scalars(sa.select(am.KeyPair.name))) == []

@@ -131,12 +131,12 @@ def test_key_name_and_port(services_cloud):
     cloud = services_cloud
     cloud.flavor()
     assert cloud.user.post("/os-keypairs", {"keypair": {
-        "name": "k", "public_key": "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC8 me@host"}}).status_int == 200
+        "name": "k", "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGXgw8W4Ebl80ncU1WbY7/IrXoRkCwPFIeiDMxf5sTX0 me@host"}}).status_int == 200
     resp = cloud.user.post("/servers", _server(key_name="k", networks=[{"port": PORT}]))
     assert resp.status_int == 202, resp.body
     with cloud.api_db.session() as s:
         inst = json.loads(s.scalars(sa.select(am.BuildRequest)).one().instance)
-    assert inst["key_name"] == "k" and inst["key_data"].startswith("ssh-rsa")
+    assert inst["key_name"] == "k" and inst["key_data"].startswith("ssh-ed25519")
     cloud.wait()
     assert cloud.conductor.calls[0][1]["requested_networks"][0]["port_id"] == PORT
 
@@ -266,3 +266,33 @@ def test_host_status_and_pinned_zone(cloud):
     listed = {s["id"]: s for s in cloud.user.get("/servers/detail", version="2.96").json["servers"]}
     assert listed[new]["pinned_availability_zone"] == "nova"
     assert listed[uuid]["pinned_availability_zone"] is None
+
+
+def test_host_status_of_a_page_reads_the_page_hosts_services_only(cloud):
+    """A listing reads the services rows of its servers' hosts, one query per
+    cell, not every compute service of the fleet."""
+    for i in range(5):
+        cloud.compute_host("cell1", f"h{i}")
+    cloud.compute_host("cell2", "c2h")
+    on_h1 = cloud.instance("cell1", host="h1")
+    on_h3 = cloud.instance("cell1", host="h3")
+    on_c2 = cloud.instance("cell2", host="c2h")
+    seen = []
+
+    def record(conn, cursor, statement, params, context, executemany):
+        if "FROM services" in statement:
+            seen.append(params)
+
+    engines = [cloud.db(c).engine for c in ("cell1", "cell2")]
+    for engine in engines:
+        sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        servers = cloud.admin.get("/servers/detail?all_tenants=1", version="2.16").json["servers"]
+    finally:
+        for engine in engines:
+            sa.event.remove(engine, "before_cursor_execute", record)
+    assert {s["id"]: s["host_status"] for s in servers} == {
+        on_h1: "UP", on_h3: "UP", on_c2: "UP"}
+    hosts_read = sorted(sorted(v for v in params if str(v).startswith(("h", "c2h")))
+                        for params in seen)
+    assert hosts_read == [["c2h"], ["h1", "h3"]]

@@ -76,6 +76,12 @@ def test_image_lifecycle_and_visibility(apis):
     assert put.status_int == 204
     shown = img("GET", f"/v2/images/{iid}").data
     assert (shown["status"], shown["size"]) == ("active", len(data))
+    # Glance's "in:" operator (what `openstack server list` asks its Image column with).
+    other = img("POST", "/v2/images", {"name": "other"}).data["id"]
+    listed = img("GET", f"/v2/images?id=in:{iid},{other},nope").data["images"]
+    assert sorted(i["id"] for i in listed) == sorted([iid, other])
+    assert [i["id"] for i in img("GET", "/v2/images?name=in:mine").data["images"]] == [iid]
+    assert img("DELETE", f"/v2/images/{other}").status_int == 204
     assert shown["checksum"] == hashlib.md5(data, usedforsecurity=False).hexdigest()
     got = img("GET", f"/v2/images/{iid}/file", raw=True)
     assert got.status_int == 200 and got.body == data
@@ -115,6 +121,25 @@ def test_image_lifecycle_and_visibility(apis):
 
 
 # --- network -----------------------------------------------------------------------
+def test_image_patch_in_the_older_form(apis):
+    """``application/openstack-images-v2.0-json-patch``: ``{"add": "/key", "value": v}``."""
+    img = apis["image"]
+    iid = img("POST", "/v2/images", {"name": "r", "hw_disk_bus": "ide"}).data["id"]
+    hdr = {"Content-Type": "application/openstack-images-v2.0-json-patch"}
+    resp = img("PATCH", f"/v2/images/{iid}", [{"add": "/hw_rescue_bus", "value": "virtio"},
+                                              {"replace": "/name", "value": "rescue"},
+                                              {"remove": "/hw_disk_bus"}], headers=hdr)
+    assert resp.status_int == 200, resp.data
+    image_api = apis["services"][0]
+    stored = image_api.get(None, iid)
+    assert stored["name"] == "rescue"
+    assert stored["properties"] == {"hw_rescue_bus": "virtio"}
+    # Neither form, or both keys at once: refused, nothing changed.
+    for bad in ([{"value": "x"}], [{"add": "/a", "remove": "/b", "value": "x"}]):
+        assert img("PATCH", f"/v2/images/{iid}", bad, headers=hdr).status_int == 400
+    assert image_api.get(None, iid)["properties"] == {"hw_rescue_bus": "virtio"}
+
+
 def test_network_discovery_and_extensions(apis):
     net = apis["network"]
     versions = net("GET", "/", token="").data["versions"]
@@ -211,7 +236,7 @@ def test_volumes_and_attachments(apis):
     root = vol("GET", "/", token="")
     assert root.status_int == 300
     assert (root.data["versions"][0]["min_version"], root.data["versions"][0]["version"]) == \
-        ("3.0", "3.60")
+        ("3.0", "3.68")
 
     created = vol("POST", "/v3/p1/volumes", {"volume": {"size": 2, "name": "data"}})
     assert created.status_int == 202
@@ -256,12 +281,28 @@ def test_volumes_and_attachments(apis):
     assert [a["id"] for a in vol("GET", "/v3/attachments?volume_id=" + vid,
                                  headers=mv).data["attachments"]] == [aid]
     assert vol("GET", f"/v3/attachments/{aid}", token=BOB, headers=mv).status_int == 404
-    assert vol("DELETE", f"/v3/volumes/{vid}").status_int == 409   # attached
+    assert vol("DELETE", f"/v3/volumes/{vid}").status_int == 400   # attached (Cinder's 400)
     assert vol("DELETE", f"/v3/attachments/{aid}", headers=mv).status_int == 200
     assert vol("GET", f"/v3/volumes/{vid}").data["volume"]["status"] == "available"
     assert vol("DELETE", f"/v3/volumes/{vid}").status_int == 202
     assert vol("GET", f"/v3/volumes/{vid}").status_int == 404
     assert vol("GET", "/v3/types").data["volume_types"][0]["name"] == "__DEFAULT__"
+    # Metadata kept; os-set_bootable changes the row; bad input changes nothing.
+    meta = vol("POST", "/v3/volumes", {"volume": {"size": 1, "metadata": {"k": "v"}}})
+    mid = meta.data["volume"]["id"]
+    assert vol("GET", f"/v3/volumes/{mid}").data["volume"]["metadata"] == {"k": "v"}
+    assert vol("POST", "/v3/volumes", {"volume": {"size": 1, "metadata": {"k": 1}}}
+               ).status_int == 400
+    assert vol("POST", f"/v3/volumes/{mid}/action", {"os-set_bootable": {"bootable": "maybe"}}
+               ).status_int == 400
+    assert vol("POST", f"/v3/volumes/{mid}/action", {"os-extend": {"new_size": 2}}
+               ).status_int == 400
+    assert vol("GET", f"/v3/volumes/{mid}").data["volume"]["bootable"] == "false"
+    assert vol("POST", f"/v3/volumes/{mid}/action", {"os-set_bootable": {"bootable": True}}
+               ).status_int == 200
+    assert vol("GET", f"/v3/volumes/{mid}").data["volume"]["bootable"] == "true"
+    assert vol("POST", f"/v3/p2/volumes/{mid}/action", {"os-set_bootable": {"bootable": False}},
+               token=BOB).status_int == 404
     assert vol("GET", "/v3/volumes", headers={"OpenStack-API-Version": "volume 4.0"}
                ).status_int == 406
 
@@ -292,3 +333,18 @@ def test_subnet_delete(apis):
     # A new port on the network gets no address (no subnet left).
     bare = net("POST", "/v2.0/ports", {"port": {"network_id": mine["id"]}})
     assert bare.status_int == 201 and bare.data["port"]["fixed_ips"] == []
+
+
+def test_image_list_by_property_sorted_and_image_tasks(apis):
+    img = apis["image"]
+    ids = [img("POST", "/v2/images", {"name": f"b{i}", "image_type": "backup",
+                                      "backup_type": "daily"}).data["id"] for i in range(3)]
+    img("POST", "/v2/images", {"name": "snap", "image_type": "snapshot"})
+    listed = img("GET", "/v2/images?image_type=backup&backup_type=daily"
+                 "&sort_key=created_at&sort_dir=asc").data["images"]
+    assert [i["id"] for i in listed] == ids
+    listed = img("GET", "/v2/images?image_type=backup&sort_key=name&sort_dir=desc").data
+    assert [i["name"] for i in listed["images"]] == ["b2", "b1", "b0"]
+    assert img("GET", "/v2/images?sort_key=nope").status_int == 400
+    assert img("GET", f"/v2/images/{ids[0]}/tasks").data == {"tasks": []}
+    assert img("GET", f"/v2/images/{ids[0]}/tasks", token=BOB).status_int == 404

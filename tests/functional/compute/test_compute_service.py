@@ -53,7 +53,8 @@ def test_build_stop_start_reboot_terminate(env):
     assert (inst.vm_state, inst.task_state, inst.power_state) == ("active", None, power_state.RUNNING)
     assert (inst.host, inst.node, inst.launched_on) == (env.host1, env.host1, env.host1)
     assert inst.launched_at is not None and inst.info_cache.network_info == "[]"
-    assert _files(env, env.host1, inst_uuid) == ["disk", "disk.local", "disk.swap", "domain.json"]
+    assert _files(env, env.host1, inst_uuid) == ["console.log", "disk", "disk.local",
+                                                 "disk.swap", "domain.json"]
     assert env.usages(env.host1) == {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 11}
     assert env.usages(env.host2) == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
     assert env.events(inst_uuid) == [("compute_build_and_run_instance", "Success", env.host1)]
@@ -170,9 +171,11 @@ def test_failed_power_off_keeps_state_and_records_fault(env):
     assert (inst.vm_state, inst.task_state, inst.power_state) == ("active", None, power_state.RUNNING)
     assert [f.message for f in env.faults(inst_uuid)] == ["stuck"]
     assert env.events(inst_uuid)[-1] == ("compute_stop_instance", "Error", env.host1)
-    # instance.power_off has no .error phase (as the reference's): it started, never ended.
+    # instance.power_off has no .error phase (as the reference's): it started, never
+    # ended, and the host told what failed as compute.exception.
     sent = [t for _, t, _ in env.notifications]
-    assert sent[-1] == "instance.power_off.start" and "instance.power_off.end" not in sent
+    assert sent[-2:] == ["instance.power_off.start", "compute.exception"]
+    assert "instance.power_off.end" not in sent
 
 
 def test_failed_reboot_puts_server_in_error(env):

@@ -70,3 +70,16 @@ def test_a_failed_build_counts_at_once_and_a_success_clears_it_by_the_next_heart
     assert len(cloud.computes["h1"].calls) == 2
     _heartbeat(cloud, "h2")
     assert _states(cloud)["h1"].failed_builds == 0
+
+
+def test_a_cells_heartbeat_brings_a_down_host_up_at_the_next_request(cloud):
+    """The fleet's heartbeat (one UPDATE per cell) sets updated_at with
+    last_seen_up: the services token sees it."""
+    import types
+    from novella.compute.manager import ComputeManager
+    cloud.add_host("cell1", "h1", up=False)
+    cloud.add_host("cell1", "h2", up=False)
+    assert {h: s.service["up"] for h, s in _states(cloud).items()} == {"h1": False, "h2": False}
+    db = cells_mod.cell_database(cloud.cells["cell1"])
+    ComputeManager.heartbeat_hosts([types.SimpleNamespace(host="h1", cell_db=db)])
+    assert {h: s.service["up"] for h, s in _states(cloud).items()} == {"h1": True, "h2": False}

@@ -27,3 +27,9 @@ def test_a_conductor_dying_in_a_cross_cell_move_leaves_exact_books(xcloud, monke
                                                                    operation):
     crash = harness.arm_crashes(xcloud, monkeypatch)
     harness.crash_at_every_boundary(xcloud, crash, operation, OPERATIONS)
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_cross_cell_request_whose_cast_died_with_the_process_is_settled(xcloud, monkeypatch,
+                                                                          operation):
+    harness.cast_lost(xcloud, harness.arm_crashes(xcloud, monkeypatch), operation, OPERATIONS)

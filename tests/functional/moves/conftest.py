@@ -49,6 +49,32 @@ class MoveCloud(Cloud):
                 .order_by(cm.InstanceFault.id.desc())).first()
             return row.message if row is not None else ""
 
+    def image(self, name="img", data=b"\0" * 1024, **properties):
+        """A public raw image with ``properties``, uploaded; its id."""
+        from novella.context import get_admin_context
+        image = self.aio.image_api.create(get_admin_context(), name=name, visibility="public",
+                                          disk_format="raw", container_format="bare",
+                                          properties=properties)
+        self.aio.image_api.upload(get_admin_context(), image["id"], data)
+        return image["id"]
+
+    def boot_from_volume(self):
+        """An ACTIVE server whose root disk is a volume made from the demo image:
+        (server id, volume id)."""
+        from novella.context import get_admin_context
+        root = self.aio.volume_api.create(get_admin_context(), 1, name="root",
+                                          image_id=self.aio.demo_image["id"])
+        status, body = self.api("POST", "/servers", {"server": {
+            "name": "bfv", "flavorRef": "1", "networks": "auto",
+            "block_device_mapping_v2": [{"source_type": "volume",
+                                         "destination_type": "volume",
+                                         "uuid": root["id"], "boot_index": 0}]}})
+        assert status == 202, body
+        self.aio.wait_idle()
+        sid = body["server"]["id"]
+        assert self.server(sid)["status"] == "ACTIVE", self.fault(sid)
+        return sid, root["id"]
+
     def flavor(self, flavorid, vcpus, ram, disk, **extra):
         status, body = self.api("POST", "/flavors", {"flavor": {
             "name": f"f{flavorid}", "ram": ram, "vcpus": vcpus, "disk": disk, "id": flavorid,

@@ -12,7 +12,8 @@ forward or back. The books must then be exactly those of the server before
 the move (undone) or after a clean run (finished): the server's state and
 host, its cell mapping, Placement allocations by consumer (instance and
 migration) and the usage of every provider, its ports' bindings (host,
-status and whether the profile names an allocation), the migration's final
+status, whether the profile names an allocation, the device it names), the
+devices (SR-IOV VFs) each host counts as claimed, the migration's final
 status and the guest files on the simulated hosts. Deleting the server then leaves every provider at
 zero.
 """
@@ -69,13 +70,16 @@ class Crash:
         def run(*args, **kwargs):
             if self.server is None:
                 return method(*args, **kwargs)
+            if self.at == "cast":
+                return None          # the cast died with the process that sent it
             thread = threading.Thread(target=method, args=args, kwargs=kwargs, daemon=True)
             self.threads.append(thread)
             thread.start()
         return run
 
     def arm(self, server, at):
-        """The next operation of ``server`` dies at ``at`` (None: it runs to its end)."""
+        """The next operation of ``server`` dies at ``at`` (None: it runs to its end;
+        'cast': the request to the conductor is lost, nothing of it begins)."""
         self.threads, self.server, self.at = [], server, at
         self.reached.clear()
 
@@ -199,12 +203,15 @@ def books(cloud, sid, source):
               if os.path.exists(os.path.join(root, host, path))}
     ctxt = get_admin_context()
     network = cloud.aio.network_api
-    bindings = {(role(b["host"]), b["status"], bool((b.get("profile") or {}).get("allocation")))
+    bindings = {(role(b["host"]), b["status"], bool((b.get("profile") or {}).get("allocation")),
+                 (b.get("profile") or {}).get("pci_slot"))
                 for port in network.list_ports(ctxt, device_id=sid)
                 for b in network.list_port_bindings(ctxt, port["id"])}
+    devices = {(role(host), address) for host, compute in cloud.aio.computes.items()
+               for address in compute.rt.usage()["pci"]}
     mapped = cells_mod.instance_cell(cloud.aio.api_db, sid)
     return {"status": server["status"], "task_state": server["OS-EXT-STS:task_state"],
-            "bindings": bindings, "cell": mapped.name if mapped else None,
+            "bindings": bindings, "devices": devices, "cell": mapped.name if mapped else None,
             "host": role(server["OS-EXT-SRV-ATTR:host"]),
             "flavor": server["flavor"]["original_name"], "allocations": allocations,
             "usages": usages, "guests": guests,
@@ -269,6 +276,41 @@ def test_a_conductor_dying_in_a_move_of_a_server_with_a_bandwidth_port(make_clou
                             boot=lambda cloud: bandwidth._boot(cloud, bandwidth._port(cloud)))
 
 
+@pytest.mark.parametrize("operation", sorted(set(OPERATIONS) - {"build"}))
+def test_a_request_whose_cast_died_with_the_process_is_settled_at_start_up(cloud, crashing,
+                                                                            operation):
+    cast_lost(cloud, crashing, operation, OPERATIONS)
+
+
+def cast_lost(cloud, crash, operation, operations, boot=_boot):
+    """The process dies after the API accepted the request and before any conductor
+    began it (an all-in-one's casts die with it). At the next start-up a move never
+    begun is undone, and a confirm or revert the API accepted is run: the books are
+    those before the request (the migration in error) or those of a clean run."""
+    sid, source, _ = _start(cloud, crash, operation, operations=operations, boot=boot)
+    crash.wait(cloud)
+    finished = books(cloud, sid, source)
+    _delete_and_check_empty(cloud, crash, sid)
+
+    sid, source, before = _start(cloud, crash, operation, at="cast", operations=operations,
+                                 boot=boot)
+    cloud.aio.wait_idle()
+    fresh = ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
+                             network_api=cloud.aio.network_api, volume_api=cloud.aio.volume_api,
+                             image_api=cloud.aio.image_api)
+    assert fresh.recover_operations(previous_owners=True), f"{operation}: nothing recovered"
+    cloud.aio.wait_idle()
+    after = books(cloud, sid, source)
+    if operation in ("confirm", "revert"):
+        expected = finished
+    elif operation == "unshelve":       # no migration: it stays shelved
+        expected = before
+    else:
+        expected = dict(before, migration="error")
+    assert after == expected, operation
+    _delete_and_check_empty(cloud, crash, sid)
+
+
 def crash_at_every_boundary(cloud, crash, operation, operations, boot=_boot):
     """The harness: a clean run, then a death and a recovery at each of its boundaries."""
     kind = operations[operation][2]
@@ -304,7 +346,7 @@ def crash_at_every_boundary(cloud, crash, operation, operations, boot=_boot):
         expected = finished if row.status == "done" else before
         if row.status == "undone" and before is None:  # a build: in cell0, in ERROR
             expected = dict(finished, status="ERROR", host=None, allocations={}, usages={},
-                            guests=set(), bindings=set(), cell="cell0")
+                            guests=set(), bindings=set(), devices=set(), cell="cell0")
         elif row.status == "undone" and before["migration"] is None and after["migration"]:
             expected = dict(before, migration="error")  # a move that was undone says so
         if row.status == "undone":

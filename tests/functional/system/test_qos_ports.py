@@ -54,15 +54,16 @@ class QosCloud(Cloud):
 
 @pytest.fixture
 def cloud(tmp_path):
-    saved = {name: CONF.simulated[name] for name in up.UP_DEFAULTS}
+    saved = {(group, name): CONF[group][name]
+             for group, options in up.UP_DEFAULTS.items() for name in options}
     up.set_defaults(CONF)
     aio = AllInOne(str(tmp_path / "data"), cells=1, hosts_per_cell=2, log=None,
                    qos_demo=True).start()
     yield QosCloud(aio)
     aio.stop()
     simulated.clear_faults()
-    for name, value in saved.items():
-        CONF.set_default(name, value, group="simulated")
+    for (group, name), value in saved.items():
+        CONF.set_default(name, value, group=group)
 
 
 def _policy(cloud, name, **rules):
@@ -178,17 +179,21 @@ def test_replacing_a_bound_ports_policy_changes_its_allocation(cloud):
 def test_a_config_file_overrides_the_up_defaults(tmp_path):
     """`novella up --config-file`: options read as the separate services read them."""
     conf = tmp_path / "nova.conf"
-    conf.write_text("[simulated]\nresource_provider_bandwidths = physnet9:5000:6000\n")
-    saved = {name: CONF.simulated[name] for name in up.UP_DEFAULTS}
+    conf.write_text("[simulated]\nresource_provider_bandwidths = physnet9:5000:6000\n"
+                    "sriov_nics = eth7:2:3000:3000\n"
+                    "[pci]\ndevice_spec = {\"devname\": \"eth7\", \"physical_network\": \"physnet9\"}\n")
+    saved = {(group, name): CONF[group][name]
+             for group, options in up.UP_DEFAULTS.items() for name in options}
     up.set_defaults(CONF)
     aio = AllInOne(str(tmp_path / "data"), cells=1, hosts_per_cell=1, log=None,
                    config_files=[str(conf)]).start()
     try:
         names = {rp["name"] for rp in aio.placement.list_resource_providers()}
         assert names == {"cell1-host1", "cell1-host1:Open vSwitch agent",
-                         "cell1-host1:Open vSwitch agent:physnet9"}
+                         "cell1-host1:Open vSwitch agent:physnet9",
+                         "cell1-host1:NIC Switch agent", "cell1-host1:NIC Switch agent:eth7"}
     finally:
         aio.stop()
-        for name, value in saved.items():
-            CONF.set_default(name, value, group="simulated")
+        for (group, name), value in saved.items():
+            CONF.set_default(name, value, group=group)
         CONF([], project="nova", default_config_files=[])

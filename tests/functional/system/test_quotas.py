@@ -166,8 +166,8 @@ def _race(cloud, monkeypatch):
     real = quotas.servers_that_fit
     raced = []
 
-    def fit_then_race(api, ctxt, flavor, min_count, max_count, conn=None):
-        fit = real(api, ctxt, flavor, min_count, max_count, conn)
+    def fit_then_race(*args, **kwargs):
+        fit = real(*args, **kwargs)
         if not raced:
             raced.append(None)          # the early request checks as usual
             raced[0] = cloud.boot(name="early")

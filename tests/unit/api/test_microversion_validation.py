@@ -12,7 +12,7 @@ from novella.policies import compute as compute_policies
 @pytest.mark.parametrize("headers, expected", [
     ({}, (2, 1)),
     ({"OpenStack-API-Version": "compute 2.53"}, (2, 53)),
-    ({"OpenStack-API-Version": "compute latest"}, (2, 96)),
+    ({"OpenStack-API-Version": "compute latest"}, (2, 104)),
     ({"X-OpenStack-Nova-API-Version": "2.10"}, (2, 10)),
     ({"OpenStack-API-Version": "placement 1.30"}, (2, 1)),
     ({"OpenStack-API-Version": "compute 2.60", "X-OpenStack-Nova-API-Version": "2.2"}, (2, 60)),
@@ -21,7 +21,7 @@ def test_negotiate(headers, expected):
     assert microversion.negotiate(headers) == expected
 
 
-@pytest.mark.parametrize("value, error", [("2.97", errors.NotAcceptable), ("1.1", errors.NotAcceptable),
+@pytest.mark.parametrize("value, error", [("2.105", errors.NotAcceptable), ("1.1", errors.NotAcceptable),
                                           ("2.0", errors.NotAcceptable), ("two", errors.BadRequest),
                                           ("2.03", errors.BadRequest)])
 def test_negotiate_refuses(value, error):

@@ -100,3 +100,48 @@ def test_nothing_up_to_a_completed_step_of_no_return_is_undone():
     with pytest.raises(RuntimeError):
         tl.run()
     assert tl.undone == ["a"]
+
+
+class RecordedJournal:
+    """A Journal whose writes are kept in a list instead of the database."""
+
+    def __new__(cls):
+        import json
+
+        from novella.conductor.journal import Journal
+
+        class Kept(Journal):
+            def _write(self, **values):
+                self.written.append(json.loads(values["steps"]))
+                self._written, self._pending = dict(values), False
+
+        journal = Kept(None, "me", 60, "op", "uuid", None, type("S", (), {"record": dict})())
+        journal.written = []
+        return journal
+
+
+class Idle(Step):
+    def acts(self):
+        return False
+
+
+def test_the_start_of_a_step_that_changes_nothing_is_written_with_the_next_boundary():
+    log = []
+    journal = RecordedJournal()
+    TaskList("op", [Step("a", log), Idle("b", log), Step("c", log)], journal=journal).run()
+    assert journal.written == [
+        [["a", "started"]],
+        [["a", "done"], ["b", "done"], ["c", "started"]],
+        [["a", "done"], ["b", "done"], ["c", "done"]],
+    ]
+    assert log == [("execute", "a"), ("execute", "b"), ("execute", "c")]
+
+
+def test_a_step_that_changes_nothing_and_fails_is_recorded_failed_then_undone():
+    log = []
+    journal = RecordedJournal()
+    with pytest.raises(RuntimeError):
+        TaskList("op", [Step("a", log), Idle("b", log, fail=True)], journal=journal).run()
+    assert journal.written[0] == [["a", "started"]]
+    assert journal.written[1] == [["a", "done"], ["b", "failed"]]
+    assert journal.written[-1] == [["a", "undone"], ["b", "failed"]]

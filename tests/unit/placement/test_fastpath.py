@@ -208,3 +208,76 @@ def test_randomized_limit_picks_from_all_candidates():
         for ar in body["allocation_requests"]:
             seen.update(ar["allocations"])
     assert len(seen) > 5
+
+
+def test_limit_walks_only_as_many_plain_roots_as_it_returns(monkeypatch):
+    """With a limit, a request only plain roots can serve stops at the limit:
+    the roots past it are never looked at, and the answer is the general
+    search's. A nested provider with one of the classes asked for sends the
+    request back to the whole search."""
+    app = _app()
+    with app.ledger.write() as t:
+        t.create_trait("CUSTOM_FAST")
+        roots = []
+        for i in range(30):
+            p = t.create_provider(str(uuid.UUID(int=i + 1)), "rp%d" % i, None)
+            t.set_inventories(p, {"VCPU": ledger.Inventory((4, 0, 1, 4, 1, 1.0)),
+                                  "MEMORY_MB": ledger.Inventory((1024, 0, 1, 1024, 1, 1.0))})
+            if i % 3:
+                t.set_traits(p, {"CUSTOM_FAST"})
+            roots.append(p)
+        # Bandwidth-like children: classes the queries below do not ask for.
+        for p in roots[:5]:
+            child = t.create_provider(str(uuid.uuid4()), p.name + ":bw", p)
+            t.set_inventories(child, {"DISK_GB": ledger.Inventory((10, 0, 1, 10, 1, 1.0))})
+    looked = []
+    real_plain = fastpath.Index.plain
+
+    def plain(self):
+        order = real_plain(self)
+
+        class Counting(list):
+            def __getitem__(inner, key):
+                part = list.__getitem__(inner, key)
+                looked.extend(part if isinstance(key, slice) else [part])
+                return part
+        return Counting(order)
+
+    monkeypatch.setattr(fastpath.Index, "plain", plain)
+    monkeypatch.setattr(fastpath, "_MIN_STEP", 1)
+    walked = []
+    real_first = fastpath._first_plain_roots
+
+    def first(*args):
+        walked.append(real_first(*args))
+        return walked[-1]
+
+    monkeypatch.setattr(fastpath, "_first_plain_roots", first)
+    for query, expect_looked in (("resources=VCPU:1,MEMORY_MB:512&limit=4", 4),
+                                 ("resources=VCPU:1&required=CUSTOM_FAST&limit=4", 6),
+                                 ("resources=VCPU:1&required=!CUSTOM_FAST&limit=3", 7)):
+        looked.clear()
+        walked.clear()
+        fast, general, used = _both(app, monkeypatch, query, "1.39")
+        assert used == [True] and fast == general, query
+        assert walked and walked[0] is not None and looked == [r.id for r in roots][:expect_looked]
+        assert len(json.loads(fast)["allocation_requests"]) == int(query.rsplit("=", 1)[1])
+    # A child holding VCPU may serve the root's request: the whole search answers.
+    with app.ledger.write() as t:
+        child = t.create_provider(str(uuid.uuid4()), "vcpu-child", roots[0])
+        t.set_inventories(child, {"VCPU": ledger.Inventory((8, 0, 1, 8, 1, 1.0))})
+    walked.clear()
+    fast, general, used = _both(app, monkeypatch, "resources=VCPU:1,MEMORY_MB:512&limit=4", "1.39")
+    assert used == [True] and fast == general and walked == [None]
+    # Full roots are passed over, and the walk goes on to the next ones.
+    with app.ledger.write() as t:
+        t.delete_provider(child)
+    for c, p in enumerate(roots[:3]):
+        _call(app, "/allocations/" + str(uuid.UUID(int=0xC000 + c)), method="PUT",
+              body={"allocations": {p.uuid: {"resources": {"VCPU": 4}}}, "project_id": "p",
+                    "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"})
+    walked.clear()
+    fast, general, used = _both(app, monkeypatch, "resources=VCPU:1&limit=2", "1.39")
+    assert fast == general and walked[0] is not None
+    assert [list(ar["allocations"]) for ar in json.loads(fast)["allocation_requests"]] == [
+        [roots[3].uuid], [roots[4].uuid]]

@@ -55,7 +55,7 @@ def test_attach_flow(volumes, ctxt):
     shown = volumes.get(ctxt, v["id"])
     assert shown["attachments"][0]["server_id"] == "inst-1"
     assert shown["attachments"][0]["host_name"] == "host1"
-    with pytest.raises(api.VolumeConflict):
+    with pytest.raises(api.InvalidVolume):
         volumes.delete(ctxt, v["id"])
     volumes.attachment_delete(ctxt, a["id"])
     assert state(volumes, v["id"]) == ("available", "detached", [("detached", True)])
@@ -70,12 +70,65 @@ def test_attachment_create_with_connector_connects(volumes, ctxt):
     assert state(volumes, v["id"])[0] == "in-use"
 
 
-def test_complete_needs_a_connector(volumes, ctxt):
+def test_complete_without_a_connector_attaches_on_no_host(volumes, ctxt):
+    """As for a shelved-offloaded server: in-use at once, connected to a host later."""
     v = volumes.create(ctxt, 1)
     a = volumes.attachment_create(ctxt, v["id"], "inst-1")
-    with pytest.raises(api.VolumeConflict):
-        volumes.attachment_complete(ctxt, a["id"])
-    assert state(volumes, v["id"])[0] == "reserved"
+    done = volumes.attachment_complete(ctxt, a["id"])
+    assert (done["status"], done["attached_host"]) == ("attached", None)
+    assert state(volumes, v["id"]) == ("in-use", "attached", [("attached", False)])
+    connected = volumes.attachment_update(ctxt, a["id"], CONNECTOR, mountpoint="/dev/vdb")
+    assert (connected["status"], connected["attached_host"]) == ("attached", "host1")
+    assert connected["connection_info"]["data"]["target_host"] == "host1"
+    volumes.attachment_delete(ctxt, a["id"])
+    assert state(volumes, v["id"]) == ("available", "detached", [("detached", True)])
+
+
+def _attached(volumes, ctxt, size=1):
+    v = volumes.create(ctxt, size)
+    a = volumes.attachment_create(ctxt, v["id"], "inst-1", connector=CONNECTOR)
+    volumes.attachment_complete(ctxt, a["id"])
+    return v["id"], a["id"]
+
+
+def test_migration_completion_keeps_the_source_id(volumes, ctxt):
+    old, old_att = _attached(volumes, ctxt)
+    new = volumes.create(ctxt, 2)["id"]
+    with pytest.raises(api.InvalidVolume):  # the destination is not the source's target
+        volumes.reset_status(ctxt, old, migration_status="migrating")
+        volumes.migrate_volume_completion(ctxt, old, new)
+    volumes.reset_status(ctxt, new, migration_status=f"target:{old}")
+    volumes.begin_detaching(ctxt, old)
+    new_att = volumes.attachment_create(ctxt, new, "inst-1", connector=CONNECTOR)["id"]
+    volumes.attachment_complete(ctxt, new_att)
+    volumes.attachment_delete(ctxt, old_att)
+    assert volumes.migrate_volume_completion(ctxt, old, new) == {"save_volume_id": old}
+    v = volumes.get(ctxt, old)
+    assert (v["status"], v["migration_status"], v["size"]) == ("in-use", "success", 2)
+    assert [a["attachment_id"] for a in v["attachments"]] == [new_att]
+    with pytest.raises(api.VolumeNotFound):
+        volumes.get(ctxt, new)
+    # Asked again once it ended: the same answer, nothing changes.
+    assert volumes.migrate_volume_completion(ctxt, old, new) == {"save_volume_id": old}
+    assert volumes.get(ctxt, old)["attachments"] == v["attachments"]
+
+
+def test_migration_completion_in_error_and_between_two_volumes(volumes, ctxt):
+    old, _ = _attached(volumes, ctxt)
+    new = volumes.create(ctxt, 1)["id"]
+    # Neither migrating: a swap between two volumes keeps the new one.
+    assert volumes.migrate_volume_completion(ctxt, old, new) == {"save_volume_id": new}
+    volumes.reset_status(ctxt, old, migration_status="migrating")
+    volumes.reset_status(ctxt, new, migration_status=f"target:{old}")
+    volumes.attachment_create(ctxt, new, "inst-1")
+    assert volumes.migrate_volume_completion(ctxt, old, new, error=True) == \
+        {"save_volume_id": old}
+    v = volumes.get(ctxt, old)
+    assert (v["status"], v["migration_status"]) == ("in-use", "error")
+    with pytest.raises(api.VolumeNotFound):
+        volumes.get(ctxt, new)
+    volumes.reset_status(ctxt, old, migration_status="none")
+    assert volumes.get(ctxt, old)["migration_status"] is None
 
 
 def test_other_server_cannot_attach_unless_multiattach(volumes, ctxt):

@@ -51,7 +51,8 @@ def test_spawn_writes_real_disks_and_destroy_removes_them(drv):
     inst = _instance()
     drv.spawn(None, inst, {"id": None})
     d = drv.instance_dir(inst["uuid"])
-    assert sorted(os.listdir(d)) == ["disk", "disk.local", "disk.swap", "domain.json"]
+    assert sorted(os.listdir(d)) == ["console.log", "disk", "disk.local", "disk.swap",
+                                     "domain.json"]
     head, content = simulated.read_disk(os.path.join(d, "disk"))
     assert head["size_gb"] == 10 and head["kind"] == "root"
     assert len(content) == CONF.simulated.disk_content_kb * 1024
@@ -241,3 +242,52 @@ def test_host_image_cache_downloads_each_image_once(tmp_path, monkeypatch):
     # The second boot of img-a came from the cache; with room for one image,
     # img-b pushed it out, so the last boot downloaded it again.
     assert images.downloads == ["img-a", "img-b", "img-a"]
+
+
+def test_guest_power_states_and_console(drv):
+    inst = _instance()
+    drv.spawn(None, inst, {"id": None})
+    drv.pause(inst)
+    drv.pause(inst)  # again (a restarted host runs a step again): no error
+    assert drv.get_info(inst)["state"] == power_state.PAUSED
+    drv.unpause(inst)
+    drv.suspend(None, inst)
+    assert drv.get_info(inst)["state"] == power_state.SUSPENDED
+    drv.resume(None, inst)
+    assert drv.get_info(inst)["state"] == power_state.RUNNING
+    drv.power_off(inst)
+    with pytest.raises(simulated.GuestStateError):
+        drv.pause(inst)  # a guest that is shut down cannot be paused
+    with pytest.raises(simulated.GuestStateError):
+        drv.inject_nmi(inst)
+    drv.power_on(None, inst)
+    drv.inject_nmi(inst)
+    log = drv.get_console_output(None, inst)
+    assert "PM: suspending system" in log and log.rstrip().endswith("NMI: Not continuing")
+    drv.inject_fault("pause", inst["uuid"])
+    with pytest.raises(simulated.SimulatedFault):
+        drv.pause(inst)
+    assert drv.get_info(inst)["state"] == power_state.RUNNING
+
+
+def test_rescue_rebuild_and_password(drv):
+    inst = _instance()
+    drv.spawn(None, inst, {"id": None})
+    d = drv.instance_dir(inst["uuid"])
+    ephemeral = simulated.read_disk(os.path.join(d, "disk.local"))[1]
+    root = simulated.read_disk(os.path.join(d, "disk"))[1]
+    drv.rescue(None, inst, [], {"id": None}, "pw")
+    assert os.path.exists(os.path.join(d, simulated.RESCUE_DISK))
+    drv.unrescue(None, inst)
+    assert not os.path.exists(os.path.join(d, simulated.RESCUE_DISK))
+    drv.rebuild(None, inst, {"id": None}, preserve_ephemeral=True)
+    assert simulated.read_disk(os.path.join(d, "disk.local"))[1] == ephemeral
+    assert simulated.read_disk(os.path.join(d, "disk"))[1] != root  # made anew
+    drv.rebuild(None, inst, {"id": None}, power_on=False)
+    assert simulated.read_disk(os.path.join(d, "disk.local"))[1] != ephemeral
+    assert drv.get_info(inst)["state"] == power_state.SHUTDOWN
+    with pytest.raises(simulated.GuestStateError):
+        drv.set_admin_password(inst, "pw")  # no agent answers a guest that is off
+    drv.power_on(None, inst)
+    drv.set_admin_password(inst, "pw")
+    assert drv._load(inst["uuid"])["admin_password"] == simulated._password_digest("pw")

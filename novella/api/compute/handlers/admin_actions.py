@@ -1,8 +1,13 @@
-"""Server action os-resetState (admin): force a server's vm_state to active or
-error and clear its task state, for an operator recovering a stuck server.
+"""Admin server actions.
 
-Nothing is cast to a host: only the server's row changes, and a finished
-instance action ``resetState`` records who did it.
+os-resetState: force a server's vm_state to active or error and clear its
+task state, for an operator recovering a stuck server. Nothing is cast to a
+host: only the server's row changes, and a finished instance action
+``resetState`` records who did it.
+
+injectNetworkInfo: the server's host writes the guest's network
+configuration (its info cache) into it again; a cast, as in the reference,
+with no task state and no instance action.
 """
 import sqlalchemy as sa
 
@@ -37,6 +42,16 @@ def reset_state(req, rec, body):
             action="resetState", instance_uuid=rec["uuid"], request_id=ctxt.request_id,
             user_id=ctxt.user_id, project_id=ctxt.project_id, start_time=now,
             finish_time=now, created_at=now))
+    return 202, None
+
+
+@sa_mod.action("injectNetworkInfo", v.obj({"injectNetworkInfo": {}}, ["injectNetworkInfo"]))
+def inject_network_info(req, rec, body):
+    req.authorize("os_compute_api:os-admin-actions:inject_network_info", sa_mod.target(rec))
+    sa_mod.check_unlocked(req, rec)
+    if rec["cell"] is None or not rec.get("host"):
+        raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
+    sa_mod.compute_client(rec).inject_network_info(req.context, rec["host"], rec["uuid"])
     return 202, None
 
 

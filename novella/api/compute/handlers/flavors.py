@@ -1,4 +1,5 @@
 """/flavors with extra specs (os-extra_specs) and access lists (os-flavor-access)."""
+import re
 import uuid as uuid_mod
 
 import sqlalchemy as sa
@@ -27,6 +28,8 @@ def view(req, fl, detail=True):
                 "swap": fl.swap if (fl.swap or req.at_least("2.75")) else "",
                 "rxtx_factor": fl.rxtx_factor,
                 "os-flavor-access:is_public": fl.is_public})
+    if req.at_least("2.102"):  # both deprecated fields are gone
+        del out["OS-FLV-DISABLED:disabled"], out["rxtx_factor"]
     if req.at_least("2.61") and req.can(P + "extra-specs:index"):
         out["extra_specs"] = {e.key: e.value for e in fl.extra_specs}
     return out
@@ -44,11 +47,18 @@ def _get(req, s, flavor_id, check_access=True):
     return fl
 
 
+_LIST_QUERY = ("limit", "marker", "is_public", "minRam", "minDisk", "sort_key", "sort_dir")
+
+
 def _list(req, detail):
+    # 2.75 refuses unknown parameters; 2.102 adds the name filter.
+    common.check_query(req, _LIST_QUERY + (("name",) if req.at_least("2.102") else ()),
+                       since="2.75")
     limit, marker = common.limit_and_marker(req)
     sort_key = req.GET.get("sort_key", "flavorid")
     sort_dir = req.GET.get("sort_dir", "asc")
-    if sort_key not in SORT_KEYS or sort_dir not in ("asc", "desc"):
+    if sort_key not in SORT_KEYS or sort_dir not in ("asc", "desc") or (
+            sort_key == "rxtx_factor" and req.at_least("2.102")):
         raise errors.BadRequest("Invalid sort_key or sort_dir")
     admin = req.is_admin()
     with req.api.api_db.session() as s:
@@ -69,6 +79,12 @@ def _list(req, detail):
                     q = q.where(col >= common.db_int(req.GET[param]))
                 except ValueError:
                     raise errors.BadRequest(f"Invalid {param} filter [{clip(req.GET[param])}]")
+        if "name" in req.GET:  # a regular expression, as a server list's name
+            try:
+                re.compile(req.GET["name"])
+            except re.error:
+                raise errors.BadRequest("Invalid input for query parameters name.")
+            q = q.where(am.Flavor.name.regexp_match(req.GET["name"]))
         col = getattr(am.Flavor, sort_key)
         if marker:
             m = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == marker)).first()
@@ -117,7 +133,7 @@ def create(req):
                            vcpus=int(body["vcpus"]), root_gb=int(body["disk"]),
                            ephemeral_gb=int(body.get("OS-FLV-EXT-DATA:ephemeral", 0) or 0),
                            swap=int(body.get("swap") or 0),
-                           rxtx_factor=float(body.get("rxtx_factor", 1.0)),
+                           rxtx_factor=float(body.get("rxtx_factor", 1.0)),  # gone at 2.102
                            is_public=is_public, description=body.get("description"))
             s.add(fl)
             s.flush()

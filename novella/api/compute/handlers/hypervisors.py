@@ -48,8 +48,9 @@ def view(req, cell, node, svc, detail, with_servers=False, show=False):
                         "current_workload": 0, "running_vms": node.running_vms,
                         "disk_available_least": node.local_gb - node.local_gb_used,
                         "cpu_info": cpu_info})
-        else:  # 2.88 shows the uptime (unknown here) in every detailed view
-            out["uptime"] = None
+        else:  # 2.88 shows the uptime in every detailed view
+            out["uptime"] = uptime_text(svc) if svc is not None and out["state"] == "up" \
+                else None
     if with_servers:
         # As the reference: a host without servers has no "servers" before 2.75.
         servers = _servers(cell, node)
@@ -127,6 +128,29 @@ def show(req, hypervisor_id):
     return 200, {"hypervisor": view(req, cell, node, svc, True, with_servers, show=True)}
 
 
+def uptime_text(svc, now=None):
+    """The host's ``uptime`` line; a simulated host is up since its service started."""
+    import datetime
+    now = now or datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    up = now - (svc.created_at or now)
+    hours, rest = divmod(up.seconds, 3600)
+    return (f" {now:%H:%M:%S} up {up.days} days, {hours:2d}:{rest // 60:02d},  1 user,  "
+            "load average: 0.00, 0.00, 0.00")
+
+
+def uptime(req, hypervisor_id):
+    if req.at_least("2.88"):
+        raise errors.NotFound("The resource could not be found.")
+    req.authorize(P + "uptime")
+    cell, node = _find(req, hypervisor_id)
+    svc = _services(req).get((cell.uuid, node.host))
+    out = view(req, cell, node, svc, False)
+    if svc is None or out["state"] != "up":
+        raise errors.BadRequest(f"Compute service of {node.host} is unavailable at this time.")
+    out["uptime"] = uptime_text(svc)
+    return 200, {"hypervisor": out}
+
+
 def search(req, pattern):
     if req.at_least("2.53"):
         raise errors.NotFound("The resource could not be found.")
@@ -173,4 +197,5 @@ ROUTES = [
     ("GET", "/os-hypervisors/{pattern}/search", search),
     ("GET", "/os-hypervisors/{pattern}/servers", servers),
     ("GET", "/os-hypervisors/{hypervisor_id}", show),
+    ("GET", "/os-hypervisors/{hypervisor_id}/uptime", uptime),
 ]

@@ -25,9 +25,12 @@ def _create_schema(version):
 
 
 def fingerprint(public_key):
+    from cryptography import exceptions
+    from cryptography.hazmat.primitives import serialization
     try:
+        serialization.load_ssh_public_key(public_key.encode())  # a real key, not just base64
         blob = base64.b64decode(public_key.split()[1])
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, TypeError, exceptions.UnsupportedAlgorithm):
         raise errors.BadRequest("Keypair data is invalid: failed to generate fingerprint")
     digest = hashlib.md5(blob, usedforsecurity=False).hexdigest()
     return ":".join(digest[i:i + 2] for i in range(0, 32, 2))

@@ -26,8 +26,10 @@ def index(req):
     absolute.update({"totalInstancesUsed": instances, "totalCoresUsed": cores,
                      "totalRAMUsed": ram, "totalServerGroupsUsed": groups})
     if not req.at_least("2.36"):
-        absolute.update({"maxTotalFloatingIps": -1, "maxSecurityGroups": -1,
-                         "maxSecurityGroupRules": -1, "totalFloatingIpsUsed": 0,
+        absolute.update({"maxTotalFloatingIps": limits["floating_ips"],
+                         "maxSecurityGroups": limits["security_groups"],
+                         "maxSecurityGroupRules": limits["security_group_rules"],
+                         "totalFloatingIpsUsed": 0,
                          "totalSecurityGroupsUsed": 0})
     if not req.at_least("2.39"):  # the image metadata proxy went at 2.39
         absolute.update({"maxImageMeta": limits["metadata_items"]})

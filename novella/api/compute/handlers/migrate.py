@@ -7,9 +7,12 @@ the rest (novella/conductor/manager.py, docs/moves.md).
 """
 import logging
 
-from novella.api.compute import common, errors, hosts, quotas
+from sqlalchemy import exc as sa_exc
+
+from novella.api.compute import common, errors, hosts, instances, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
+from novella.api.compute.handlers import servers as servers_mod
 from novella.api.compute.handlers.servers import _flavor
 from novella.compute import states
 from novella.compute.states import migration_status as ms, task_states
@@ -17,6 +20,7 @@ from novella.conductor.rpcapi import ConductorAPI
 from novella.db import cells as cells_mod
 from novella.db import migration_records
 from novella.db import records
+from novella.db import request_specs
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
 
@@ -71,10 +75,12 @@ def _conductor(req):
     return ConductorAPI(req.api.transport)
 
 
-def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, host=None):
-    """The migration row, the task state (guarded) and the action; then the cast."""
+def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, host=None,
+                auto_disk_config=False):
+    """The migration row, the task state (guarded) and the action; then the cast.
+    The disk configuration is the one asked for, else MANUAL (as the reference)."""
     cell_db = sa_mod.start_task(req, rec, action_name, task_states.RESIZE_PREP,
-                                expected_task_state=(None,))
+                                expected_task_state=(None,), auto_disk_config=auto_disk_config)
     migration = migration_records.create(cell_db, rec, migration_type, old_flavor, new_flavor)
     _conductor(req).migrate_server(req.context, rec["uuid"], migration["uuid"],
                                    flavor=new_flavor, host=host,
@@ -87,7 +93,7 @@ def _cross_cell_allowed(req, rec):
     return req.can("compute:servers:resize:cross_cell", sa_mod.target(rec))
 
 
-@sa_mod.action("resize", _resize_schema)
+@sa_mod.action("resize", _resize_schema, view=False)
 def resize(req, rec, body):
     req.authorize("os_compute_api:servers:resize", sa_mod.target(rec))
     sa_mod.check_unlocked(req, rec)
@@ -96,15 +102,30 @@ def resize(req, rec, body):
     new = _flavor(req, body["resize"]["flavorRef"])
     if new["flavorid"] == old.get("flavorid"):
         raise errors.BadRequest("When resizing, instances must change flavor!")
-    volume_backed = any(vol for vol in rec.get("volumes") or []) and not rec.get("image_ref")
+    # The server was loaded without its volumes (view=False): read them only here.
+    volume_backed = not rec.get("image_ref") and any(
+        (instances.load(req.api.api_db, rec["uuid"]) or {}).get("volumes") or [])
     if not volume_backed and new["root_gb"] < (old.get("root_gb") or 0):
         raise errors.BadRequest("Resizing to a smaller disk flavor is not allowed.")
+    auto_disk_config = servers_mod.disk_config(
+        body["resize"].get("OS-DCF:diskConfig"), rec.get("image_ref"),
+        _image_properties(req, rec), inherit=False)
     quotas.check_resize(req.api, req.context, rec.get("project_id") or req.context.project_id,
                         rec.get("user_id") or None, old, new)
-    return _start_move(req, rec, "resize", "resize", old, new)
+    return _start_move(req, rec, "resize", "resize", old, new,
+                       auto_disk_config=auto_disk_config)
 
 
-@sa_mod.action("migrate", _migrate_schema)
+def _image_properties(req, rec):
+    """The properties of the server's image, as its request spec keeps them."""
+    try:
+        spec = request_specs.get(req.api.api_db, rec["uuid"])
+    except sa_exc.NoResultFound:
+        return {}
+    return (spec.get("image") or {}).get("properties")
+
+
+@sa_mod.action("migrate", _migrate_schema, view=False)
 def migrate(req, rec, body):
     req.authorize("os_compute_api:os-migrate-server:migrate", sa_mod.target(rec))
     host = (body["migrate"] or {}).get("host") if req.at_least("2.56") else None
@@ -118,7 +139,7 @@ def migrate(req, rec, body):
                        host=host)
 
 
-@sa_mod.action("os-migrateLive", _live_schema)
+@sa_mod.action("os-migrateLive", _live_schema, view=False)
 def live_migrate(req, rec, body):
     """Move a running server to another host of its cell without stopping it.
 
@@ -139,7 +160,7 @@ def live_migrate(req, rec, body):
     return 202, None
 
 
-@sa_mod.action("evacuate", _evacuate_schema)
+@sa_mod.action("evacuate", _evacuate_schema, view=False)
 def evacuate(req, rec, body):
     """Rebuild on another host of its cell a server whose host is down.
 
@@ -217,7 +238,7 @@ def _finished_migration(rec, action_name):
     return cell_db, migration
 
 
-@sa_mod.action("confirmResize", _confirm_schema)
+@sa_mod.action("confirmResize", _confirm_schema, view=False)
 def confirm_resize(req, rec, body):
     req.authorize("os_compute_api:servers:confirm_resize", sa_mod.target(rec))
     sa_mod.check_unlocked(req, rec)
@@ -231,7 +252,7 @@ def confirm_resize(req, rec, body):
     return 204, None
 
 
-@sa_mod.action("revertResize", _revert_schema)
+@sa_mod.action("revertResize", _revert_schema, view=False)
 def revert_resize(req, rec, body):
     req.authorize("os_compute_api:servers:revert_resize", sa_mod.target(rec))
     sa_mod.check_unlocked(req, rec)

@@ -5,26 +5,13 @@ of one of its users, and of the ``default`` class (novella/api/compute/quotas.py
 updates), 2.50 from quota classes, which show the server group quotas from
 2.50; 2.57 drops the injected file quotas.
 """
-from oslo_policy import policy
-
 from novella.api.compute import errors, quotas, validation as v
 
 P = "os_compute_api:os-quota-sets:"
 PC = "os_compute_api:os-quota-class-sets:"
-_ADMIN = "rule:context_is_admin"
-_READER = "rule:project_reader_or_admin"
-POLICIES = [
-    policy.RuleDefault(P + "show", _READER),
-    policy.RuleDefault(P + "update", _ADMIN),
-    policy.RuleDefault(P + "defaults", "@"),
-    policy.RuleDefault(P + "delete", _ADMIN),
-    policy.RuleDefault(P + "detail", _READER),
-    policy.RuleDefault(PC + "show", _ADMIN),
-    policy.RuleDefault(PC + "update", _ADMIN),
-]
 
-# Quotas of the network service the reference reported before 2.36 (always -1 here).
-_NETWORK = ["floating_ips", "fixed_ips", "security_groups", "security_group_rules"]
+# Quotas of the network service the reference reported before 2.36 (classes: 2.50).
+_NETWORK = quotas.NETWORK_RESOURCES
 _FILES = ["injected_files", "injected_file_content_bytes", "injected_file_path_bytes"]
 _LIMIT = {"type": ["integer", "string"], "pattern": r"^-?[0-9]+$", "minimum": -1,
           "maximum": v.MAX_INT}
@@ -105,7 +92,7 @@ def update(req, project_id):
     req.authorize(P + "update", target)
     body = req.body_json(lambda version: _update_schema(version))["quota_set"]
     force = v.to_bool(body.pop("force", False))
-    values = {k: int(val) for k, val in body.items() if k in quotas.RESOURCES}
+    values = {k: int(val) for k, val in body.items() if k in quotas.RESOURCES + _NETWORK}
     if not force:
         used = quotas.usage(req.api, project_id, user_id)
         for name, limit in values.items():
@@ -146,7 +133,7 @@ def class_update(req, class_name):
     req.authorize(PC + "update", {"quota_class": class_name})
     body = req.body_json(lambda version: _update_schema(version, classes=True))
     values = {k: int(val) for k, val in body["quota_class_set"].items()
-              if k in quotas.RESOURCES}
+              if k in quotas.RESOURCES + _NETWORK}
     quotas.set_limits(req.api, quotas.classes_table, {"class_name": class_name}, values)
     doc = _document(req, quotas.class_limits(req.api, class_name), _names(req, classes=True))
     return 200, {"quota_class_set": doc}

@@ -49,7 +49,7 @@ _PATHS = {
     "/os-floating-ips-bulk/{id}": ("GET", "PUT"),
     "/os-fping": ("GET",),
     "/os-fping/{id}": ("GET",),
-    # The network associate actions (the network proxy itself is not served).
+    # The network associate actions (the network proxy itself: networks.py).
     "/os-networks/{id}/action": ("POST",),
     "/os-security-group-default-rules": ("GET", "POST"),
     "/os-security-group-default-rules/{id}": ("GET", "DELETE"),

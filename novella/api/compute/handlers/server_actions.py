@@ -8,17 +8,20 @@ imported by the application (``wsgi.HANDLER_MODULES``)::
     def resize(req, rec, body): ...   # rec: the server record, body: validated
         return 202, None
 """
+from novella import rpc
 from novella.api.compute import errors, instances, rpcclients, validation
 from novella.api.compute.schemas import servers as schemas
-from novella.compute import states
+from novella.compute import rpcapi, states
 from novella.db import cells as cells_mod, records
 
 ACTIONS = {}
 
 
-def action(name, schema=None, min_version=None):
+def action(name, schema=None, min_version=None, view=True):
+    """``view=False``: the handler reads none of the server's metadata, tags, fault
+    and volumes, which are then not loaded (``instances.load``)."""
     def register(fn):
-        ACTIONS[name] = (fn, schema, min_version)
+        ACTIONS[name] = (fn, schema, min_version, view)
         return fn
     return register
 
@@ -31,10 +34,10 @@ def dispatch(req, server_id):
     entry = ACTIONS.get(name)
     if entry is None or (entry[2] and not req.at_least(entry[2])):
         raise errors.BadRequest(f"There is no such action: {name}")
-    fn, schema, _min = entry
+    fn, schema, _min, view = entry
     if schema is not None:
         validation.validate(schema, body, req.version)
-    rec = instances.get(req, server_id)
+    rec = instances.get(req, server_id, view=view)
     return fn(req, rec, body)
 
 
@@ -51,13 +54,20 @@ def check_state(rec, name, vm_states=None, task_states=(None,)):
         raise errors.invalid_state(name, rec["uuid"], "task_state", rec["task_state"])
 
 
+def compute_client(rec):
+    """The compute RPC client of the server's cell."""
+    return rpcapi.ComputeAPI(rpc.get_transport(rec["cell"].transport_url))
+
+
 def check_unlocked(req, rec):
     if rec.get("locked") and not req.is_admin():
         raise errors.Conflict(f"Instance {rec['uuid']} is locked")
 
 
-def start_task(req, rec, action_name, task_state, expected_task_state=None, on_a_host=True):
-    """Set the task state (guarded), record the instance action; the cell's db.
+def start_task(req, rec, action_name, task_state, expected_task_state=None, on_a_host=True,
+               **values):
+    """Set the task state (guarded) and ``values``, record the instance action; the
+    cell's db.
 
     ``on_a_host``: the server must be on a host (all but an offloaded one's unshelve).
     """
@@ -68,7 +78,7 @@ def start_task(req, rec, action_name, task_state, expected_task_state=None, on_a
     cell_db = cells_mod.cell_database(rec["cell"])
     try:
         records.update_instance(cell_db, rec["uuid"], expected_task_state=expected_task_state,
-                                task_state=task_state)
+                                task_state=task_state, reload=False, **values)
     except records.UnexpectedTaskStateError:
         latest = instances.load(req.api.api_db, rec["uuid"]) or rec
         raise errors.invalid_state(action_name, rec["uuid"], "task_state", latest["task_state"])

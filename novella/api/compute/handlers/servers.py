@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from novella.api.compute import (common, errors, hosts, instances, quotas, rpcclients,
                                  validation, views)
-from novella.api.compute.handlers import availability_zones
+from novella.api.compute.handlers import availability_zones, server_actions_image
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
 from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
@@ -100,6 +100,13 @@ def _filters(req):
         except re.error:
             raise errors.BadRequest("Invalid input for query parameters name.")
         filters["name"] = params["name"]
+    for key in ("ip", "ip6"):  # regular expressions, as name
+        if params.get(key):
+            try:
+                re.compile(params[key])
+            except re.error:
+                raise errors.BadRequest(f"Invalid input for query parameters {key}.")
+            filters[key] = params[key]
     if "status" in params:
         # One or more statuses (status=active&status=error): any of them.
         statuses = [st.upper() for st in req.GET.getall("status")]
@@ -165,6 +172,10 @@ def _list(req, detail):
     recs = [] if filters is None else instances.list_records(req.api, filters, sort, limit, marker)
     if detail and req.at_least("2.96"):
         views.add_pinned_zones(req.api, recs)
+    if detail:
+        views.add_network_details(req, recs)
+    if detail and req.at_least("2.16") and views.host_status_shown(req):
+        views.add_host_statuses(req, recs)  # the page's hosts only
     render = (lambda r: views.detail(req, r)) if detail else (lambda r: views.basic(req, r))
     body = {"servers": [render(r) for r in recs]}
     nxt = common.next_link(req, ["servers"] + (["detail"] if detail else []),
@@ -186,6 +197,7 @@ def show(req, server_id, update=False):
     rec = instances.get(req, server_id, rule=P + "show")
     if req.at_least("2.96"):
         views.add_pinned_zones(req.api, [rec])
+    views.add_network_details(req, [rec])
     if req.at_least("2.71"):
         with req.api.api_db.session() as s:
             rec["server_groups"] = list(s.scalars(
@@ -244,8 +256,9 @@ def _image(req, image_ref, flavor, is_bfv):
     api = req.api.image_api
     if api is None:
         return {"id": image_id, "properties": {}}
-    try:
-        image = api.get(req.context, image_id)
+    try:  # read once per request (server_actions_image.merge_image_bdms may have)
+        image = (req.environ.get("novella.images", {}).get(image_id)
+                 or api.get(req.context, image_id))
     except Exception as exc:  # noqa: BLE001 - the image service's not-found error
         if _not_found(exc):
             raise errors.BadRequest(f"Image {image_id} could not be found.")
@@ -263,6 +276,30 @@ def _image(req, image_ref, flavor, is_bfv):
     return {"id": image_id, "name": image.get("name"), "status": image.get("status", "active"),
             "min_ram": image.get("min_ram") or 0, "min_disk": image.get("min_disk") or 0,
             "size": image.get("size") or 0, "properties": dict(image.get("properties") or {})}
+
+
+def disk_config(requested, image_id, image_props, inherit=True):
+    """``OS-DCF:diskConfig`` as the server keeps it: AUTO (True) or MANUAL (False).
+
+    ``requested``: the request's value or None. An image whose
+    ``auto_disk_config`` property is ``disabled`` refuses AUTO (400); with
+    none requested the image's property decides (``inherit``), else MANUAL.
+    """
+    prop = (image_props or {}).get("auto_disk_config")
+    if requested == "AUTO" and str(prop).strip().lower() == "disabled":
+        raise errors.BadRequest(f"Requested image {image_id} has automatic disk resize disabled.")
+    if requested is not None:
+        return requested == "AUTO"
+    return inherit and prop is not None and validation.to_bool(prop)
+
+
+def _boot_volume_image(req, bdms, flavor):
+    """The image a boot volume is made of (a boot mapping with an image source), as
+    the image of a server booted from it; else no image."""
+    boot = next((b for b in bdms if b["boot_index"] == 0 and b["image_id"]), None)
+    if boot is None:
+        return {"id": None, "properties": {}}
+    return _image(req, boot["image_id"], flavor, is_bfv=True)
 
 
 _BOOT_SEQ = ("Block Device Mapping is Invalid: Boot sequence for the instance and "
@@ -295,11 +332,13 @@ def _bdms(req, server, image_ref):
                "snapshot_id": ref if source == "snapshot" else None}
         if source == "volume" and req.api.volume_api is not None:
             try:
-                req.api.volume_api.get(req.context, ref)
+                volume = req.api.volume_api.get(req.context, ref)
             except Exception as exc:  # noqa: BLE001 - the volume service's not-found error
                 if _not_found(exc):
                     raise errors.BadRequest(f"Block Device Mapping is Invalid: failed to get volume {ref}.")
                 raise
+            if boot_index == 0 and str(volume.get("bootable", True)).lower() in ("false", "0"):
+                raise errors.BadRequest(f"Block Device {ref} is not bootable.")
         out.append(row)
     boots = [b for b in out if b["boot_index"] == 0]
     if len(boots) > 1:
@@ -344,6 +383,26 @@ def _networks(req, server, max_count):
         out.append({"network_id": None if port else net_id, "port_id": port,
                     "fixed_ip": n.get("fixed_ip"), "tag": n.get("tag")})
     return out
+
+
+def _security_groups(req, server):
+    """The names asked for (default: ``default``), each checked with the network service."""
+    names = [g["name"] for g in server.get("security_groups") or []] or ["default"]
+    api = req.api.network_api
+    if api is None or not hasattr(api, "find_security_group"):
+        return names
+    for name in dict.fromkeys(names):
+        if name == "default":  # every project has it; the network service makes it
+            continue
+        try:
+            api.find_security_group(req.context, name)
+        except Exception as exc:  # noqa: BLE001 - the network service's refusal
+            if _not_found(exc):
+                raise errors.BadRequest(str(exc))
+            if getattr(exc, "code", None) == 409:
+                raise errors.Conflict(str(exc))
+            raise
+    return names
 
 
 def _port_resource_groups(req, networks):
@@ -443,9 +502,14 @@ def _server_group(req, hints):
 
 
 def _hostname(name):
-    host = re.sub(r"[ _]", "-", name.lower())
-    host = re.sub(r"[^a-z0-9.-]", "", host).strip(".-")
-    return host[:63] or "server"
+    """The hostname a server's name gives, as the reference makes it: Latin-1 letters
+    only, at most 63 characters, spaces, underscores and dots made dashes, nothing
+    but letters, digits and dashes kept, lower case, no dash at either end ('' if
+    nothing is left)."""
+    host = name.encode("latin-1", "ignore").decode("latin-1")[:63]
+    host = re.sub(r"[ _.]", "-", host)
+    host = re.sub(r"[^\w.-]+", "", host)
+    return host.lower().strip(".-")
 
 
 def _check_user_data(value):
@@ -481,20 +545,28 @@ def create(req):
     max_count = int(server.get("max_count", min_count))
     if min_count > max_count:
         raise errors.BadRequest("min_count must be <= max_count")
+    if server.get("hostname") and max_count > 1:
+        raise errors.BadRequest("Unable to allocate a single hostname to multiple instances")
     min_count, max_count = _bounded_count(min_count, max_count)
     _check_user_data(server.get("user_data"))
     flavor = _flavor(req, server["flavorRef"])
-    max_count = quotas.servers_that_fit(req.api, ctxt, flavor, min_count, max_count)
-    quotas.check_metadata(req.api, ctxt, server.get("metadata"))
-    quotas.check_injected_files(req.api, ctxt, server.get("personality"))
+    quota = quotas.Quota(req.api, ctxt.project_id, ctxt.user_id)
+    max_count = quotas.servers_that_fit(quota, flavor, min_count, max_count)
+    quotas.check_metadata(quota, server.get("metadata"))
+    quotas.check_injected_files(quota, server.get("personality"))
     image_ref = server.get("imageRef") or None
     bdms, is_bfv = _bdms(req, server, image_ref)
+    bdms, is_bfv = server_actions_image.merge_image_bdms(req, image_ref, bdms, is_bfv)
     image = _image(req, image_ref, flavor, is_bfv)
+    boot_image = image if image["id"] else _boot_volume_image(req, bdms, flavor)
+    auto_disk_config = disk_config(server.get("OS-DCF:diskConfig"), boot_image["id"],
+                                   boot_image["properties"])
     if not is_bfv and flavor["root_gb"] == 0 and image_ref:
         if not req.can(P + "create:zero_disk_flavor"):
             raise errors.Forbidden("Only volume-backed servers are allowed for flavors with zero disk.")
     networks = _networks(req, server, max_count)
     port_groups = _port_resource_groups(req, networks)
+    security_groups = _security_groups(req, server)
     key_pair = _key_pair(req, server.get("key_name"))
     zone, force_host, force_node = _availability_zone(req, server)
     group = _server_group(req, hints)
@@ -513,9 +585,13 @@ def create(req):
     for index in range(max_count):
         inst_uuid = str(uuid_mod.uuid4())
         name = server["name"] if max_count == 1 else f"{server['name']}-{index + 1}"
-        hostname = server.get("hostname") or _hostname(name)
-        if max_count > 1 and server.get("hostname"):
-            hostname = f"{server['hostname']}-{index + 1}"
+        hostname = server.get("hostname")
+        if not hostname:
+            hostname = _hostname(server["name"])
+            if not hostname:
+                hostname = f"Server-{inst_uuid}"
+            elif max_count > 1:
+                hostname = f"{hostname}-{index + 1}"
         inst = {
             "uuid": inst_uuid, "display_name": name,
             "display_description": server.get("description"), "hostname": hostname,
@@ -533,9 +609,12 @@ def create(req):
             "access_ip_v6": _access_ip(server.get("accessIPv6")),
             "reservation_id": reservation_id, "launch_index": index, "locked": False,
             "metadata": dict(server.get("metadata") or {}), "flavor": flavor,
-            "security_groups": [g["name"] for g in server.get("security_groups") or []] or ["default"],
+            "security_groups": security_groups, "auto_disk_config": auto_disk_config,
             "created_at": now.isoformat(),
         }
+        if server.get("personality"):  # kept with the build request until a host took it
+            inst["injected_files"] = [{"path": f.get("path", ""), "contents": f.get("contents", "")}
+                                      for f in server["personality"]]
         spec = {
             "instance_uuid": inst_uuid, "project_id": ctxt.project_id, "user_id": ctxt.user_id,
             "flavor": flavor, "image": image, "num_instances": max_count,
@@ -544,12 +623,13 @@ def create(req):
             "ignore_hosts": [], "force_hosts": [force_host] if force_host else [],
             "force_nodes": [force_node] if force_node else [],
             "requested_resources": port_groups, "is_bfv": is_bfv,
+            "security_groups": security_groups,
             "retry": {"num_attempts": 0, "hosts": []},
         }
         build_requests.append(inst)
         specs.append(spec)
     with req.api.api_db.connection(write=True) as conn:  # plain INSERTs, one per table
-        room = quotas.instances_room(req.api, ctxt, conn, min_count)
+        room = quotas.instances_room(quota, conn, min_count)
         if room is not None and room < len(build_requests):
             del build_requests[room:], specs[room:]
         uuids = [inst["uuid"] for inst in build_requests]
@@ -567,7 +647,7 @@ def create(req):
             insert_rows(conn, am.InstanceGroupMember, [
                 {"group_id": group["id"], "instance_uuid": u} for u in uuids])
     try:
-        quotas.recheck_servers(req.api, ctxt, flavor, len(uuids))
+        quotas.recheck_servers(quota, flavor, len(uuids))
     except errors.Forbidden:
         _forget(req.api.api_db, uuids)
         raise
@@ -584,7 +664,7 @@ def create(req):
         return 202, {"reservation_id": reservation_id}
     first = build_requests[0]["uuid"]
     out = {"id": first, "links": req.links("servers", first),
-           "OS-DCF:diskConfig": server.get("OS-DCF:diskConfig", "MANUAL"),
+           "OS-DCF:diskConfig": "AUTO" if auto_disk_config else "MANUAL",
            "security_groups": [{"name": g} for g in build_requests[0]["security_groups"]]}
     if req.api.conf.api.enable_instance_password:
         out["adminPass"] = admin_pass
@@ -619,6 +699,10 @@ def update(req, server_id):
         if field in s_body:
             changes[column] = _access_ip(s_body[field]) if column.startswith("access_ip") \
                 else s_body[field]
+    if "OS-DCF:diskConfig" in s_body:
+        changes["auto_disk_config"] = s_body["OS-DCF:diskConfig"] == "AUTO"
+    if "pinned_availability_zone" in s_body:  # 2.104
+        _repin(req, rec, s_body["pinned_availability_zone"])
     if changes:
         if rec["cell"] is None:
             with req.api.api_db.session(write=True) as s:
@@ -634,6 +718,25 @@ def update(req, server_id):
     return show(req, server_id, update=True)
 
 
+def _repin(req, rec, zone):
+    """2.104: unpin the server's zone (null), or pin it to the zone it is in now;
+    a pinned server must be unpinned before it is pinned to another zone."""
+    from novella.db import request_specs
+    pinned = request_specs.get(req.api.api_db, rec["uuid"]).get("availability_zone")
+    if zone is None or zone == pinned:
+        if zone != pinned:
+            request_specs.update(req.api.api_db, rec["uuid"], availability_zone=None)
+        return
+    if pinned is not None:
+        raise errors.Conflict("Cannot change pinned availability zone directly. Unpin first "
+                              "by setting pinned_availability_zone to null.")
+    current = rec.get("availability_zone")
+    if zone != current:
+        raise errors.Conflict(f"Server can only be pinned to its current availability zone "
+                              f"'{current}', but '{zone}' was requested.")
+    request_specs.update(req.api.api_db, rec["uuid"], availability_zone=zone)
+
+
 # --- delete -------------------------------------------------------------------------
 def delete(req, server_id):
     rec = instances.get(req, server_id, view=False)
@@ -645,6 +748,9 @@ def delete(req, server_id):
         return 204, None
     if rec["cell"] is None:  # the conductor placed it meanwhile
         rec = instances.get(req, server_id, view=False)
+    from novella.api.compute.handlers import server_actions_guest
+    if server_actions_guest.soft_delete(req, rec):  # [DEFAULT] reclaim_instance_interval
+        return 204, None
     delete_instance(req.api, req.context, rec)
     return 204, None
 

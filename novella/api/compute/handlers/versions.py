@@ -1,4 +1,5 @@
-"""The versions documents: GET / (all versions) and GET /v2.1."""
+"""The versions documents: GET / (all versions), GET /v2.1 and GET /v2 (the deprecated
+v2.0 API's document; the v2.0 API itself is not served)."""
 from novella.api.compute import microversion
 
 
@@ -13,14 +14,26 @@ def _v21(req):
                              "type": "application/vnd.openstack.compute+json;version=2.1"}]}
 
 
+def _v20(req):
+    return {"id": "v2.0", "status": "DEPRECATED", "version": "", "min_version": "",
+            "updated": "2025-07-04T12:00:00Z",
+            "links": [{"rel": "self", "href": req.link_prefix() + "/v2/"},
+                      {"rel": "describedby", "type": "text/html",
+                       "href": "http://docs.openstack.org/"}],
+            "media-types": [{"base": "application/json",
+                             "type": "application/vnd.openstack.compute+json;version=2"}]}
+
+
 def root(req):
-    v21 = _v21(req)
-    del v21["media-types"]
-    v21["links"] = v21["links"][:1]
-    v20 = {"id": "v2.0", "status": "DEPRECATED", "version": "", "min_version": "",
-           "updated": "2025-07-04T12:00:00Z",
-           "links": [{"rel": "self", "href": req.link_prefix() + "/v2/"}]}
-    return 200, {"versions": [v20, v21]}, {}
+    versions = [_v20(req), _v21(req)]
+    for v in versions:
+        del v["media-types"]
+        v["links"] = v["links"][:1]
+    return 200, {"versions": versions}, {}
+
+
+def show_v20(req):
+    return 200, {"version": _v20(req)}, {}
 
 
 def show_v21(req):

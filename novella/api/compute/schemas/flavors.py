@@ -18,6 +18,8 @@ def create(version):
                         "minimum": 0, "exclusiveMinimum": True, "maximum": 3.40282e38},
         "os-flavor-access:is_public": v.boolean,
     }
+    if version >= (2, 102):
+        del flavor["rxtx_factor"]
     if version >= (2, 55):
         flavor["description"] = {"type": ["string", "null"], "minLength": 0, "maxLength": 65535,
                                  "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f]*$"}

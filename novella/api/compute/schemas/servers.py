@@ -54,7 +54,7 @@ def create(version):
     }
     required = ["name", "flavorRef"]
     if version < (2, 57):
-        server["personality"] = {"type": "array"}
+        server["personality"] = v.personality
     if version >= (2, 19):
         server["description"] = v.description
     if version >= (2, 37):
@@ -69,8 +69,7 @@ def create(version):
         server["host"] = {"type": "string", "minLength": 1, "maxLength": 255}
         server["hypervisor_hostname"] = {"type": "string", "minLength": 1, "maxLength": 255}
     if version >= (2, 90):
-        server["hostname"] = {"type": "string", "minLength": 1, "maxLength": 255,
-                              "pattern": "^[a-zA-Z0-9.-]*$"}
+        server["hostname"] = hostname(version)
     hints = {"type": "object", "properties": {
         "group": v.uuid,
         "different_host": {"oneOf": [v.uuid, {"type": "array", "items": v.uuid}]},
@@ -86,6 +85,15 @@ def create(version):
                  ["server"])
 
 
+def hostname(version):
+    """A requested hostname: one DNS label (2.90), or a fully qualified name (2.94)."""
+    if version >= (2, 94):
+        return {"type": "string", "minLength": 1, "maxLength": 255,
+                "pattern": "^[a-zA-Z0-9-._]*$"}
+    return {"type": "string", "minLength": 2, "maxLength": 63,
+            "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$"}
+
+
 def update(version):
     server = {"name": v.name_with_spaces,
               "accessIPv4": {"type": "string", "format": "ipv4"},
@@ -94,8 +102,10 @@ def update(version):
     if version >= (2, 19):
         server["description"] = v.description
     if version >= (2, 90):
-        server["hostname"] = {"type": "string", "minLength": 1, "maxLength": 255,
-                              "pattern": "^[a-zA-Z0-9.-]*$"}
+        server["hostname"] = hostname(version)
+    if version >= (2, 104):
+        server["pinned_availability_zone"] = {"oneOf": [
+            {"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]}
     return v.obj({"server": v.obj(server)}, ["server"])
 
 

@@ -1,0 +1,1 @@
+"""The Infrastructure Optimization API (Watcher's v1 wire format): drains."""

@@ -1,0 +1,360 @@
+"""The server actions a host runs on its own guest (mixed into ComputeManager).
+
+Each is one step (novella/compute/steps.py) that a user action asked for;
+the API set the server's task state and recorded the action before it cast.
+
+    pause_instance / unpause_instance      pausing / unpausing     paused / active
+    suspend_instance / resume_instance     suspending / resuming   suspended / active
+    rescue_instance                        rescuing                rescued (booted from
+                                                                   the rescue image)
+    unrescue_instance                      unrescuing              active
+    rebuild_in_place                       rebuilding, then        active or stopped, the
+                                           rebuild_spawning        local disks made anew
+                                                                   from the server's image
+    snapshot_instance / backup_instance    image_snapshot_pending  the root disk uploaded
+                                           (image_backup), then    as the image the API made
+                                           image_uploading         (a backup rotates older
+                                                                   backups away)
+    set_admin_password                     updating_password       (call) the guest's
+                                                                   password set
+    soft_delete_instance                   soft-deleting           soft-delete: powered off,
+                                                                   everything else kept
+    restore_instance                       restoring               active again
+    trigger_crash_dump                     (none)                  an NMI to the guest
+    inject_network_info                    (none)                  the info cache's network
+                                                                   configuration written
+                                                                   into the guest
+    get_console_output                     (none)                  (call) the console log
+
+A step that fails records a fault and clears the task state; the server
+keeps its vm_state (a failed rebuild goes to error, as in the reference).
+Every driver call here is safe to repeat, so a host whose service died in
+the middle runs the step again from its beginning when it starts
+(novella/compute/recovery.py); what a step needs beyond the task state
+(the image to upload, the rebuild's options) the API noted in the
+server's system metadata before it cast.
+
+``reclaim_queued_deletes`` (periodic, ``[DEFAULT] reclaim_instance_interval``)
+deletes the servers soft-deleted here longer ago than that.
+"""
+import base64
+import datetime
+
+import sqlalchemy as sa
+
+from novella.compute import cleanup
+from novella.compute import states as vm_states
+from novella.compute import steps
+from novella.compute import volume_ops
+from novella.compute.states import task_states
+from novella.context import get_admin_context
+from novella.db import cell_models as m
+from novella.db import records
+from novella.rpc import notifications
+
+# System metadata the API notes for a step that a restarted host runs again.
+SNAPSHOT_IMAGE = "snapshot_image_id"
+BACKUP_ARGS = ("backup_type", "backup_rotation")
+REBUILD_PRESERVE_EPHEMERAL = "rebuild_preserve_ephemeral"
+RESCUE_IMAGE = "rescue_image_ref"
+# The rescue image's properties that ask for a stable device rescue (noted as they are).
+STABLE_RESCUE = ("hw_rescue_bus", "hw_rescue_device")
+RESCUE_VALUES = {"hw_rescue_bus": ("fdc", "ide", "sata", "scsi", "usb", "virtio", "xen", "lxc",
+                                   "uml"),
+                 "hw_rescue_device": ("cdrom", "disk", "floppy", "fs", "lun")}
+OLD_VM_STATE = "old_vm_state"
+
+
+def injected(files):
+    """The driver's ``injected_files`` argument for the API's personality files:
+    ``[(path, bytes)]``, given only when there are some."""
+    if not files:
+        return {}
+    return {"injected_files": [(f.get("path", ""), base64.b64decode(f.get("contents") or ""))
+                               for f in files]}
+
+
+class ComputeGuestActions:
+    """The guest actions of one host; needs ComputeManager's attributes."""
+
+    def _guest_step(self, ctxt, instance_uuid, event, notification, task, vm_state, act,
+                    **values):
+        """One standalone step: ``act(instance dict, row)`` on the guest, then the
+        server in ``vm_state`` with no task and the guest's power state."""
+        with steps.step(self, ctxt, instance_uuid, event, notification,
+                        standalone=True) as st:
+            act(self.instance_dict(st.instance), st.instance)
+            st.instance = self._update(instance_uuid, expected_task_state=task,
+                                       vm_state=vm_state, task_state=None,
+                                       power_state=self._power(instance_uuid), **values)
+
+    # -- pause, suspend ------------------------------------------------------------
+
+    def pause_instance(self, ctxt, instance_uuid):
+        self._guest_step(ctxt, instance_uuid, "compute_pause_instance", notifications.PAUSE,
+                         task_states.PAUSING, vm_states.PAUSED,
+                         lambda guest, row: self.driver.pause(guest))
+
+    def unpause_instance(self, ctxt, instance_uuid):
+        self._guest_step(ctxt, instance_uuid, "compute_unpause_instance",
+                         notifications.UNPAUSE, task_states.UNPAUSING, vm_states.ACTIVE,
+                         lambda guest, row: self.driver.unpause(guest))
+
+    def suspend_instance(self, ctxt, instance_uuid):
+        self._guest_step(ctxt, instance_uuid, "compute_suspend_instance",
+                         notifications.SUSPEND, task_states.SUSPENDING, vm_states.SUSPENDED,
+                         lambda guest, row: self.driver.suspend(ctxt, guest))
+
+    def resume_instance(self, ctxt, instance_uuid):
+        self._guest_step(ctxt, instance_uuid, "compute_resume_instance", notifications.RESUME,
+                         task_states.RESUMING, vm_states.ACTIVE,
+                         lambda guest, row: self.driver.resume(
+                             ctxt, guest, self.network_info(row),
+                             self.block_device_info(instance_uuid)))
+
+    # -- rescue ----------------------------------------------------------------------
+
+    def rescue_instance(self, ctxt, instance_uuid, rescue_password=None):
+        """Boot the guest from the rescue image the API noted (default: its own image);
+        with the image's ``hw_rescue_bus`` / ``hw_rescue_device`` (noted too) a stable
+        device rescue: the guest's own disks stay where they are, the rescue disk is
+        added on that bus and device and booted from."""
+        noted = records.system_metadata(self.cell_db, instance_uuid)
+        image_ref = noted.get(RESCUE_IMAGE)
+        props = {key: noted[key] for key in STABLE_RESCUE if noted.get(key)}
+        with steps.step(self, ctxt, instance_uuid, "compute_rescue_instance",
+                        notifications.RESCUE, standalone=True,
+                        rescue_image_ref=image_ref) as st:
+            inst = st.instance
+            self.driver.rescue(ctxt, self.instance_dict(inst), self.network_info(inst),
+                               {"id": image_ref or inst.image_ref or None, "properties": props},
+                               rescue_password,
+                               block_device_info=self.block_device_info(instance_uuid))
+            st.instance = self._update(instance_uuid, expected_task_state=task_states.RESCUING,
+                                       vm_state=vm_states.RESCUED, task_state=None,
+                                       power_state=self._power(instance_uuid),
+                                       launched_at=records.utcnow())
+
+    def unrescue_instance(self, ctxt, instance_uuid):
+        with steps.step(self, ctxt, instance_uuid, "compute_unrescue_instance",
+                        notifications.UNRESCUE, standalone=True) as st:
+            self.driver.unrescue(ctxt, self.instance_dict(st.instance))
+            st.instance = self._update(instance_uuid,
+                                       expected_task_state=task_states.UNRESCUING,
+                                       vm_state=vm_states.ACTIVE, task_state=None,
+                                       power_state=self._power(instance_uuid))
+        records.set_system_metadata(self.cell_db, instance_uuid, **{
+            RESCUE_IMAGE: None, OLD_VM_STATE: None, **dict.fromkeys(STABLE_RESCUE)})
+
+    # -- rebuild -----------------------------------------------------------------------
+
+    def rebuild_in_place(self, ctxt, instance_uuid, admin_password=None, injected_files=None):
+        """The guest's local disks made anew from the server's image (the API set it),
+        on this host: its allocation, ports and volumes stay as they are."""
+        noted = records.system_metadata(self.cell_db, instance_uuid)
+        preserve = noted.get(REBUILD_PRESERVE_EPHEMERAL) == "True"
+        with steps.step(self, ctxt, instance_uuid, "compute_rebuild_instance",
+                        notifications.REBUILD, error_vm_state=vm_states.ERROR,
+                        standalone=True) as st:
+            inst = self._update(instance_uuid, expected_task_state=(
+                task_states.REBUILDING, task_states.REBUILD_SPAWNING),
+                task_state=task_states.REBUILD_SPAWNING)
+            stopped = inst.vm_state == vm_states.STOPPED
+            reimage = noted.get(volume_ops.REIMAGE_ROOT)
+            if reimage:  # a volume-backed server's root volume gets the image (2.93)
+                self.reimage_root_volume(ctxt, inst, reimage)
+            guest = self.instance_dict(inst)
+            image = {"id": reimage or inst.image_ref, "properties": {}}
+            if self.driver.instance_exists(guest):
+                self.driver.rebuild(ctxt, guest, image, network_info=self.network_info(inst),
+                                    block_device_info=self.block_device_info(instance_uuid),
+                                    preserve_ephemeral=preserve, power_on=not stopped,
+                                    **injected(injected_files))
+            else:  # a server in error whose guest is gone: made anew
+                self.driver.spawn(ctxt, guest, image, network_info=self.network_info(inst),
+                                  block_device_info=self.block_device_info(instance_uuid),
+                                  power_on=not stopped, **injected(injected_files))
+            if admin_password and not stopped:
+                self._set_password_if_supported(inst, admin_password)
+            st.instance = self._update(
+                instance_uuid, expected_task_state=task_states.REBUILD_SPAWNING,
+                vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE, task_state=None,
+                power_state=self._power(instance_uuid), launched_at=records.utcnow())
+        records.set_system_metadata(self.cell_db, instance_uuid,
+                                    **{REBUILD_PRESERVE_EPHEMERAL: None})
+
+    def _set_password_if_supported(self, inst, password):
+        try:
+            self.driver.set_admin_password(self.instance_dict(inst), password)
+        except NotImplementedError:
+            pass  # a hypervisor without an agent boots the image as it is
+
+    # -- images --------------------------------------------------------------------------
+
+    def snapshot_instance(self, ctxt, instance_uuid, image_id):
+        """Upload the root disk as image ``image_id`` (made by the API, queued)."""
+        self._upload_root_disk(ctxt, instance_uuid, image_id, "compute_snapshot_instance",
+                               task_states.IMAGE_SNAPSHOT_PENDING)
+
+    def backup_instance(self, ctxt, instance_uuid, image_id, backup_type, rotation):
+        """A snapshot, then only the ``rotation`` newest backups of that type kept."""
+        self._upload_root_disk(ctxt, instance_uuid, image_id, "compute_backup_instance",
+                               task_states.IMAGE_BACKUP)
+        self._rotate_backups(ctxt, instance_uuid, backup_type, int(rotation))
+
+    def _upload_root_disk(self, ctxt, instance_uuid, image_id, event, first_task):
+        try:
+            with steps.step(self, ctxt, instance_uuid, event, notifications.SNAPSHOT,
+                            standalone=True, snapshot_image_id=image_id) as st:
+                inst = self._update(instance_uuid, expected_task_state=(
+                    first_task, task_states.IMAGE_UPLOADING),
+                    task_state=task_states.IMAGE_UPLOADING)
+                if not self._uploaded(ctxt, image_id):
+                    self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
+                st.instance = self._update(instance_uuid,
+                                           expected_task_state=task_states.IMAGE_UPLOADING,
+                                           task_state=None)
+        except Exception:
+            if self.image_api is not None and not self._uploaded(ctxt, image_id):
+                with cleanup.step("delete the unfinished image"):
+                    self.image_api.delete(ctxt, image_id)
+            raise
+        finally:
+            if self._get_or_none(instance_uuid) is not None:
+                records.set_system_metadata(self.cell_db, instance_uuid, **{
+                    SNAPSHOT_IMAGE: None, **{k: None for k in BACKUP_ARGS}})
+
+    def _rotate_backups(self, ctxt, instance_uuid, backup_type, rotation):
+        if self.image_api is None:
+            return
+        backups = [i for i in self.image_api.list(None, {
+            "instance_uuid": instance_uuid, "image_type": "backup",
+            "backup_type": backup_type}) if i["status"] == "active"]
+        backups.reverse()  # newest first (the list is in the order they were made)
+        for image in backups[rotation:]:
+            with cleanup.step(f"rotate backup {image['id']} away"):
+                self.image_api.delete(ctxt, image["id"])
+
+    def _get_or_none(self, instance_uuid):
+        try:
+            return self._get(instance_uuid)
+        except records.InstanceNotFound:
+            return None
+
+    # -- password, crash dump, console -----------------------------------------------------
+
+    def set_admin_password(self, ctxt, instance_uuid, new_pass):
+        """(call) The guest's administrator password; NotImplementedError when the
+        hypervisor cannot set one (the API answers 501)."""
+        self._guest_step(ctxt, instance_uuid, "compute_set_admin_password", None,
+                         task_states.UPDATING_PASSWORD, vm_states.ACTIVE,
+                         lambda guest, row: self.driver.set_admin_password(guest, new_pass))
+
+    def trigger_crash_dump(self, ctxt, instance_uuid):
+        with steps.step(self, ctxt, instance_uuid, "compute_trigger_crash_dump",
+                        notifications.TRIGGER_CRASH_DUMP, standalone=True) as st:
+            self.driver.inject_nmi(self.instance_dict(st.instance))
+
+    def inject_network_info(self, ctxt, instance_uuid):
+        """The guest's network configuration, as its info cache has it, written into it
+        again. Nothing is recorded before: writing it twice is writing it once, and a
+        cast lost with this service is lost as in the reference. A failure is a fault."""
+        with self._locked(instance_uuid):
+            inst = self._get(instance_uuid)
+            try:
+                self.driver.inject_network_info(self.instance_dict(inst), self.network_info(inst))
+            except Exception as exc:
+                records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
+                raise
+
+    def get_console_output(self, ctxt, instance_uuid, tail_length=None):
+        """(call) The guest's console log, its last ``tail_length`` lines if given."""
+        output = self.driver.get_console_output(ctxt, self.instance_dict(self._get(
+            instance_uuid)))
+        if tail_length is not None:
+            lines = output.split("\n")
+            output = "\n".join(lines[-int(tail_length):]) if int(tail_length) else ""
+        return output
+
+    # -- soft delete -----------------------------------------------------------------------
+
+    def soft_delete_instance(self, ctxt, instance_uuid):
+        self._guest_step(ctxt, instance_uuid, "compute_soft_delete_instance",
+                         notifications.SOFT_DELETE, task_states.SOFT_DELETING,
+                         vm_states.SOFT_DELETED,
+                         lambda guest, row: self.driver.power_off(guest))
+
+    def restore_instance(self, ctxt, instance_uuid):
+        self._guest_step(ctxt, instance_uuid, "compute_restore_instance",
+                         notifications.RESTORE, task_states.RESTORING, vm_states.ACTIVE,
+                         lambda guest, row: self.driver.power_on(
+                             ctxt, guest, self.network_info(row),
+                             self.block_device_info(instance_uuid)))
+
+    def reclaim_queued_deletes(self, ctxt=None):
+        """Delete the servers soft-deleted here more than ``reclaim_instance_interval``
+        seconds ago. Returns their uuids."""
+        interval = self.conf.reclaim_instance_interval
+        if interval <= 0:
+            return []
+        due = records.utcnow() - datetime.timedelta(seconds=interval)
+        with self.cell_db.read_session() as s:
+            expired = s.scalars(sa.select(m.Instance.uuid).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.Instance.vm_state == vm_states.SOFT_DELETED,
+                m.Instance.task_state.is_(None), m.Instance.deleted_at < due)).all()
+        ctxt = ctxt or get_admin_context()
+        reclaimed = []
+        for uuid in expired:
+            with cleanup.step(f"reclaim soft-deleted server {uuid}"):
+                self._update(uuid, expected_task_state=None,
+                             expected_vm_state=vm_states.SOFT_DELETED,
+                             task_state=task_states.DELETING, reload=False)
+                self.terminate_instance(ctxt, uuid)
+                reclaimed.append(uuid)
+        return reclaimed
+
+
+# task state -> how a restarted host finishes the step (recovery.py)
+def resume_interrupted(compute, ctxt, uuid, task_state):
+    """Run again the guest action ``task_state`` says was interrupted; False if it is
+    not one of these."""
+    noted = None
+    simple = {task_states.PAUSING: compute.pause_instance,
+              task_states.UNPAUSING: compute.unpause_instance,
+              task_states.SUSPENDING: compute.suspend_instance,
+              task_states.RESUMING: compute.resume_instance,
+              task_states.RESCUING: compute.rescue_instance,
+              task_states.UNRESCUING: compute.unrescue_instance,
+              task_states.SOFT_DELETING: compute.soft_delete_instance,
+              task_states.RESTORING: compute.restore_instance,
+              task_states.REBUILDING: compute.rebuild_in_place,
+              task_states.REBUILD_SPAWNING: compute.rebuild_in_place}
+    if task_state in simple:
+        simple[task_state](ctxt, uuid)
+        return True
+    if task_state == task_states.UPDATING_PASSWORD:
+        # The password was never kept: the caller had no answer; nothing more to do.
+        compute._update(uuid, task_state=None, reload=False)
+        return True
+    if task_state in (task_states.IMAGE_SNAPSHOT_PENDING, task_states.IMAGE_BACKUP,
+                      task_states.IMAGE_UPLOADING):
+        noted = records.system_metadata(compute.cell_db, uuid)
+        image_id = noted.get(SNAPSHOT_IMAGE)
+        if not image_id:
+            compute._update(uuid, task_state=None, reload=False)
+        elif noted.get("backup_type"):
+            compute.backup_instance(ctxt, uuid, image_id, noted["backup_type"],
+                                    noted.get("backup_rotation") or 0)
+        else:
+            compute.snapshot_instance(ctxt, uuid, image_id)
+        return True
+    return False
+
+
+INTERRUPTIBLE = (task_states.PAUSING, task_states.UNPAUSING, task_states.SUSPENDING,
+                 task_states.RESUMING, task_states.RESCUING, task_states.UNRESCUING,
+                 task_states.SOFT_DELETING, task_states.RESTORING, task_states.REBUILDING,
+                 task_states.REBUILD_SPAWNING, task_states.UPDATING_PASSWORD,
+                 task_states.IMAGE_SNAPSHOT_PENDING, task_states.IMAGE_BACKUP,
+                 task_states.IMAGE_UPLOADING)

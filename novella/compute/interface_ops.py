@@ -1,0 +1,274 @@
+"""Attaching a port to, and detaching it from, a server on its host.
+
+A mixin of ``ComputeManager``. The API has checked the server's state and
+the port or network asked for, and recorded the instance action
+(``attach_interface`` / ``detach_interface``). Each is one action event
+(``compute_attach_interface`` / ``compute_detach_interface``) with
+``instance.interface_attach`` / ``_detach`` notifications.
+
+Before it acts, the host notes what it is doing in the server's system
+metadata (``INTERFACE_NOTE``: attach or detach, the port or network, the
+address asked for, the tag). Attach then gives the server the port — the
+user's port gets ``device_id``/``device_owner`` and is bound to this host,
+or a port is made on the network, bound here — plugs it into the guest
+(``network_info`` in the simulated guest's domain.json), adds it to the
+server's network info cache (what ``addresses`` shows) and drops the note.
+Detach unplugs the port, lets it go (a port made for the server is deleted,
+a user's port unbound and released), takes it out of the cache and drops
+the note.
+
+Every part may run again, so a host whose service stopped in the middle
+finds the note as it starts (``recover_interfaces``) and runs the operation
+again from its beginning: an attach whose port was already made on the
+network takes that port (noted once made; else the server's port on that
+network made for it and not in the cache) instead of making a second one. An attach that fails gives
+back what it took: the port made is deleted, the user's port unbound and
+released, the guest unplugged. A detach that fails keeps its note: it is
+tried again when the host's service next starts (the port stays the
+server's until then, and the user may ask again).
+
+A port that asks for resources (minimum bandwidth or packet rate QoS rules)
+gets them from providers of this host's tree that Placement offers
+(``in_tree`` the host's node, the port's groups in one subtree), noted
+(``claimed``) before the server's allocation on them is set to what all its
+ports ask (this one included), and its binding profile names them
+(``allocation``). None to be had: 400, and the attach is undone. Detach of
+such a port gives its share back: the providers its binding names are noted
+first, and the server's allocation on them is set to what its other ports
+ask. Setting the allocation from the ports, rather than adding or taking
+away, is what lets either run again.
+"""
+import json
+import logging
+
+import sqlalchemy as sa
+
+from novella.compute import cleanup
+from novella.compute import steps
+from novella.db import cell_models as m
+from novella.db import records
+from novella.placement import client as placement_client
+from novella.rpc import notifications
+
+LOG = logging.getLogger(__name__)
+INTERFACE_NOTE = "interface_operation"  # system metadata: the attach or detach in progress
+
+
+class InterfaceAttachFailedNoNetwork(Exception):
+    """No network asked for, and none the project may use."""
+
+
+class InterfaceAttachResourceAllocationFailed(Exception):
+    """No provider of the host's tree has what the port asks for."""
+
+
+class ComputeInterfaces:
+    def attach_interface(self, ctxt, instance_uuid, network_id=None, port_id=None,
+                         requested_ip=None, tag=None):
+        """Give the server a port and plug it; returns its network_info entry."""
+        note = {"op": "attach", "network_id": network_id, "port_id": port_id,
+                "requested_ip": requested_ip, "tag": tag}
+        return self._run_interface_op(ctxt, instance_uuid, note)
+
+    def detach_interface(self, ctxt, instance_uuid, port_id):
+        """Unplug the port and let it go."""
+        self._run_interface_op(ctxt, instance_uuid, {"op": "detach", "port_id": port_id})
+
+    def _run_interface_op(self, ctxt, instance_uuid, note):
+        attach = note["op"] == "attach"
+        with steps.step(self, ctxt, instance_uuid,
+                        "compute_attach_interface" if attach else "compute_detach_interface",
+                        notifications.INTERFACE_ATTACH if attach
+                        else notifications.INTERFACE_DETACH, standalone=True) as st:
+            records.set_system_metadata(self.cell_db, instance_uuid,
+                                        **{INTERFACE_NOTE: json.dumps(note)})
+            if attach:
+                return self._attach(ctxt, st.instance, note)
+            self._detach(ctxt, st.instance, note)
+
+    def _attach(self, ctxt, inst, note):
+        uuid = inst.uuid
+        known = {v["id"] for v in self.network_info(inst)}
+        port_id = (note["port_id"] or note.get("made")
+                   or self._made_before(ctxt, uuid, note["network_id"], known))
+        if port_id:
+            requested = [{"port_id": port_id}]
+        elif note["network_id"]:
+            requested = [{"network_id": note["network_id"], "address": note["requested_ip"]}]
+        else:
+            requested = None  # the one network the project may use
+        vif = None
+        try:
+            vifs = self.network_api.allocate_for_instance(
+                ctxt, uuid, inst.project_id, requested_networks=requested, host=self.host,
+                availability_zone=inst.availability_zone or "nova")
+            if not vifs:
+                raise InterfaceAttachFailedNoNetwork(
+                    f"No specific network was requested and none are available for "
+                    f"project '{inst.project_id}'.")
+            vif = vifs[0]
+            if not port_id:  # the port made here, noted: a run again takes it
+                note["made"] = vif["id"]
+                records.set_system_metadata(self.cell_db, uuid,
+                                            **{INTERFACE_NOTE: json.dumps(note)})
+            port = self.network_api.get_port(ctxt, vif["id"])
+            if (port.get("resource_request") or {}).get("request_groups"):
+                vif = self._claim_port_resources(ctxt, inst, port, note)
+            vif["tag"] = note["tag"]
+            self.driver.attach_interface(ctxt, self.instance_dict(inst),
+                                         {"id": inst.image_ref, "properties": {}}, vif)
+        except Exception:
+            self._attach_failed(ctxt, inst, vif and vif["id"] or port_id or note.get("made"),
+                                sorted(set((note.get("claimed") or {}).values())))
+            raise
+        self._set_vif(uuid, vif)
+        records.set_system_metadata(self.cell_db, uuid, **{INTERFACE_NOTE: None})
+        return vif
+
+    def _made_before(self, ctxt, uuid, network_id, known):
+        """The port an interrupted attach made on ``network_id``, if it did."""
+        filters = {"device_id": uuid}
+        if network_id:
+            filters["network_id"] = network_id
+        for p in self.network_api.list_ports(ctxt, filters):
+            if p["id"] not in known and p.get("created_for_instance"):
+                return p["id"]
+        return None
+
+    def _claim_port_resources(self, ctxt, inst, port, note):
+        """What the port asks for, from providers of this host's tree, added to the
+        server's allocation (the providers noted first); its binding names them.
+        Returns the port's network_info entry as it then is."""
+        claimed = note.get("claimed")
+        if not claimed:
+            claimed = note["claimed"] = self._choose_providers(inst, port)
+            records.set_system_metadata(self.cell_db, inst.uuid,
+                                        **{INTERFACE_NOTE: json.dumps(note)})
+        self._set_port_shares(ctxt, inst, sorted(set(claimed.values())),
+                              adding=(port, claimed))
+        profile = dict(port.get("binding:profile") or {}, allocation=dict(claimed))
+        self.network_api.update_port(ctxt, port["id"], {"binding:profile": profile})
+        return next(v for v in self.network_api.get_instance_nw_info(ctxt, inst.uuid)
+                    if v["id"] == port["id"])
+
+    def _choose_providers(self, inst, port):
+        """{request group id: provider} in this host's tree, as Placement offers."""
+        request = port["resource_request"]
+        groups = [{"suffix": g["id"], "resources": g["resources"],
+                   "required": g.get("required") or [], "in_tree": self.rt.provider_uuid}
+                  for g in request["request_groups"]]
+        subtree = [request["same_subtree"]] if len(request.get("same_subtree") or []) > 1 \
+            else None
+        failed = InterfaceAttachResourceAllocationFailed(
+            f"Failed to allocate additional resources to instance {inst.uuid}.")
+        try:
+            found = self.placement.get_allocation_candidates(
+                groups, limit=1, group_policy="none", same_subtree=subtree,
+                microversion="1.36")
+        except placement_client.PlacementError as exc:
+            if exc.status != 400:  # a trait no provider has: none to be had
+                raise
+            raise failed from exc
+        if not len(found):
+            raise failed
+        mappings = found.allocation_requests[0].get("mappings") or {}
+        return {g["id"]: mappings[g["id"]][0] for g in request["request_groups"]}
+
+    def _attach_failed(self, ctxt, inst, port_id, providers=()):
+        if port_id is None:
+            records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
+            return
+        with cleanup.step(f"give back what port {port_id} held"):
+            self._give_back(ctxt, inst, port_id, providers)
+        with cleanup.step(f"unplug port {port_id}"):
+            self.driver.detach_interface(ctxt, self.instance_dict(inst), {"id": port_id})
+        with cleanup.step(f"let port {port_id} go"):
+            self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id)
+        records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
+
+    def _detach(self, ctxt, inst, note):
+        port_id = note["port_id"]
+        if "providers" not in note:  # the providers of the port's share of the allocation
+            note["providers"] = self._port_providers(ctxt, port_id)
+            records.set_system_metadata(self.cell_db, inst.uuid,
+                                        **{INTERFACE_NOTE: json.dumps(note)})
+        self.driver.detach_interface(ctxt, self.instance_dict(inst), {"id": port_id})
+        self._give_back(ctxt, inst, port_id, note["providers"])
+        self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id)
+        self._set_vif(inst.uuid, None, drop=port_id)
+        records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
+
+    def _port_providers(self, ctxt, port_id):
+        from novella.network.api import PortNotFound
+        try:
+            port = self.network_api.get_port(ctxt, port_id)
+        except PortNotFound:
+            return []
+        return sorted(set(_by_group(port).values()))
+
+    def _give_back(self, ctxt, inst, port_id, providers):
+        """The server's allocation on ``providers`` made what its other ports ask of
+        them: the same whether or not it was done before."""
+        self._set_port_shares(ctxt, inst, providers, without=port_id)
+
+    def _set_port_shares(self, ctxt, inst, providers, without=None, adding=None):
+        """The server's allocation on ``providers`` set to what its ports ask of them
+        (less the port ``without``; plus ``adding``: (port, {group: provider}))."""
+        if not providers:
+            return
+        needed = {rp: {} for rp in providers}
+        ports = [(p, _by_group(p)) for p in self.network_api.list_ports(
+            ctxt, {"device_id": inst.uuid}) if p["id"] not in (without, adding and adding[0]["id"])]
+        for p, chosen in ports + ([adding] if adding else []):
+            for group in (p.get("resource_request") or {}).get("request_groups") or []:
+                rp = chosen.get(group["id"])
+                for rc, amount in group["resources"].items() if rp in needed else ():
+                    needed[rp][rc] = needed[rp].get(rc, 0) + amount
+        current = self.placement.get_allocations(inst.uuid)
+        held = {rp: dict(a["resources"]) for rp, a in current["allocations"].items()}
+        wanted = {rp: res for rp, res in held.items() if rp not in needed}
+        wanted.update({rp: res for rp, res in needed.items() if res})
+        if wanted != held:
+            self.placement.put_allocations(
+                inst.uuid, {rp: {"resources": res} for rp, res in wanted.items()},
+                current.get("project_id") or inst.project_id,
+                current.get("user_id") or inst.user_id,
+                consumer_generation=current.get("consumer_generation"))
+
+    def _set_vif(self, uuid, vif, drop=None):
+        """The server's network info cache with ``vif`` added (or replaced), or with
+        the port ``drop`` taken out."""
+        with self.cell_db.session(write=True) as s:
+            cache = s.scalars(sa.select(m.InstanceInfoCache).where(
+                m.InstanceInfoCache.instance_uuid == uuid)).first()
+            if cache is None:
+                cache = m.InstanceInfoCache(instance_uuid=uuid)
+                s.add(cache)
+            gone = drop or vif["id"]
+            nw_info = [v for v in json.loads(cache.network_info or "[]") if v["id"] != gone]
+            cache.network_info = json.dumps(nw_info + ([vif] if vif else []))
+
+    def recover_interfaces(self, ctxt):
+        """The attaches and detaches of this host's servers its service stopped in the
+        middle of, run again from their beginning. Returns the servers' uuids."""
+        with self.cell_db.read_session() as s:
+            found = list(s.scalars(sa.select(m.Instance.uuid).join(
+                m.InstanceSystemMetadata,
+                m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
+                m.Instance.host == self.host, m.Instance.deleted == 0,
+                m.InstanceSystemMetadata.key == INTERFACE_NOTE)))
+        for uuid in found:
+            note = json.loads(records.system_metadata(self.cell_db, uuid)[INTERFACE_NOTE])
+            records.finish_open_events(self.cell_db, None, uuid, "Error")
+            with cleanup.step(f"finish the interface {note['op']} of {uuid}"):
+                self._run_interface_op(ctxt, uuid, note)
+        return found
+
+
+def _by_group(port):
+    """{request group id: provider} of the port's binding profile."""
+    allocation = (port.get("binding:profile") or {}).get("allocation") or {}
+    if isinstance(allocation, str):  # one group: the provider itself
+        groups = (port.get("resource_request") or {}).get("request_groups") or []
+        return {g["id"]: allocation for g in groups}
+    return dict(allocation)

@@ -1,0 +1,164 @@
+"""GET /v1/fleet (novella/api/optimize/dashboard.py) against the books, without a browser:
+a move across cells in flight, a host's nested providers, a cell that does not answer,
+and what one answer costs in statements and Placement requests as the fleet grows.
+The page itself is tested in a browser by tests/e2e/test_dashboard.py."""
+import datetime
+
+import sqlalchemy as sa
+
+from novella.db import api_models as am
+
+
+def _fleet(cloud, token="admin:admin"):
+    status, body, _ = cloud.optimize("GET", "/v1/fleet", token=token)
+    assert status == 200, body
+    return body["fleet"]
+
+
+def _hosts(fleet):
+    return {h["host"]: h for cell in fleet["cells"] for h in cell["hosts"]}
+
+
+def _used(cloud, host):
+    """{rc: used} of the host's provider, as Placement says."""
+    return cloud.aio.placement.get_provider_usages(cloud.rp(host))[1]
+
+
+def test_a_move_across_cells_in_flight_is_shown_once(make_dcloud):
+    cloud = make_dcloud(hosts_per_cell=1)
+    cloud.allow_cross_cell()
+    sid = cloud.boot(flavor="1")
+    src = cloud.host_of(sid)
+    status, body = cloud.action(sid, {"resize": {"flavorRef": "2"}})
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    assert cloud.server(sid)["status"] == "VERIFY_RESIZE"
+    dest = cloud.host_of(sid)
+    assert cloud.cell_of_host(dest).name != cloud.cell_of_host(src).name
+
+    fleet = _fleet(cloud)
+    # both cells hold the migration's row (the source's hidden): one move in flight
+    moves = [m for cell in fleet["cells"] for m in cell["migrations"]]
+    (mig,) = cloud.migrations(sid)
+    assert [(m["uuid"], m["instance_uuid"], m["status"], m["source_compute"],
+             m["dest_compute"], m["cross_cell_move"]) for m in moves] == [
+        (mig["uuid"], sid, "finished", src, dest, True)]
+    assert fleet["totals"] == {"cells": 2, "hosts": 2, "servers": 1, "migrations": 1}
+    hosts = _hosts(fleet)
+    # the server where its visible row is; the source still holds the migration's share
+    assert [s["id"] for s in hosts[dest]["servers"]] == [sid]
+    assert hosts[dest]["servers"][0]["status"] == "VERIFY_RESIZE"
+    assert hosts[src]["servers"] == []
+    for host in (src, dest):
+        assert {rc: r["used"] for rc, r in hosts[host]["resources"].items()} == _used(cloud, host)
+    assert hosts[src]["resources"]["MEMORY_MB"]["used"] == 512
+    assert hosts[dest]["resources"]["MEMORY_MB"]["used"] == 2048
+
+    status, body = cloud.action(sid, {"confirmResize": None})
+    assert status == 204, body
+    cloud.aio.wait_idle()
+    fleet = _fleet(cloud)
+    hosts = _hosts(fleet)
+    assert fleet["totals"]["migrations"] == 0
+    assert all(r["used"] == 0 for r in hosts[src]["resources"].values())
+    assert hosts[dest]["resources"]["MEMORY_MB"]["used"] == 2048
+
+
+def test_a_hosts_nested_providers_are_summed_per_resource_class(dcloud):
+    placement = dcloud.aio.placement
+    root = dcloud.rp("cell1-host1")
+    nic = placement.create_resource_provider(name="cell1-host1:nic", parent_provider_uuid=root)
+    placement.set_inventory(nic["uuid"], {"NET_BW_EGR_KILOBIT_PER_SEC": {
+        "total": 10000, "reserved": 1000, "allocation_ratio": 2.0}})
+    consumer = "9d4c4b0e-2f7e-4a51-8f0c-3c1e8d9b7a01"
+    placement.put_allocations(consumer, {nic["uuid"]: {"NET_BW_EGR_KILOBIT_PER_SEC": 300},
+                                         root: {"VCPU": 2}}, "proj", "user")
+    hosts = _hosts(_fleet(dcloud))
+    assert hosts["cell1-host1"]["resources"]["NET_BW_EGR_KILOBIT_PER_SEC"] == {
+        "total": 10000, "reserved": 1000, "allocation_ratio": 2.0, "capacity": 18000,
+        "used": 300}
+    assert hosts["cell1-host1"]["resources"]["VCPU"]["used"] == 2
+    # the child is no host of its own
+    assert "cell1-host1:nic" not in {h["hypervisor_hostname"] for h in hosts.values()}
+    assert len(hosts) == 4
+
+    placement.delete_allocations(consumer)   # no generation moves: usages are read anew
+    hosts = _hosts(_fleet(dcloud))
+    assert hosts["cell1-host1"]["resources"]["NET_BW_EGR_KILOBIT_PER_SEC"]["used"] == 0
+    assert hosts["cell1-host1"]["resources"]["VCPU"]["used"] == 0
+
+
+def _set_connection(api_db, cell_name, url):
+    with api_db.session(write=True) as s:
+        s.execute(sa.update(am.CellMapping).where(am.CellMapping.name == cell_name).values(
+            database_connection=url,
+            updated_at=datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)))
+
+
+def test_a_cell_that_does_not_answer_is_named_and_the_others_shown(dcloud, tmp_path):
+    sid = dcloud.boot(host="cell1-host1")
+    cell2 = next(c for c in dcloud.aio.cells if c.name == "cell2")
+    good = cell2.database_connection
+    _set_connection(dcloud.aio.api_db, "cell2", f"sqlite:///{tmp_path}/no/such/dir/cell2.db")
+    try:
+        fleet = _fleet(dcloud)
+    finally:
+        _set_connection(dcloud.aio.api_db, "cell2", good)
+    cells = {c["name"]: c for c in fleet["cells"]}
+    assert cells["cell2"]["hosts"] == [] and "did not answer" in cells["cell2"]["error"]
+    assert cells["cell1"]["error"] is None
+    assert [s["id"] for s in _hosts(fleet)["cell1-host1"]["servers"]] == [sid]
+    assert len(_fleet(dcloud)["cells"][1]["hosts"]) == 2   # answers again
+
+
+def test_one_answer_costs_the_same_statements_whatever_the_hosts(make_dcloud, monkeypatch):
+    cloud = make_dcloud(hosts_per_cell=1)
+    for i in range(3):
+        cloud.boot(f"vm{i}")
+    statements, requests = [], []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+    from novella.db import cells as cells_mod
+    engines = set()
+
+    def listen():
+        for cell in cloud.aio.cells:
+            engine = cells_mod.cell_database(cell).engine
+            if engine not in engines:
+                sa.event.listen(engine, "before_cursor_execute", count)
+                engines.add(engine)
+    placement = cloud.aio.placement
+    real_request = placement.request
+
+    def request(method, path, **kw):
+        requests.append((method, path.rsplit("/", 1)[-1] if path.count("/") > 1 else path))
+        return real_request(method, path, **kw)
+    monkeypatch.setattr(placement, "request", request)
+
+    def answer():
+        listen()
+        statements.clear()
+        requests.clear()
+        _fleet(cloud)
+        return len(statements), sorted(requests)
+
+    small = answer()
+    # providers unchanged since: their inventories are not read again
+    again = answer()
+    assert again[0] == small[0]
+    assert again[1] == sorted([("GET", "/resource_providers")] + [("GET", "usages")] * 2)
+    for i in range(3):
+        cloud.aio.add_compute(f"cell{1 + i % 2}-extra{i}")
+    for i in range(4):
+        cloud.boot(f"more{i}")
+    grown = answer()
+    # the new providers' inventories are read (and those whose allocations moved)
+    assert ("GET", "inventories") in grown[1]
+    large = answer()
+    # three statements a cell, two cells, whatever their hosts and servers
+    assert small[0] == grown[0] == large[0] == 6
+    # one listing and each provider's usages
+    assert large[1] == sorted([("GET", "/resource_providers")] + [("GET", "usages")] * 5)
+    for engine in engines:
+        sa.event.remove(engine, "before_cursor_execute", count)
