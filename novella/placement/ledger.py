@@ -175,6 +175,12 @@ class Ledger:
         with self.lock:
             with self.engine.connect() as conn:
                 conn.info["begin"] = "BEGIN"
+                if conn.dialect.name != "sqlite":
+                    # The refresh reads several tables: on a server database,
+                    # whose engines read committed, another worker's commit
+                    # between two of them would show an inventory before its
+                    # provider. One snapshot for the whole refresh.
+                    conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     version = conn.execute(_SELECT_VERSION).scalar()
                     if version != self.state.version:
