@@ -99,7 +99,8 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 "poll_shelved_instances": (max(conf.shelved_poll_interval, 0)
                                            if conf.shelved_offload_time > 0 else 0),
                 # The reference's spacing of its reclaim task is the interval itself.
-                "reclaim_queued_deletes": max(conf.reclaim_instance_interval, 0)}
+                "reclaim_queued_deletes": max(conf.reclaim_instance_interval, 0),
+                "thaw_forgotten_guests": service.DEFAULT_INTERVAL}
 
     def init_host(self, ctxt=None):
         """Prepare the driver, the services row, the node and its provider; finish what

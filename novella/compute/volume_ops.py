@@ -37,7 +37,10 @@ An image of a volume-backed server (the API snapshots its volumes): the
 guest is quiesced first where the driver can (``quiesce_instance``, noted
 in ``QUIESCE_NOTE`` before the guest freezes) and thawed once the volume
 snapshots are made (``unquiesce_instance``, which waits for them); a
-service that stops in between thaws the guest as it starts.
+service that stops in between thaws the guest as it starts, and a guest
+whose thaw never came (the API process died between its two calls) is
+thawed by the periodic ``thaw_forgotten_guests`` once it has been frozen
+longer than ``FROZEN_AT_MOST``.
 
 A build whose mappings ask for a volume made from a snapshot (an image of a
 volume-backed server names them) has the volume service make it
@@ -45,6 +48,7 @@ volume-backed server names them) has the volume service make it
 volume service is asked, so a build that dies between leaves a mapping whose
 volume goes with the server.
 """
+import datetime
 import json
 import logging
 import time
@@ -54,13 +58,18 @@ import sqlalchemy as sa
 
 from novella.compute import cleanup
 from novella.compute import steps
+from novella.context import get_admin_context
 from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
+from novella.db.timestamps import utcnow
 
 LOG = logging.getLogger(__name__)
 SWAP_NOTE = "swap_volume"  # system metadata: the swap in progress (JSON)
-QUIESCE_NOTE = "quiesced_for_snapshot"  # system metadata: the guest may be frozen
+QUIESCE_NOTE = "quiesced_for_snapshot"  # system metadata: the guest may be frozen (since when)
+# Longer than an image's volume snapshots plus the thaw's own wait for them take:
+# a guest frozen longer was forgotten by the API that froze it.
+FROZEN_AT_MOST = datetime.timedelta(seconds=300)
 REIMAGE_ROOT = "rebuild_reimage_root"  # system metadata: the image a rebuild writes on
                                        # the root volume (2.93), until it is written
 
@@ -245,7 +254,8 @@ class ComputeVolumes:
     def quiesce_instance(self, ctxt, instance_uuid):
         """Freeze the guest's filesystems (noted first); a driver that cannot raises."""
         inst = self._get(instance_uuid)
-        records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: "1"})
+        records.set_system_metadata(self.cell_db, inst.uuid,
+                                    **{QUIESCE_NOTE: utcnow().isoformat()})
         try:
             self.driver.quiesce(ctxt, self.instance_dict(inst),
                                 {"id": inst.image_ref, "properties": {}})
@@ -272,19 +282,28 @@ class ComputeVolumes:
                               {"id": inst.image_ref, "properties": {}})
         records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
 
-    def recover_quiesces(self, ctxt):
-        """The guests of this host left frozen by a service that stopped, thawed.
-        Returns the servers' uuids."""
+    def recover_quiesces(self, ctxt, frozen_before=None):
+        """The guests of this host left frozen by a service that stopped, thawed
+        (only those frozen before ``frozen_before``, if given). Returns the
+        servers' uuids."""
         with self.cell_db.read_session() as s:
-            found = list(s.scalars(sa.select(m.Instance.uuid).join(
+            noted = s.execute(sa.select(m.Instance.uuid, m.InstanceSystemMetadata.value).join(
                 m.InstanceSystemMetadata,
                 m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
                 m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.InstanceSystemMetadata.key == QUIESCE_NOTE)))
+                m.InstanceSystemMetadata.key == QUIESCE_NOTE)).all()
+        found = [uuid for uuid, since in noted
+                 if frozen_before is None or _frozen_since(since) < frozen_before]
         for uuid in found:
             with cleanup.step(f"thaw {uuid}"):
                 self.unquiesce_instance(ctxt, uuid)
         return found
+
+    def thaw_forgotten_guests(self, ctxt=None):
+        """Periodic: thaw the guests frozen longer than ``FROZEN_AT_MOST``, whose
+        thaw the API that froze them never sent."""
+        return self.recover_quiesces(ctxt or get_admin_context(),
+                                     frozen_before=utcnow() - FROZEN_AT_MOST)
 
     def create_volumes(self, ctxt, inst, bdms):
         """The volumes ``bdms`` ask to be made from a snapshot, each id written on its
@@ -348,3 +367,12 @@ class ComputeVolumes:
             s.get(m.BlockDeviceMapping, root.id).connection_info = json.dumps(
                 dict(att.get("connection_info") or {}, volume_id=root.volume_id))
         records.set_system_metadata(self.cell_db, inst.uuid, **{REIMAGE_ROOT: None})
+
+
+def _frozen_since(noted):
+    """When a guest was frozen, from its ``QUIESCE_NOTE``; a note without a time
+    (written before the time was noted) counts as frozen long ago."""
+    try:
+        return datetime.datetime.fromisoformat(noted)
+    except (TypeError, ValueError):
+        return datetime.datetime.min

@@ -5,9 +5,12 @@ made of them. Asserted on the snapshots, the image, the guest's quiesce record, 
 server's mappings, its volumes and its allocations; refusals change nothing; a
 compute service dying at each effect of a build from the image leaves nothing
 behind once the server is deleted."""
+import datetime
+
 import pytest
 import sqlalchemy as sa
 
+from novella.compute import volume_ops
 from novella.context import get_admin_context
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
@@ -174,6 +177,25 @@ def test_a_compute_service_dying_while_a_guest_is_frozen_thaws_it_when_it_starts
     host_death._restart(cloud, death, host)
     assert _guest(cloud, sid)["quiesced"] is False
     assert "quiesced_for_snapshot" not in records.system_metadata(compute.cell_db, sid)
+
+
+def test_a_guest_whose_thaw_never_came_is_thawed_by_the_periodic_task(cloud, monkeypatch):
+    sid, _root = _from_volume(cloud)
+    compute = cloud.aio.computes[cloud.host_of(sid)]
+    # The API quiesced the guest, then its process died before the thaw: the
+    # compute service lives on and is never told.
+    compute.quiesce_instance(get_admin_context(), sid)
+    assert compute.thaw_forgotten_guests() == []   # frozen moments ago: a snapshot may be on
+    assert _guest(cloud, sid)["quiesced"] is True
+    assert "quiesced_for_snapshot" in records.system_metadata(compute.cell_db, sid)
+
+    later = volume_ops.utcnow() + volume_ops.FROZEN_AT_MOST + datetime.timedelta(seconds=1)
+    monkeypatch.setattr(volume_ops, "utcnow", lambda: later)
+    assert compute.thaw_forgotten_guests() == [sid]
+    assert _guest(cloud, sid)["quiesced"] is False
+    assert "quiesced_for_snapshot" not in records.system_metadata(compute.cell_db, sid)
+    assert cloud.server(sid)["status"] == "ACTIVE"
+    assert compute.thaw_forgotten_guests() == []
 
 
 def test_a_compute_service_dying_in_a_build_from_the_image_leaves_no_volume(
