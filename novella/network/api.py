@@ -28,6 +28,9 @@ from novella.network.qos import (BANDWIDTH_CLASSES, PACKET_RATE_CLASSES,  # noqa
 from novella.network.floating_ips import FloatingIPMixin
 from novella.network.security_groups import SecurityGroupMixin
 from novella.network.trunks import TrunkConflict, TrunkMixin
+from novella.network.auto_allocate import AutoAllocateMixin
+from novella.network.routers import ROUTER_OWNERS, RouterMixin, ServicePortInUse
+from novella.network.subnetpools import SubnetPoolMixin
 
 ACTIVE, INACTIVE = "ACTIVE", "INACTIVE"
 # The vNIC types ports may have: Open vSwitch's, and the SR-IOV agent's (a VF, a VF
@@ -80,6 +83,10 @@ class SubnetInUse(Conflict):
 
 
 class NetworkAmbiguous(Conflict):
+    pass
+
+
+class DefaultExternalNetworkExists(Conflict):
     pass
 
 
@@ -161,7 +168,8 @@ def _is_admin(ctxt):
     return ctxt is None or ctxt.is_admin
 
 
-class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
+class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, RouterMixin,
+                 SubnetPoolMixin, AutoAllocateMixin):
     def __init__(self, db):
         self.db = db if isinstance(db, Database) else Database(db)
         self.db.require_schema("network")  # tables made by `novella manage api_db sync`
@@ -182,7 +190,7 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
                 "mtu": n.mtu, "provider:network_type": n.network_type,
                 "provider:physical_network": n.physical_network,
                 "qos_policy_id": n.qos_policy_id, "subnets": list(subnets),
-                "router:external": n.external,
+                "router:external": n.external, "is_default": n.is_default,
                 "created_at": _iso(n.created_at), "updated_at": _iso(n.updated_at)}
 
     @staticmethod
@@ -190,16 +198,20 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
         return {"id": sn.id, "network_id": sn.network_id, "name": sn.name, "cidr": sn.cidr,
                 "ip_version": sn.ip_version, "gateway_ip": sn.gateway_ip,
                 "enable_dhcp": sn.enable_dhcp, "allocation_pools": list(sn.allocation_pools),
+                "subnetpool_id": sn.subnetpool_id,
                 "project_id": sn.project_id, "tenant_id": sn.project_id,
                 "created_at": _iso(sn.created_at),
                 "updated_at": _iso(sn.updated_at or sn.created_at)}
 
     def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
                        physical_network=None, network_type=None, qos_policy_id=None,
-                       id=None, external=False):  # noqa: A002
-        """A network; with ``cidr`` also its subnet (named ``<name>-subnet``)."""
+                       id=None, external=False, is_default=False,  # noqa: A002
+                       admin_state_up=True):
+        """A network; with ``cidr`` also its subnet (named ``<name>-subnet``).
+        ``is_default``: the default external network (``external`` too)."""
         n = models.Network(id=id or str(uuid.uuid4()), name=name, shared=shared, mtu=mtu,
-                           external=external,
+                           external=external, is_default=bool(is_default),
+                           admin_state_up=admin_state_up,
                            project_id=project_id or getattr(ctxt, "project_id", None),
                            physical_network=physical_network, qos_policy_id=qos_policy_id,
                            network_type=network_type or ("flat" if physical_network else "vxlan"))
@@ -208,10 +220,46 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
                 self._check_policy_usable(s, ctxt, qos_policy_id)
             else:  # the project's default policy, if it has one
                 n.qos_policy_id = self.default_qos_policy_id(s, n.project_id)
+            if n.is_default:
+                self._check_default_external(s, n)
             s.add(n)
             s.flush()
             if cidr:
                 self._add_subnet(s, n, cidr, name=f"{name}-subnet")
+            return self._network_dict(s, n)
+
+    @staticmethod
+    def _check_default_external(s, n):
+        """``n`` may be the default external network: external, and no other one is."""
+        if not n.external:
+            raise InvalidInput("Invalid input for is_default: only an external network "
+                               "(router:external) can be the default one.")
+        other = s.scalars(sa.select(models.Network.id).where(
+            models.Network.external.is_(True), models.Network.is_default.is_(True),
+            models.Network.id != n.id)).first()
+        if other is not None:
+            raise DefaultExternalNetworkExists(
+                f"A default external network already exists: {other}.")
+
+    def update_network(self, ctxt, network_id, changes):
+        """``name``, ``admin_state_up``, ``is_default`` (of an external network)."""
+        unknown = set(changes) - {"name", "admin_state_up", "is_default"}
+        if unknown:
+            raise InvalidInput(f"Cannot update read-only attribute {sorted(unknown)[0]}")
+        with self.db.session(write=True) as s:
+            n = s.get(models.Network, network_id, with_for_update=True)
+            if n is None or not (_is_admin(ctxt) or n.project_id == ctxt.project_id):
+                raise NetworkNotFound(f"network {network_id} could not be found")
+            if "name" in changes:
+                n.name = changes["name"] or ""
+            if "admin_state_up" in changes:
+                n.admin_state_up = bool(changes["admin_state_up"])
+            if "is_default" in changes:
+                n.is_default = bool(changes["is_default"])
+                if n.is_default:
+                    self._check_default_external(s, n)
+            n.updated_at = datetime.datetime.utcnow()
+            s.flush()
             return self._network_dict(s, n)
 
     def ensure_default_network(self, ctxt, name="private", cidr="10.0.0.0/24"):
@@ -274,15 +322,21 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
 
     def delete_network(self, ctxt, network_id):
         with self.db.session(write=True) as s:
-            n = self._network(s, network_id)
-            if s.scalar(sa.select(sa.func.count()).select_from(models.Port)
-                        .where(models.Port.network_id == n.id)):
-                raise NetworkInUse(f"network {network_id} has ports")
-            s.execute(sa.delete(models.Subnet).where(models.Subnet.network_id == n.id))
-            s.delete(n)
+            self._remove_network(s, self._network(s, network_id))
+
+    def _remove_network(self, s, n):
+        """The network and its subnets (its auto-allocated topology row goes by its key)."""
+        if s.scalar(sa.select(sa.func.count()).select_from(models.Port)
+                    .where(models.Port.network_id == n.id)):
+            raise NetworkInUse(f"network {n.id} has ports")
+        s.execute(sa.delete(models.AutoAllocatedTopology)
+                  .where(models.AutoAllocatedTopology.network_id == n.id))
+        s.execute(sa.delete(models.Subnet).where(models.Subnet.network_id == n.id))
+        s.delete(n)
+        s.flush()
 
     def _add_subnet(self, s, network, cidr, name=None, gateway_ip=None, allocation_pools=None,
-                    enable_dhcp=True):
+                    enable_dhcp=True, subnetpool_id=None):
         net = ipaddress.ip_network(cidr, strict=False)
         hosts = net.hosts() if net.num_addresses > 2 else iter(net)
         first = next(hosts)
@@ -293,17 +347,48 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
             allocation_pools = [{"start": str(start), "end": str(last)}]
         sn = models.Subnet(id=str(uuid.uuid4()), network_id=network.id, name=name, cidr=str(net),
                            ip_version=net.version, gateway_ip=gateway, enable_dhcp=enable_dhcp,
-                           allocation_pools=allocation_pools, project_id=network.project_id)
+                           allocation_pools=allocation_pools, project_id=network.project_id,
+                           subnetpool_id=subnetpool_id)
         s.add(sn)
         s.flush()
         return sn
 
     def create_subnet(self, ctxt, network_id, cidr, name=None, gateway_ip=None,
-                      allocation_pools=None, enable_dhcp=True):
+                      allocation_pools=None, enable_dhcp=True, subnetpool_id=None,
+                      prefixlen=None, use_default_subnetpool=False, ip_version=4):
+        """A subnet of ``cidr``, or of the next free block of a subnet pool
+        (``subnetpool_id``, or the default pool of ``ip_version``)."""
         with self.db.session(write=True) as s:
-            sn = self._add_subnet(s, self._network(s, network_id), cidr, name, gateway_ip,
-                                  allocation_pools, enable_dhcp)
+            network = self._network(s, network_id)
+            pool = None
+            if subnetpool_id:
+                pool = self._pool(s, ctxt, subnetpool_id)
+            elif use_default_subnetpool:
+                pool = self._default_pool(s, ip_version)
+                if pool is None:
+                    raise InvalidInput(f"No default subnet pool of IPv{ip_version} exists.")
+            if pool is not None:
+                cidr = self._cut_from_pool(s, pool, prefixlen) if not cidr \
+                    else self._check_in_pool(s, pool, cidr)
+            elif not cidr:
+                raise InvalidInput("A subnet needs a cidr or a subnet pool.")
+            sn = self._add_subnet(s, network, cidr, name, gateway_ip, allocation_pools,
+                                  enable_dhcp, subnetpool_id=pool.id if pool else None)
             return self._subnet_dict(sn)
+
+    @staticmethod
+    def _check_in_pool(s, pool, cidr):
+        net = ipaddress.ip_network(cidr, strict=False)
+        if not any(net.subnet_of(ipaddress.ip_network(p)) for p in pool.prefixes
+                   if ipaddress.ip_network(p).version == net.version):
+            raise InvalidInput(f"Invalid input for cidr: {cidr} is not in subnet pool "
+                               f"{pool.id}.")
+        for used in s.scalars(sa.select(models.Subnet.cidr)
+                              .where(models.Subnet.subnetpool_id == pool.id)):
+            if ipaddress.ip_network(used).overlaps(net):
+                raise InvalidInput(f"Invalid input for cidr: {cidr} overlaps {used}, "
+                                   f"allocated from subnet pool {pool.id}.")
+        return str(net)
 
     def get_subnet(self, ctxt, subnet_id):
         with self.db.session() as s:
@@ -565,8 +650,13 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
             return self._port_dict(s, p)
 
     def delete_port(self, ctxt, port_id):
+        """A port; a router's (interface, gateway) only through the router API."""
         with self.db.session(write=True) as s:
-            self._delete_port(s, self._port(s, port_id, lock=True))
+            p = self._port(s, port_id, lock=True)
+            if p.device_owner in ROUTER_OWNERS:
+                raise ServicePortInUse(f"Port {p.id} cannot be deleted directly via the port "
+                                       f"API: has device owner {p.device_owner}.")
+            self._delete_port(s, p)
 
     def _delete_port(self, s, p):
         if s.scalars(sa.select(models.Trunk.id).where(models.Trunk.port_id == p.id)).first() \
@@ -732,17 +822,29 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
                             "meta": {"tenant_id": network.project_id, "mtu": network.mtu,
                                      "physical_network": network.physical_network}}}
 
+    @staticmethod
+    def _available(s, project_id):
+        # An external network is for floating IPs: never chosen for a server's port.
+        return s.scalars(sa.select(models.Network).where(
+            sa.or_(models.Network.project_id == project_id, models.Network.shared.is_(True)),
+            models.Network.external.is_(False))).all()
+
+    def available_networks(self, ctxt, project_id):
+        """The networks a server of the project asking for none in particular (or for
+        ``auto``) may get: the project's own and the shared ones, external ones aside."""
+        with self.db.read_session() as s:
+            return [self._network_dict(s, n) for n in self._available(s, project_id)]
+
     def _requested(self, s, ctxt, project_id, requested_networks):
         if requested_networks == "none":
             return []
         if not requested_networks or requested_networks == "auto":
-            # An external network is for floating IPs: never chosen for a server's port.
-            q = sa.select(models.Network).where(sa.or_(models.Network.project_id == project_id,
-                                                       models.Network.shared.is_(True)),
-                                                models.Network.external.is_(False))
-            nets = s.scalars(q).all()
+            nets = self._available(s, project_id)
             if len(nets) > 1:
                 raise NetworkAmbiguous("more than one network is available; choose one")
+            if not nets and requested_networks == "auto":
+                # None: the project's topology is made in this transaction, with the port.
+                return [{"network_id": self._ensure_topology(s, ctxt, project_id)}]
             return [{"network_id": n.id} for n in nets]
         out = []
         for r in requested_networks:
@@ -758,8 +860,9 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin):
                               security_groups=None):
         """Ports for a server, bound to ``host`` when given; returns its network_info.
 
-        ``requested_networks``: None/[]/"auto" (the one network available to the
-        project), "none", or a list of ``{"network_id"|"uuid", "port_id"|"port",
+        ``requested_networks``: None/[] (the one network available to the project, if
+        any), "auto" (the same, or the project's auto-allocated network, made if the
+        project has none: ``get_auto_allocated_topology``), "none", or a list of ``{"network_id"|"uuid", "port_id"|"port",
         "address"|"fixed_ip", "tag"}``. ``port_profiles``: ``{port_id: profile}``
         merged into the bindings (e.g. the resource provider of an allocation).
         ``security_groups``: names or ids of the project's groups for the ports made

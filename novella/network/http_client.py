@@ -21,7 +21,8 @@ administrator also reads back: the port goes with the server, while one the
 user gave is only unbound and released.
 """
 from novella.network import api as net_api
-from novella.network import floating_ips, qos, security_groups, trunks
+from novella.network import (auto_allocate, floating_ips, qos, routers, security_groups,
+                             subnetpools, trunks)
 
 ACTIVE, INACTIVE = net_api.ACTIVE, net_api.INACTIVE
 
@@ -30,7 +31,8 @@ def _error_classes():
     """{name: exception class} of the network service's modules (the service's own
     first, where a module has a class of the same name)."""
     out = {}
-    for module in (net_api, floating_ips, qos, security_groups, trunks):
+    for module in (net_api, floating_ips, qos, security_groups, trunks, routers, subnetpools,
+                   auto_allocate):
         for name, obj in vars(module).items():
             if isinstance(obj, type) and issubclass(obj, Exception):
                 out.setdefault(name, obj)
@@ -77,10 +79,12 @@ class NetworkHTTPClient:
     # --- networks and subnets ------------------------------------------------------------
     def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
                        physical_network=None, network_type=None, qos_policy_id=None,
-                       id=None, external=False):  # noqa: A002
+                       id=None, external=False, is_default=False,  # noqa: A002
+                       admin_state_up=True):
         if id is not None:
             raise net_api.InvalidInput("a network's id cannot be chosen over the HTTP API")
         body = {"name": name, "shared": shared, "mtu": mtu, "router:external": external,
+                "is_default": is_default or None, "admin_state_up": admin_state_up,
                 "provider:physical_network": physical_network,
                 "provider:network_type": network_type, "qos_policy_id": qos_policy_id}
         if project_id:
@@ -97,6 +101,15 @@ class NetworkHTTPClient:
             return net
         return self.create_network(ctxt, name, cidr=cidr, shared=True)
 
+    def update_network(self, ctxt, network_id, changes):
+        return self._call(ctxt, "PUT", f"/networks/{network_id}",
+                          {"network": dict(changes)})["network"]
+
+    def available_networks(self, ctxt, project_id):
+        return [n for n in self._admin(ctxt, "GET", "/networks")["networks"]
+                if (n["project_id"] == project_id or n["shared"])
+                and not n.get("router:external")]
+
     def get_network(self, ctxt, network_id):
         return self._get(ctxt, f"/networks/{network_id}", "network")
 
@@ -107,9 +120,16 @@ class NetworkHTTPClient:
         self._call(ctxt, "DELETE", f"/networks/{network_id}")
 
     def create_subnet(self, ctxt, network_id, cidr, name=None, gateway_ip=None,
-                      allocation_pools=None, enable_dhcp=True):
-        body = {"network_id": network_id, "cidr": cidr, "name": name or "",
-                "ip_version": 6 if ":" in cidr else 4, "enable_dhcp": enable_dhcp}
+                      allocation_pools=None, enable_dhcp=True, subnetpool_id=None,
+                      prefixlen=None, use_default_subnetpool=False, ip_version=4):
+        body = {"network_id": network_id, "name": name or "",
+                "ip_version": 6 if ":" in (cidr or "") else ip_version,
+                "enable_dhcp": enable_dhcp}
+        for key, value in (("cidr", cidr), ("subnetpool_id", subnetpool_id),
+                           ("prefixlen", prefixlen),
+                           ("use_default_subnetpool", use_default_subnetpool)):
+            if value:
+                body[key] = value
         if gateway_ip:
             body["gateway_ip"] = gateway_ip
         if allocation_pools is not None:
@@ -208,11 +228,11 @@ class NetworkHTTPClient:
         if requested_networks == "none":
             return []
         if not requested_networks or requested_networks == "auto":
-            nets = [n for n in self._admin(ctxt, "GET", "/networks")["networks"]
-                    if (n["project_id"] == project_id or n["shared"])
-                    and not n.get("router:external")]
+            nets = self.available_networks(ctxt, project_id)
             if len(nets) > 1:
                 raise net_api.NetworkAmbiguous("more than one network is available; choose one")
+            if not nets and requested_networks == "auto":
+                return [{"network_id": self.get_auto_allocated_topology(ctxt, project_id)["id"]}]
             return [{"network_id": n["id"]} for n in nets]
         out = []
         for r in requested_networks:
@@ -659,3 +679,62 @@ class NetworkHTTPClient:
     def remove_subports(self, ctxt, trunk_id, sub_ports):
         return self._call(ctxt, "PUT", f"/trunks/{trunk_id}/remove_subports",
                           {"sub_ports": list(sub_ports)})
+
+    # --- routers, subnet pools, auto-allocated topologies ----------------------------------
+    def create_router(self, ctxt, name="", project_id=None, admin_state_up=True,
+                      external_gateway_info=None, description=""):
+        body = {"name": name, "admin_state_up": admin_state_up, "description": description}
+        if project_id:
+            body["project_id"] = project_id
+        if external_gateway_info:
+            body["external_gateway_info"] = dict(external_gateway_info)
+        return self._call(ctxt, "POST", "/routers", {"router": body})["router"]
+
+    def get_router(self, ctxt, router_id):
+        return self._get(ctxt, f"/routers/{router_id}", "router")
+
+    def list_routers(self, ctxt, **filters):
+        return self._get(ctxt, "/routers", "routers", **filters)
+
+    def update_router(self, ctxt, router_id, changes):
+        return self._call(ctxt, "PUT", f"/routers/{router_id}", {"router": dict(changes)})["router"]
+
+    def delete_router(self, ctxt, router_id):
+        self._call(ctxt, "DELETE", f"/routers/{router_id}")
+
+    def add_router_interface(self, ctxt, router_id, subnet_id=None, port_id=None):
+        body = {"subnet_id": subnet_id} if subnet_id else {"port_id": port_id}
+        return self._call(ctxt, "PUT", f"/routers/{router_id}/add_router_interface", body)
+
+    def remove_router_interface(self, ctxt, router_id, subnet_id=None, port_id=None):
+        body = {k: v for k, v in (("subnet_id", subnet_id), ("port_id", port_id)) if v}
+        return self._call(ctxt, "PUT", f"/routers/{router_id}/remove_router_interface", body)
+
+    def create_subnetpool(self, ctxt, name, prefixes, default_prefixlen=None,
+                          min_prefixlen=None, max_prefixlen=None, is_default=False,
+                          shared=False, project_id=None, description=""):
+        body = {"name": name, "prefixes": list(prefixes), "default_prefixlen": default_prefixlen,
+                "min_prefixlen": min_prefixlen, "max_prefixlen": max_prefixlen,
+                "is_default": is_default, "shared": shared, "project_id": project_id,
+                "description": description}
+        return self._call(ctxt, "POST", "/subnetpools", {"subnetpool": {
+            k: v for k, v in body.items() if v is not None}}, admin=ctxt is None)["subnetpool"]
+
+    def get_subnetpool(self, ctxt, pool_id):
+        return self._get(ctxt, f"/subnetpools/{pool_id}", "subnetpool")
+
+    def list_subnetpools(self, ctxt):
+        return self._get(ctxt, "/subnetpools", "subnetpools")
+
+    def delete_subnetpool(self, ctxt, pool_id):
+        self._call(ctxt, "DELETE", f"/subnetpools/{pool_id}")
+
+    def get_auto_allocated_topology(self, ctxt, project_id, dry_run=False):
+        """As the database client's: one request, the topology made in one transaction
+        by the network service. With the service's credentials (``project_id`` named)."""
+        params = {"fields": "dry-run"} if dry_run else {}
+        return self._admin(ctxt, "GET", f"/auto-allocated-topology/{project_id}",
+                           **params)["auto_allocated_topology"]
+
+    def delete_auto_allocated_topology(self, ctxt, project_id):
+        self._admin(ctxt, "DELETE", f"/auto-allocated-topology/{project_id}")

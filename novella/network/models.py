@@ -64,6 +64,8 @@ class Network(Timestamps, Base):
     qos_policy_id: orm.Mapped[str | None] = orm.mapped_column(sa.ForeignKey("qos_policies.id"))
     # router:external: floating IPs come from it; every project sees it.
     external: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
+    # The default external network (at most one): auto-allocated routers' gateways are on it.
+    is_default: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
 
 
 class Subnet(Timestamps, Base):
@@ -78,6 +80,9 @@ class Subnet(Timestamps, Base):
     gateway_ip: orm.Mapped[str | None] = orm.mapped_column(sa.String(64))
     enable_dhcp: orm.Mapped[bool] = orm.mapped_column(default=True)
     allocation_pools: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list)
+    # The pool the subnet's prefix was allocated from, if any.
+    subnetpool_id: orm.Mapped[str | None] = orm.mapped_column(
+        sa.ForeignKey("subnetpools.id"), index=True)
 
 
 class Port(Timestamps, Base):
@@ -206,3 +211,58 @@ class SubPort(Base):
                                                   index=True)
     segmentation_type: orm.Mapped[str] = orm.mapped_column(sa.String(32))
     segmentation_id: orm.Mapped[int] = orm.mapped_column()
+
+
+class SubnetPool(Timestamps, Base):
+    """Prefixes subnets are cut from (``default_prefixlen`` long unless asked otherwise).
+    At most one pool per IP version is the default one (``is_default``)."""
+    __tablename__ = "subnetpools"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    ip_version: orm.Mapped[int] = orm.mapped_column(default=4)
+    prefixes: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list)
+    default_prefixlen: orm.Mapped[int] = orm.mapped_column()
+    min_prefixlen: orm.Mapped[int] = orm.mapped_column()
+    max_prefixlen: orm.Mapped[int] = orm.mapped_column()
+    shared: orm.Mapped[bool] = orm.mapped_column(default=False)
+    is_default: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class Router(Timestamps, Base):
+    """A project's router: a gateway port on an external network (``gw_port_id``) and
+    interface ports on subnets (``routerports``). No traffic is routed: the service
+    records and shows the topology."""
+    __tablename__ = "routers"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="")
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    admin_state_up: orm.Mapped[bool] = orm.mapped_column(default=True)
+    gw_port_id: orm.Mapped[str | None] = orm.mapped_column(sa.ForeignKey("ports.id"))
+    enable_snat: orm.Mapped[bool] = orm.mapped_column(default=True)
+
+
+class RouterPort(Base):
+    __tablename__ = "routerports"
+
+    router_id: orm.Mapped[str] = orm.mapped_column(
+        sa.ForeignKey("routers.id", ondelete="CASCADE"), primary_key=True)
+    port_id: orm.Mapped[str] = orm.mapped_column(
+        sa.ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True, unique=True)
+    # network:router_interface or network:router_gateway, as the port's device_owner.
+    port_type: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+
+
+class AutoAllocatedTopology(Base):
+    """A project's auto-allocated network and router (one topology per project)."""
+    __tablename__ = "auto_allocated_topologies"
+
+    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255), primary_key=True)
+    network_id: orm.Mapped[str] = orm.mapped_column(
+        sa.ForeignKey("networks.id", ondelete="CASCADE"), unique=True)
+    router_id: orm.Mapped[str | None] = orm.mapped_column(
+        sa.ForeignKey("routers.id", ondelete="SET NULL"))

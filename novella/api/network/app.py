@@ -3,8 +3,8 @@
     GET /                      versions
     GET /v2.0                  resources
     GET /v2.0/extensions[/{alias}]
-    /v2.0/networks[/{id}]      list, create, show, delete
-    /v2.0/subnets[/{id}]       list, create, show
+    /v2.0/networks[/{id}]      list, create, show, update (name, admin_state_up, is_default), delete
+    /v2.0/subnets[/{id}]       list, create (a cidr, or a block of a subnet pool), show, delete
     /v2.0/ports[/{id}]         list, create, show, update, delete; binding:* fields and
                                resource_request as the service returns them
     /v2.0/ports/{id}/bindings[/{host}[/activate]]   the extended port-bindings API
@@ -17,6 +17,11 @@
     /v2.0/floatingips[/{id}]            list, create, show, update (port_id), delete
     /v2.0/trunks[/{id}]                 list, create, show, update, delete;
                                         PUT .../add_subports|remove_subports, GET .../get_subports
+    /v2.0/routers[/{id}]                list, create, show, update, delete;
+                                        PUT .../add_router_interface|remove_router_interface
+    /v2.0/subnetpools[/{id}]            list, create, show, delete
+    /v2.0/auto-allocated-topology/{project_id}   show (made if missing; ?fields=dry-run
+                                        checks only), delete (novella/network/auto_allocate.py)
 
 Lists take Neutron-style filters (any field of the resource; a repeated
 parameter matches any of its values) and ``fields``. Setting ``binding:*``
@@ -53,15 +58,21 @@ EXTENSIONS = [
     ("network-mtu", "Network MTU", "Provides MTU attribute for a network resource."),
     ("external-net", "Neutron external network", "Networks marked router:external, for floating IPs."),
     ("security-group", "security-group", "The security groups extension."),
-    ("router", "Neutron L3 Router", "Floating IPs from external networks (no routers)."),
+    ("router", "Neutron L3 Router", "Routers with a gateway on an external network and "
+     "interfaces on subnets (recorded, no traffic routed); floating IPs."),
+    ("subnet_allocation", "Subnet Allocation", "Subnets cut from subnet pools."),
+    ("default-subnetpools", "Default Subnetpools", "A default subnet pool per IP version "
+     "(is_default); subnets with use_default_subnetpool."),
+    ("auto-allocated-topology", "Auto Allocated Topology Services",
+     "A project's network, subnet and router, made on request (get-me-a-network)."),
     ("trunk", "Trunk Extension", "Ports carrying other ports as VLANs (subports)."),
     ("standard-attr-timestamp", "Resource timestamps", "Adds created_at and updated_at fields to all Neutron resources that have Neutron standard attributes."),
     ("project-id", "project_id field enabled", "Extension that indicates that project_id field is enabled."),
 ]
-NETWORK_EXTRA = {"router:external": False, "availability_zones": ["nova"],
+NETWORK_EXTRA = { "availability_zones": ["nova"],
                  "availability_zone_hints": [], "ipv4_address_scope": None,
                  "ipv6_address_scope": None, "port_security_enabled": True, "tags": [],
-                 "description": "", "is_default": False, "revision_number": 1}
+                 "description": "", "revision_number": 1}
 SUBNET_EXTRA = {"dns_nameservers": [], "host_routes": [], "ipv6_ra_mode": None,
                 "ipv6_address_mode": None, "subnetpool_id": None, "service_types": [],
                 "segment_id": None, "tags": [], "description": "", "revision_number": 1}
@@ -151,7 +162,7 @@ def resources(req):
                               + [{"name": n[:-1].replace("-", "_"), "collection": n,
                                   "links": [{"rel": "self", "href": f"{base}/{n}"}]}
                                  for n in ("security-groups", "security-group-rules",
-                                           "floatingips", "trunks")]}
+                                           "floatingips", "trunks", "routers", "subnetpools")]}
 
 
 def _extension(alias, name, description):
@@ -179,15 +190,26 @@ def list_networks(req):
 def create_network(req):
     body = req.field("network")
     _admin_only(req, body, ("shared", "provider:network_type", "provider:physical_network",
-                            "project_id", "tenant_id", "router:external"), "create_network")
+                            "project_id", "tenant_id", "router:external", "is_default"),
+                "create_network")
     cidr = None  # subnets come through POST /v2.0/subnets
     net = _api(req).create_network(
         req.context, body.get("name") or "", cidr=cidr, shared=bool(body.get("shared", False)),
         project_id=body.get("project_id") or body.get("tenant_id"), mtu=body.get("mtu") or 1500,
         physical_network=body.get("provider:physical_network"),
         network_type=body.get("provider:network_type"), qos_policy_id=body.get("qos_policy_id"),
-        external=bool(body.get("router:external", False)))
+        external=bool(body.get("router:external", False)),
+        is_default=bool(body.get("is_default", False)),
+        admin_state_up=bool(body.get("admin_state_up", True)))
     return 201, {"network": _network(net)}
+
+
+def update_network(req, network_id):
+    body = _body(req, "network", {"name", "admin_state_up", "is_default", "description"},
+                 update=True)
+    _admin_only(req, body, ("is_default",), "update_network")
+    body.pop("description", None)
+    return 200, {"network": _network(_api(req).update_network(req.context, network_id, body))}
 
 
 def show_network(req, network_id):
@@ -217,18 +239,25 @@ def list_subnets(req):
 
 def create_subnet(req):
     body = req.field("subnet")
-    if not body.get("network_id") or not body.get("cidr"):
-        raise rest.bad_request("A subnet needs network_id and cidr.", "HTTPBadRequest")
+    pooled = body.get("subnetpool_id") or body.get("use_default_subnetpool")
+    if not body.get("network_id") or not (body.get("cidr") or pooled):
+        raise rest.bad_request("A subnet needs network_id and cidr (or a subnet pool).",
+                               "HTTPBadRequest")
     net = _api(req).get_network(req.context, body["network_id"])
     if not req.is_admin() and net["project_id"] != req.context.project_id:
         raise rest.HTTPError(403, "(rule:create_subnet) is disallowed by policy",
                              "PolicyNotAuthorized")
     try:
-        sn = _api(req).create_subnet(req.context, body["network_id"], body["cidr"],
+        sn = _api(req).create_subnet(req.context, body["network_id"], body.get("cidr"),
                                      name=body.get("name") or "",
                                      gateway_ip=body.get("gateway_ip"),
                                      allocation_pools=body.get("allocation_pools"),
-                                     enable_dhcp=body.get("enable_dhcp", True))
+                                     enable_dhcp=body.get("enable_dhcp", True),
+                                     subnetpool_id=body.get("subnetpool_id"),
+                                     prefixlen=body.get("prefixlen"),
+                                     use_default_subnetpool=bool(
+                                         body.get("use_default_subnetpool")),
+                                     ip_version=body.get("ip_version") or 4)
     except ValueError as exc:
         raise rest.bad_request(f"Invalid input for cidr: {exc}", "HTTPBadRequest")
     return 201, {"subnet": _subnet(sn)}
@@ -509,6 +538,123 @@ def get_subports(req, trunk_id):
     return 200, {"sub_ports": _api(req).get_trunk(req.context, trunk_id)["sub_ports"]}
 
 
+# --- routers ----------------------------------------------------------------------------
+ROUTER_FIELDS = {"name", "description", "admin_state_up", "external_gateway_info",
+                 "project_id", "tenant_id"}
+
+
+def list_routers(req):
+    return 200, {"routers": _filtered(req, _api(req).list_routers(req.context))}
+
+
+def create_router(req):
+    body = _body(req, "router", ROUTER_FIELDS | {"availability_zone_hints"})
+    project = body.get("project_id") or body.get("tenant_id")
+    if project and project != req.context.project_id:
+        _admin_only(req, {"project_id": 1}, ("project_id",), "create_router")
+    router = _api(req).create_router(
+        req.context, body.get("name") or "", project_id=project,
+        admin_state_up=bool(body.get("admin_state_up", True)),
+        external_gateway_info=body.get("external_gateway_info"),
+        description=body.get("description") or "")
+    return 201, {"router": router}
+
+
+def show_router(req, router_id):
+    return 200, {"router": _fields(req, _api(req).get_router(req.context, router_id))}
+
+
+def update_router(req, router_id):
+    body = _body(req, "router", {"name", "description", "admin_state_up",
+                                 "external_gateway_info"}, update=True)
+    return 200, {"router": _api(req).update_router(req.context, router_id, dict(body))}
+
+
+def delete_router(req, router_id):
+    _api(req).delete_router(req.context, router_id)
+    return 204, None
+
+
+def _interface_body(req):
+    body = req.json()
+    if not isinstance(body, dict) or set(body) - {"subnet_id", "port_id"}:
+        raise rest.bad_request("Bad router request: the body takes subnet_id or port_id.",
+                               "BadRequest")
+    return body
+
+
+def add_router_interface(req, router_id):
+    body = _interface_body(req)
+    return 200, _api(req).add_router_interface(req.context, router_id,
+                                               subnet_id=body.get("subnet_id"),
+                                               port_id=body.get("port_id"))
+
+
+def remove_router_interface(req, router_id):
+    body = _interface_body(req)
+    return 200, _api(req).remove_router_interface(req.context, router_id,
+                                                  subnet_id=body.get("subnet_id"),
+                                                  port_id=body.get("port_id"))
+
+
+# --- subnet pools ---------------------------------------------------------------------
+SUBNETPOOL_FIELDS = {"name", "description", "prefixes", "default_prefixlen", "min_prefixlen",
+                     "max_prefixlen", "is_default", "shared", "project_id", "tenant_id"}
+
+
+def list_subnetpools(req):
+    return 200, {"subnetpools": _filtered(req, _api(req).list_subnetpools(req.context))}
+
+
+def create_subnetpool(req):
+    body = _body(req, "subnetpool", SUBNETPOOL_FIELDS)
+    _admin_only(req, {k: v for k, v in body.items() if v}, ("is_default", "shared"),
+                "create_subnetpool")
+    project = body.get("project_id") or body.get("tenant_id")
+    if project and project != req.context.project_id:
+        _admin_only(req, {"project_id": 1}, ("project_id",), "create_subnetpool")
+    pool = _api(req).create_subnetpool(
+        req.context, body.get("name") or "", body.get("prefixes"),
+        default_prefixlen=body.get("default_prefixlen"),
+        min_prefixlen=body.get("min_prefixlen"), max_prefixlen=body.get("max_prefixlen"),
+        is_default=qos._bool("is_default", body.get("is_default", False)),
+        shared=qos._bool("shared", body.get("shared", False)), project_id=project,
+        description=body.get("description") or "")
+    return 201, {"subnetpool": pool}
+
+
+def show_subnetpool(req, pool_id):
+    return 200, {"subnetpool": _fields(req, _api(req).get_subnetpool(req.context, pool_id))}
+
+
+def delete_subnetpool(req, pool_id):
+    _api(req).delete_subnetpool(req.context, pool_id)
+    return 204, None
+
+
+# --- auto-allocated topology ------------------------------------------------------------
+def _own_project(req, project_id, rule):
+    if not req.is_admin() and project_id != req.context.project_id:
+        raise rest.HTTPError(403, f"(rule:{rule}) is disallowed by policy",
+                             "PolicyNotAuthorized")
+
+
+def show_auto_allocated_topology(req, project_id):
+    _own_project(req, project_id, "get_auto_allocated_topology")
+    fields = req.GET.getall("fields")
+    if any(f != "dry-run" for f in fields):
+        raise rest.bad_request("Unrecognized field", "BadRequest")
+    topology = _api(req).get_auto_allocated_topology(req.context, project_id,
+                                                     dry_run=bool(fields))
+    return 200, {"auto_allocated_topology": topology}
+
+
+def delete_auto_allocated_topology(req, project_id):
+    _own_project(req, project_id, "delete_auto_allocated_topology")
+    _api(req).delete_auto_allocated_topology(req.context, project_id)
+    return 204, None
+
+
 # --- QoS -------------------------------------------------------------------------
 def list_qos_policies(req):
     return 200, {"policies": _filtered(req, _api(req).list_qos_policies(req.context))}
@@ -647,6 +793,7 @@ ROUTES = [
     ("GET", "/v2.0/networks", list_networks),
     ("POST", "/v2.0/networks", create_network),
     ("GET", "/v2.0/networks/{network_id}", show_network),
+    ("PUT", "/v2.0/networks/{network_id}", update_network),
     ("DELETE", "/v2.0/networks/{network_id}", delete_network),
     ("GET", "/v2.0/subnets", list_subnets),
     ("POST", "/v2.0/subnets", create_subnet),
@@ -684,6 +831,19 @@ ROUTES = [
     ("PUT", "/v2.0/trunks/{trunk_id}/add_subports", add_subports),
     ("PUT", "/v2.0/trunks/{trunk_id}/remove_subports", remove_subports),
     ("GET", "/v2.0/trunks/{trunk_id}/get_subports", get_subports),
+    ("GET", "/v2.0/routers", list_routers),
+    ("POST", "/v2.0/routers", create_router),
+    ("GET", "/v2.0/routers/{router_id}", show_router),
+    ("PUT", "/v2.0/routers/{router_id}", update_router),
+    ("DELETE", "/v2.0/routers/{router_id}", delete_router),
+    ("PUT", "/v2.0/routers/{router_id}/add_router_interface", add_router_interface),
+    ("PUT", "/v2.0/routers/{router_id}/remove_router_interface", remove_router_interface),
+    ("GET", "/v2.0/subnetpools", list_subnetpools),
+    ("POST", "/v2.0/subnetpools", create_subnetpool),
+    ("GET", "/v2.0/subnetpools/{pool_id}", show_subnetpool),
+    ("DELETE", "/v2.0/subnetpools/{pool_id}", delete_subnetpool),
+    ("GET", "/v2.0/auto-allocated-topology/{project_id}", show_auto_allocated_topology),
+    ("DELETE", "/v2.0/auto-allocated-topology/{project_id}", delete_auto_allocated_topology),
 ] + _qos_routes()
 
 

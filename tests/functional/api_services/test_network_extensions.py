@@ -67,8 +67,14 @@ PROBES = {
     "network-mtu": lambda net, w: w["network"]["mtu"] == 9000,
     "external-net": lambda net, w: _ok(net("POST", "/v2.0/networks", {"network": {
         "name": "ext", "router:external": True}}, token=ADMIN), 201)["network"]["router:external"],
-    # Floating IPs (routers themselves are not served: the extension's description says so).
-    "router": lambda net, w: _ok(net("GET", "/v2.0/floatingips"))["floatingips"] is not None,
+    "router": lambda net, w: _ok(net("POST", "/v2.0/routers", {"router": {
+        "name": "r"}}), 201)["router"]["external_gateway_info"] is None,
+    "subnet_allocation": lambda net, w: _pooled_subnet(net, w["network"]) == "10.77.0.0/28",
+    "default-subnetpools": lambda net, w: _ok(net("GET", "/v2.0/subnetpools?is_default=true"))[
+        "subnetpools"][0]["is_default"],
+    "auto-allocated-topology": lambda net, w: _ok(net(
+        "GET", "/v2.0/auto-allocated-topology/p1?fields=dry-run"))[
+        "auto_allocated_topology"]["id"] == "dry-run=pass",
     "security-group": lambda net, w: _ok(net("GET", "/v2.0/security-groups"))[
         "security_groups"] is not None,
     "trunk": lambda net, w: _trunk_of_a_new_port(net, w["network"]),
@@ -77,6 +83,19 @@ PROBES = {
         for r in (w["network"], w["subnet"], w["port"], w["policy"])),
     "project-id": lambda net, w: w["network"]["project_id"] == "admin",
 }
+
+
+def _pooled_subnet(net, network):
+    """A default pool (an external default network too: what auto-allocation needs) and a
+    subnet cut from it."""
+    pool = _ok(net("POST", "/v2.0/subnetpools", {"subnetpool": {
+        "name": "pool", "prefixes": ["10.77.0.0/16"], "default_prefixlen": 28,
+        "is_default": True}}, token=ADMIN), 201)["subnetpool"]
+    _ok(net("POST", "/v2.0/networks", {"network": {
+        "name": "public", "router:external": True, "is_default": True}}, token=ADMIN), 201)
+    return _ok(net("POST", "/v2.0/subnets", {"subnet": {
+        "network_id": network["id"], "subnetpool_id": pool["id"], "ip_version": 4}},
+        token=ADMIN), 201)["subnet"]["cidr"]
 
 
 def _trunk_of_a_new_port(net, network):
