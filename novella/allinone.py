@@ -244,8 +244,7 @@ class AllInOne:
         from novella.cmd import manage_bootstrap as bootstrap
         bootstrap.ensure_flavors(self.api_db)
         self.demo_image, _created = bootstrap.ensure_image(self.image_api)
-        self.demo_network, _created = bootstrap.ensure_network(self.network_api)
-        self.public_network, _created = bootstrap.ensure_public_network(self.network_api)
+        self.demo_network, self.public_network = bootstrap.seed_networks(CONF, self.network_api)
         if self.qos_demo:
             self.demo_qos_policy, self.demo_physnet_network = self._ensure_demo_qos()
 

@@ -6,6 +6,9 @@ network ``private`` (10.0.0.0/24) that a server asking for no network in
 particular gets, and the external network ``public`` (172.24.4.0/24) that
 floating IPs come from. Each is made only when missing, by name, so running
 it again changes nothing and says so. `novella up` makes the same at start.
+``[network_service] shared_network = False`` leaves the shared network out;
+``default_subnet_pool`` adds a default subnet pool and makes ``public`` the
+default external network (auto-allocated topologies, docs/network.md).
 """
 import sqlalchemy as sa
 
@@ -68,6 +71,49 @@ def ensure_public_network(network_api):
                                       external=True, project_id="admin"), True
 
 
+DEFAULT_POOL_NAME = "default-subnetpool-v4"
+
+
+def ensure_auto_allocation(network_api, public, prefix, prefixlen=26):
+    """-> (subnet pool, created?): the default IPv4 subnet pool (made of ``prefix`` if
+    there is none), and ``public`` made the default external network if none is:
+    what auto-allocated topologies need."""
+    ctxt = get_admin_context()
+    if not any(n.get("is_default") for n in network_api.list_networks(
+            None, **{"router:external": True})):
+        network_api.update_network(ctxt, public["id"], {"is_default": True})
+    for pool in network_api.list_subnetpools(None):
+        if pool["is_default"] and pool["ip_version"] == 4:
+            return pool, False
+    return network_api.create_subnetpool(ctxt, DEFAULT_POOL_NAME, [prefix],
+                                         default_prefixlen=prefixlen, is_default=True,
+                                         shared=False, project_id="admin"), True
+
+
+def seed_networks(conf, network_api, say=None):
+    """The shared network (unless ``[network_service] shared_network`` is False), the
+    external network, and with ``default_subnet_pool`` the default pool: -> (shared
+    network or None, external network)."""
+    opts = conf.network_service
+    network = None
+    if opts.shared_network:
+        network, created = ensure_network(network_api)
+        if say:
+            say(f"network {NETWORK_NAME:<10} {'created' if created else 'exists'} "
+                f"({network['id']}, shared, {NETWORK_CIDR})")
+    public, created = ensure_public_network(network_api)
+    if say:
+        say(f"network {PUBLIC_NAME:<10} {'created' if created else 'exists'} ({public['id']}, "
+            f"external, {PUBLIC_CIDR})")
+    if opts.default_subnet_pool:
+        pool, created = ensure_auto_allocation(network_api, public, opts.default_subnet_pool,
+                                               opts.default_subnet_pool_prefixlen)
+        if say:
+            say(f"pool    {pool['name']:<10} {'created' if created else 'exists'} "
+                f"({pool['id']}, default, {', '.join(pool['prefixes'])})")
+    return network, public
+
+
 def bootstrap(conf, api_url, say=print):
     """Make what is missing; say what was made and what was there."""
     from novella.db import cells as cells_mod
@@ -85,12 +131,7 @@ def bootstrap(conf, api_url, say=print):
         say(f"flavor  {name:<10} {'created' if created else 'exists'}")
     image, created = ensure_image(image_api)
     say(f"image   {IMAGE_NAME:<10} {'created' if created else 'exists'} ({image['id']}, public)")
-    network, created = ensure_network(network_api)
-    say(f"network {NETWORK_NAME:<10} {'created' if created else 'exists'} ({network['id']}, "
-        f"shared, {NETWORK_CIDR})")
-    public, created = ensure_public_network(network_api)
-    say(f"network {PUBLIC_NAME:<10} {'created' if created else 'exists'} ({public['id']}, "
-        f"external, {PUBLIC_CIDR})")
+    network, public = seed_networks(conf, network_api, say)
     return {"image": image, "network": network, "public_network": public}
 
 

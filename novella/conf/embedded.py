@@ -21,6 +21,21 @@ network_opts = [
     cfg.StrOpt("connection", secret=True,
                help="Database URL of the embedded network service "
                     "(default: the [api_database] connection)."),
+    cfg.BoolOpt("shared_network", default=True,
+                help="`novella up` and `novella manage bootstrap` make the shared network "
+                     "'private' (10.0.0.0/24), which a server asking for no network in "
+                     "particular gets. False: no shared network; a project's servers use "
+                     "its own networks, or one auto-allocated for it (see "
+                     "default_subnet_pool)."),
+    cfg.StrOpt("default_subnet_pool",
+               help="A prefix (CIDR) for `novella up` and `novella manage bootstrap` to make "
+                    "the default IPv4 subnet pool 'default-subnetpool-v4' of, and to make the "
+                    "external network 'public' the default one: what auto-allocated "
+                    "topologies need (GET /v2.0/auto-allocated-topology, a server created "
+                    "with networks 'auto' by a project without a network). Unset: neither."),
+    cfg.IntOpt("default_subnet_pool_prefixlen", default=26, min=8, max=30,
+               help="The length of the prefixes of subnets cut from the default subnet pool "
+                    "made for default_subnet_pool."),
 ]
 
 
