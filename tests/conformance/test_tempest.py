@@ -19,6 +19,14 @@ the "Tempest (compute API)" section with a reason. The pytest test fails on
 an unlisted failure or skip, and on a listed test that no longer exists;
 a listed test that now passes is reported (and should leave the list).
 
+The main cloud has the shared network ``private`` that most tests boot
+servers on. ``AutoAllocateNetworkTest`` needs a cloud where a new project sees
+no network at all (it skips itself otherwise) and where a network can be
+auto-allocated; its tests run in a second, short run against a second
+`novella up` started with ``[network_service] shared_network = false`` and a
+``default_subnet_pool`` (``ISOLATED``); the outcomes of both runs are judged
+together.
+
 ``python3 -m tests.conformance.test_tempest [REGEX]`` runs the same thing
 outside pytest and prints the outcomes grouped by reason, to maintain the
 list.
@@ -54,6 +62,11 @@ SCHEDULER_FILTERS = ("ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabili
 N_PORTS = 7              # identity, compute, placement, image, network, volume, optimize
 RUN_TIMEOUT = 40 * 60    # the whole tempest run, seconds (a hang must not hold CI)
 START_TIMEOUT = 120
+# Test classes that need a cloud of their own: {class: `novella up` configuration}.
+ISOLATED = {
+    "tempest.api.compute.admin.test_auto_allocate_network.AutoAllocateNetworkTest":
+        "[network_service]\nshared_network = false\ndefault_subnet_pool = 10.128.0.0/16\n",
+}
 
 
 class TempestSummary(UserWarning):
@@ -176,8 +189,9 @@ def exists(test_id, all_ids):
 class Cloud:
     """A running `novella up`."""
 
-    def __init__(self, data_dir):
+    def __init__(self, data_dir, extra_config=""):
         self.data_dir = pathlib.Path(data_dir)
+        self.extra_config = extra_config  # more of novella-tempest.conf
         self.port_base = processes.free_port_base(N_PORTS)
         self.proc = None
         self.log_path = self.data_dir / "novella-up.log"
@@ -191,7 +205,8 @@ class Cloud:
         conf = self.data_dir / "novella-tempest.conf"
         conf.write_text("[simulated]\nsnapshot_seconds = 1\n"
                         # the hints tempest's multinode tests give (as devstack enables them)
-                        f"[filter_scheduler]\nenabled_filters = {', '.join(SCHEDULER_FILTERS)}\n")
+                        f"[filter_scheduler]\nenabled_filters = {', '.join(SCHEDULER_FILTERS)}\n"
+                        + self.extra_config)
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "novella.cmd.main", "up", "--data-dir", str(self.data_dir),
@@ -258,7 +273,7 @@ def discover(cloud):
     version = get(catalog["compute"] + "/")["version"]
     flavors.sort(key=lambda f: (f["ram"], f["vcpus"], f["disk"]))
     image = next(i for i in images if i["status"] == "active")
-    shared = next(n for n in networks if n.get("shared"))
+    shared = next((n for n in networks if n.get("shared")), None)  # none: ISOLATED clouds
     public = next(n for n in networks if n.get("router:external"))
     # A second image, as tempest's rebuild tests want one different from the first.
     alt = session.post(catalog["image"] + "/v2/images", timeout=30, json={
@@ -272,7 +287,7 @@ def discover(cloud):
     assert put.status_code == 204, put.text
     return {"image": image["id"], "image_alt": alt_id,
             "flavor": flavors[0]["id"], "flavor_alt": flavors[1]["id"],
-            "network": shared["name"], "public_network": public,
+            "network": shared and shared["name"], "public_network": public,
             "min_microversion": version["min_version"],
             "max_microversion": version["version"], "catalog": catalog}
 
@@ -315,7 +330,7 @@ image_ref = {found['image']}
 image_ref_alt = {found['image_alt']}
 flavor_ref = {found['flavor']}
 flavor_ref_alt = {found['flavor_alt']}
-fixed_network_name = {found['network']}
+{f"fixed_network_name = {found['network']}" if found['network'] else ""}
 min_compute_nodes = {CELLS * HOSTS_PER_CELL}
 min_microversion = {found['min_microversion']}
 max_microversion = {found['max_microversion']}
@@ -382,14 +397,16 @@ placement = true
 # Running and reading the results
 # ---------------------------------------------------------------------------
 
-def run_tempest(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY, timeout=RUN_TIMEOUT):
-    """Run the tests; return the path of the subunit v2 stream."""
+def run_tempest(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY, timeout=RUN_TIMEOUT,
+                exclude=None):
+    """Run the tests (those matching ``exclude`` aside); return the path of the subunit v2
+    stream."""
     write_stestr_conf(workdir)
     stream = workdir / "results.subunit"
     with open(stream, "wb") as out, open(workdir / "stestr.err", "w") as err:
         proc = subprocess.run(
             [sys.executable, "-m", "stestr", "run", "--concurrency", str(concurrency),
-             "--subunit", regex],
+             "--subunit"] + (["--exclude-regex", exclude] if exclude else []) + [regex],
             cwd=workdir, env=_tempest_env(workdir), stdout=out, stderr=err, timeout=timeout)
     # stestr exits non-zero when a test failed: that is for the comparison to judge.
     assert stream.stat().st_size > 0, (
@@ -473,19 +490,40 @@ def _short(detail, limit=1200):
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def run_all(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY):
-    """Start a cloud, configure and run tempest; (results, elapsed seconds)."""
+def _class_regex(test_class):
+    return "^" + re.escape(test_class) + r"\."
+
+
+def run_on_cloud(workdir, regex, concurrency, extra_config="", exclude=None):
+    """Start a cloud (``extra_config`` added to its configuration), configure and run
+    tempest in ``workdir``; the results."""
     data_dir = workdir / "novella-data"
-    data_dir.mkdir(exist_ok=True)
-    cloud = Cloud(data_dir)
-    started = time.monotonic()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cloud = Cloud(data_dir, extra_config)
     try:
         cloud.start()
         write_config(workdir, cloud, discover(cloud))
-        stream = run_tempest(workdir, regex, concurrency)
-        return parse_subunit(stream), time.monotonic() - started
+        return parse_subunit(run_tempest(workdir, regex, concurrency, exclude=exclude))
     finally:
         cloud.stop()
+
+
+def run_all(workdir, regex=TEST_REGEX, concurrency=CONCURRENCY, all_ids=None):
+    """The tests of ``regex`` (``all_ids``: their ids, listed if not given) on the main
+    cloud, and those of each ``ISOLATED`` class on a cloud of its own; (results, elapsed
+    seconds)."""
+    all_ids = list_tests(workdir, regex) if all_ids is None else all_ids
+    started = time.monotonic()
+    isolated = {c: conf for c, conf in ISOLATED.items() if exists(c, all_ids)}
+    results = {}
+    if any(not any(t.startswith(c + ".") for c in isolated) for t in all_ids):
+        results.update(run_on_cloud(workdir, regex, concurrency, exclude="|".join(
+            _class_regex(c) for c in isolated) or None))
+    for n, (test_class, extra_config) in enumerate(sorted(isolated.items())):
+        results.update({k: v for k, v in run_on_cloud(
+            workdir / f"isolated-{n}", _class_regex(test_class), 1, extra_config).items()
+            if exists(k, all_ids)})
+    return results, time.monotonic() - started
 
 
 # ---------------------------------------------------------------------------
@@ -560,7 +598,7 @@ def test_tempest_compute_api(tmp_path):
 
     all_ids = list_tests(tmp_path)
     assert len(all_ids) > 400, f"only {len(all_ids)} compute API tests found"
-    results, elapsed = run_all(tmp_path)
+    results, elapsed = run_all(tmp_path, all_ids=all_ids)
     verdict = compare(results, known, all_ids)
     # The run really ran: every test id reported exists in the suite.
     assert all(exists(t, all_ids) for t in results)
@@ -612,7 +650,7 @@ def main(argv=None):
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         all_ids = list_tests(workdir, args.regex)
-        results, elapsed = run_all(workdir, args.regex, args.concurrency)
+        results, elapsed = run_all(workdir, args.regex, args.concurrency, all_ids)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
