@@ -356,6 +356,8 @@ def _networks(req, server, max_count):
     nets = server.get("networks")
     if nets is None:
         return []
+    if nets == "auto":
+        _check_auto(req)
     if isinstance(nets, str):  # "auto" or "none", resolved by the network service
         return nets
     req.authorize(P + "create:attach_network")
@@ -383,6 +385,29 @@ def _networks(req, server, max_count):
         out.append({"network_id": None if port else net_id, "port_id": port,
                     "fixed_ip": n.get("fixed_ip"), "tag": n.get("tag")})
     return out
+
+
+def _check_auto(req):
+    """``networks: "auto"`` (2.37): the project's one usable network (its own or a shared
+    one), or, if it has none, an auto-allocated one, made when the server's ports are:
+    409 if several are usable, 400 if the network service cannot allocate one."""
+    api = req.api.network_api
+    if api is None or not hasattr(api, "available_networks"):
+        return
+    project_id = req.context.project_id
+    nets = api.available_networks(req.context, project_id)
+    if len(nets) > 1:
+        raise errors.Conflict("Multiple possible networks found, use a Network ID to be "
+                              "more specific.")
+    if nets:
+        return
+    try:
+        api.get_auto_allocated_topology(req.context, project_id, dry_run=True)
+    except Exception as exc:  # noqa: BLE001 - the network service's refusal (a 409)
+        if getattr(exc, "code", None) != 409:
+            raise
+        raise errors.BadRequest(f"Unable to automatically allocate a network for project "
+                                f"{project_id}")
 
 
 def _security_groups(req, server):
