@@ -11,6 +11,13 @@ Each running operation has one owner, a conductor, holding a lease it
 renews while it lives (``[conductor] operation_lease`` seconds). A
 conductor takes over an operation whose lease ran out: one conditional
 UPDATE, so of several conductors exactly one wins.
+
+An operation that begins a request the API accepted (a move, a confirm, a
+revert, an unshelve) is named after that request (``request_key``), not at
+random: its row is the request's claim. Whichever conductor writes it first
+(the one the request was cast to, or one settling the request as lost: see
+ConductorManager.recover_operations) owns the request; the other's insert
+fails on the unique name (``Taken``) before it has changed anything.
 """
 import datetime
 import json
@@ -28,6 +35,29 @@ LOG = logging.getLogger(__name__)
 
 RUNNING, DONE, FAILED, UNDONE = "running", "done", "failed", "undone"
 STARTED, UNDOING = "started", "undoing"
+
+# The names of requests' operations (uuid5 of a request key under this namespace).
+_REQUESTS = uuid_mod.UUID("1b0c6f1e-5d0a-4d8e-9a53-7f2f0b9c4a61")
+
+
+class Taken(Exception):
+    """Another conductor already began (or settled) the request this operation is for."""
+
+
+def request_key(kind, *ids):
+    """The operation uuid of one request: ``kind`` 'move', 'confirm', 'revert' or
+    'unshelve'; ``ids`` what the API recorded for it (the migration's uuid; for an
+    unshelve the server's and the request id its instance action carries)."""
+    return str(uuid_mod.uuid5(_REQUESTS, " ".join((kind,) + tuple(ids))))
+
+
+def taken(api_db, operation_uuids):
+    """Those of ``operation_uuids`` that have a row (begun, or settled)."""
+    if not operation_uuids:
+        return set()
+    with api_db.read_session() as s:
+        return set(s.scalars(sa.select(am.Operation.uuid).where(
+            am.Operation.uuid.in_(list(operation_uuids)))))
 
 
 def conductor_id():
@@ -57,10 +87,21 @@ class Journal:
         self._pending = False       # a step's end not yet written (see step())
         self._written = None        # the steps and state last written
 
-    def begin(self):
-        """Name the operation; its row is written with its first step boundary (the
-        first record-before-act point: nothing acts between the two)."""
-        self.uuid = str(uuid_mod.uuid4())
+    def begin(self, key=None):
+        """Name the operation (``key``: the request's, from ``request_key``); its row is
+        written with its first step boundary (the first record-before-act point:
+        nothing acts between the two), or by ``claim``."""
+        self.uuid = key or str(uuid_mod.uuid4())
+        return self
+
+    def claim(self, first_step):
+        """Write the row now, its first step (``first_step``, a name; None: no step)
+        started: the request is this conductor's. Raises ``Taken`` (nothing written)
+        when the row exists: another conductor began or settled the request."""
+        if first_step is None:
+            self._write(steps=_json(self.steps), state=_json(self.state.record()))
+        else:
+            self.step(0, first_step, STARTED)
         return self
 
     # -- step boundaries (called by TaskList) -------------------------------------------
@@ -102,17 +143,22 @@ class Journal:
             return  # the same boundary again (a step restarted with nothing new)
         now = utcnow()
         values.setdefault("lease_until", now + self.lease)
-        with self.api_db.session(write=True) as s:
-            if self._inserted:
+        if self._inserted:
+            with self.api_db.session(write=True) as s:
                 s.execute(sa.update(am.Operation).where(am.Operation.uuid == self.uuid)
                           .values(updated_at=now, **values))
-            else:
-                s.execute(sa.insert(am.Operation).values(
-                    uuid=self.uuid, kind=self.kind, instance_uuid=self.instance_uuid,
-                    owner=self.owner, status=values.pop("status", RUNNING),
-                    context=_json(self.ctxt.to_dict()), created_at=now, updated_at=now,
-                    **values))
-                self._inserted = True
+        else:
+            try:
+                with self.api_db.session(write=True) as s:
+                    s.execute(sa.insert(am.Operation).values(
+                        uuid=self.uuid, kind=self.kind, instance_uuid=self.instance_uuid,
+                        owner=self.owner, status=values.pop("status", RUNNING),
+                        context=_json(self.ctxt.to_dict()), created_at=now, updated_at=now,
+                        **values))
+            except sa.exc.IntegrityError:  # the unique name: a request's claim (see above)
+                raise Taken(f"operation {self.uuid} ({self.kind} of {self.instance_uuid}) "
+                            "was begun by another conductor") from None
+            self._inserted = True
         self._written, self._pending = record, False
 
 
@@ -151,11 +197,21 @@ def take_over(api_db, operation_uuid, owner, lease_seconds):
             updated_at=now)).rowcount
         if not taken:
             return None
-        row = s.scalars(sa.select(am.Operation).where(
-            am.Operation.uuid == operation_uuid)).one()
-        return {"uuid": row.uuid, "kind": row.kind, "instance_uuid": row.instance_uuid,
-                "steps": json.loads(row.steps), "state": json.loads(row.state),
-                "context": json.loads(row.context)}
+        return _operation(s, operation_uuid)
+
+
+def load(api_db, operation_uuid):
+    """The row of ``operation_uuid`` as ``take_over`` gives it (its owner's own)."""
+    with api_db.read_session() as s:
+        return _operation(s, operation_uuid)
+
+
+def _operation(session, operation_uuid):
+    row = session.scalars(sa.select(am.Operation).where(
+        am.Operation.uuid == operation_uuid)).one()
+    return {"uuid": row.uuid, "kind": row.kind, "instance_uuid": row.instance_uuid,
+            "steps": json.loads(row.steps), "state": json.loads(row.state),
+            "context": json.loads(row.context)}
 
 
 def running_for(api_db, instance_uuid):

@@ -10,6 +10,7 @@ It reaches the scheduler over the top-level transport, each cell's compute
 hosts over that cell's transport (from the cell mapping) and writes the API
 database and every cell database.
 """
+import collections
 import contextlib
 import datetime
 import json
@@ -27,7 +28,7 @@ from novella.conductor.tasks import common
 from novella.conductor.tasks import cross_cell as cross_cell_tasks
 from novella.conductor.tasks import shelve as shelve_tasks
 from novella.conductor.tasks.base import TaskList, Unfinished
-from novella.context import get_admin_context
+from novella.context import RequestContext, get_admin_context
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
@@ -40,6 +41,28 @@ from novella.rpc import notifier as notifier_mod
 from novella.scheduler.rpcapi import SchedulerAPI
 
 LOG = logging.getLogger(__name__)
+
+def _now():
+    """The clock lost requests are judged by (their records' timestamps are UTC)."""
+    return records.utcnow()
+
+
+# A request the API accepted, as it left it: what it asks ('move', 'confirm',
+# 'revert', 'unshelve'), its cell, its server, its migration (a dict; None for an
+# unshelve), when it was accepted, a context of the user's action, its claim's name.
+LostRequest = collections.namedtuple(
+    "LostRequest", "what cell cell_db instance_uuid migration accepted_at ctxt key")
+
+
+class RequestLost(Exception):
+    """Why a request no conductor began was settled (its cast was lost)."""
+
+    def __init__(self, request, what):
+        self.message = (f"The request to {what} server {request.instance_uuid}, accepted "
+                        f"at {request.accepted_at:%Y-%m-%d %H:%M:%S} UTC, was never begun by "
+                        "a conductor (its message was lost); it was not carried out.")
+        super().__init__(self.message)
+
 
 def _uuid_of(build_request):
     return build_request if isinstance(build_request, str) else build_request["instance_uuid"]
@@ -73,10 +96,23 @@ class ConductorManager:
                 "renew_leases": max(1, self.lease // 3),
                 "recover_operations": self.lease}
 
-    def _journal(self, kind, ctxt, state):
-        """The durable record of an operation about to start."""
+    def _journal(self, kind, ctxt, state, key=None):
+        """The durable record of an operation about to start (``key``: the request's
+        name for it, ``journal.request_key``)."""
         return journal.Journal(self.api_db, self.owner, self.lease, kind, state.instance_uuid,
-                               ctxt, state).begin()
+                               ctxt, state).begin(key)
+
+    @staticmethod
+    def _claim(tasks):
+        """The request ``tasks`` begins is this conductor's (``Journal.claim``, before
+        anything is written of it); False, and nothing done, if another conductor began
+        it or settled it as lost (this cast came late)."""
+        try:
+            tasks.journal.claim(tasks.tasks[0].name)
+        except journal.Taken as exc:
+            LOG.warning("%s: not begun: %s", tasks.name, exc)
+            return False
+        return True
 
     # -- builds ----------------------------------------------------------------------
     def schedule_and_build_instances(self, ctxt, build_requests, request_specs=None,
@@ -186,7 +222,10 @@ class ConductorManager:
         and recorded (the fault and the migration say why), not raised."""
         operation = operations.OPERATIONS[kind]
         task_list = TaskList(f"{kind} {move.instance_uuid}", operation.tasks(move),
-                             journal=self._journal(kind, ctxt, move))
+                             journal=self._journal(kind, ctxt, move, key=journal.request_key(
+                                 "move", move.migration_uuid)))
+        if not self._claim(task_list):
+            return {"completed": [], "failed_task": None, "undone": [], "cross_cell": False}
         try:
             with records.action_event(move.cell_db, ctxt, move.instance_uuid,
                                       operation.event):
@@ -249,7 +288,10 @@ class ConductorManager:
         kind = action + ("-cross-cell" if cross_cell else "")
         uuid = resized.instance_uuid
         tasks = TaskList(f"{kind} {uuid}", operations.OPERATIONS[kind].tasks(resized),
-                         journal=self._journal(kind, ctxt, resized), forward=True)
+                         journal=self._journal(kind, ctxt, resized, key=journal.request_key(
+                             action, resized.migration_uuid)), forward=True)
+        if not self._claim(tasks):
+            return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
         if cross_cell:
             name = (notifications.RESIZE_CONFIRM if action == "confirm"
                     else notifications.RESIZE_REVERT)
@@ -325,7 +367,10 @@ class ConductorManager:
         unshelve = shelve_tasks.Unshelve(self, ctxt, cell, inst,
                                          self._request_spec(instance_uuid), host=host)
         tasks = TaskList(f"unshelve {instance_uuid}", shelve_tasks.unshelve_tasks(unshelve),
-                         journal=self._journal("unshelve", ctxt, unshelve))
+                         journal=self._journal("unshelve", ctxt, unshelve, key=journal.request_key(
+                             "unshelve", instance_uuid, str(ctxt.request_id))))
+        if not self._claim(tasks):
+            return
         try:
             with records.action_event(cell_db, ctxt, instance_uuid,
                                       shelve_tasks.CONDUCTOR_EVENT):
@@ -343,12 +388,15 @@ class ConductorManager:
         return journal.renew_leases(self.api_db, self.owner, self.lease)
 
     def recover_operations(self, ctxt=None, previous_owners=False):
-        """Finish or undo every operation whose conductor died (its lease ran out).
+        """Finish or undo every operation whose conductor died (its lease ran out), then
+        settle the requests the API accepted that no conductor began in time.
 
         Run at start-up and periodically; of several conductors exactly one
         takes each orphan (novella/conductor/operations.py says which way each
-        goes). ``previous_owners``: every other owner is known dead (the
-        all-in-one, its databases' only conductor, starting again).
+        goes) and exactly one settles each lost request (``settle_lost_requests``).
+        ``previous_owners``: every other owner is known dead (the all-in-one, its
+        databases' only conductor, starting again): their operations are taken
+        over at once, and every request not begun is settled whatever its age.
         """
         if previous_owners:
             journal.expire_others(self.api_db, self.owner)
@@ -363,109 +411,188 @@ class ConductorManager:
                 LOG.exception("recovery of operation %s (%s of %s) failed", operation_uuid,
                               operation["kind"], operation["instance_uuid"])
             recovered.append(operation_uuid)
-        if previous_owners:
-            recovered += self._undo_unstarted_moves()
-            recovered += self._finish_unstarted_confirms_and_reverts()
-            recovered += self._undo_unstarted_unshelves()
-        return recovered
+        return recovered + self.settle_lost_requests(everything=previous_owners)
 
-    # The task state the API set with a move it accepted, by the migration's status then.
+    # -- requests whose cast was lost ----------------------------------------------------
+    #
+    # The API records a request (the migration row, the task state, the instance
+    # action), then casts it to a conductor. A cast dies with the process that sent it
+    # or with the conductor that took it off the queue before journaling its first
+    # step; nothing then begins the request. The conductor that begins a request
+    # claims it: the operation's row, named after the request (journal.request_key),
+    # is written before anything else of it. A request accepted longer than
+    # ``[conductor] lost_request_timeout`` ago and not claimed is claimed by the first
+    # conductor whose periodic recovery finds it, and settled as if its conductor had
+    # died in its first step: a move or an unshelve goes back (refused), a confirm or a
+    # revert forward (carried out). Of a settler and a beginner (a cast that was only
+    # slow), or of two settlers, exactly one writes the row; the other does nothing.
+
+    # The migration statuses the API gives a move it accepted, with the task state set then.
     _ACCEPTED_MOVES = {ms.PRE_MIGRATING: (states.task_states.RESIZE_PREP,),
                        ms.ACCEPTED: (states.task_states.MIGRATING,
                                      states.task_states.REBUILDING)}
+    # By migration type: the operation that begins a move, and the user's action.
+    _MOVE_KINDS = {"resize": "migrate", "migration": "migrate", "live-migration": "live-migrate",
+                   "evacuation": "evacuate"}
+    _ACTIONS = {"resize": "resize", "migration": "migrate", "live-migration": "live-migration",
+                "evacuation": "evacuate", "confirm": "confirmResize", "revert": "revertResize",
+                "unshelve": "unshelve"}
+    # The operations that may have begun each kind of request.
+    _BEGUN_BY = {"move": ("migrate", "migrate-cross-cell", "live-migrate", "evacuate"),
+                 "confirm": ("confirm", "confirm-cross-cell"),
+                 "revert": ("revert", "revert-cross-cell"), "unshelve": ("unshelve",)}
 
-    def _never_begun(self, query):
-        """(cell database, row) for each row of ``query`` in every cell whose request no
-        conductor began: no operation of its server (the row's second column) made
-        since the row's last column (when the API accepted the request). The
-        all-in-one's casts die with it, as they are kept nowhere else."""
+    def settle_lost_requests(self, everything=False):
+        """Settle each request the API accepted more than ``[conductor]
+        lost_request_timeout`` seconds ago (``everything``: whatever its age) that no
+        conductor began. A move (its migration still as the API made it) is undone as
+        a refused move: the migration ``error``, the task state cleared, a fault, the
+        conductor's event and the action ``Error``. An unshelve is undone the same way
+        (the server stays shelved). A confirm or a revert is carried out. Returns the
+        migrations settled (the servers, for an unshelve)."""
+        bound = self.conf.conductor.lost_request_timeout
+        if not everything and bound <= 0:
+            return []
+        cutoff = _now() - datetime.timedelta(seconds=0 if everything else bound)
+        settled = []
+        for request in list(self._lost_requests(cutoff)):
+            try:
+                if self._settle(request):
+                    settled.append(request.migration["uuid"] if request.migration
+                                   else request.instance_uuid)
+            except Exception:  # noqa: BLE001 - one stuck request must not block the others
+                LOG.exception("settling the lost %s of %s failed", request.what,
+                              request.instance_uuid)
+        return settled
+
+    def _lost_requests(self, cutoff):
+        """LostRequest for each request of every cell accepted at ``cutoff`` or before,
+        as the API left it, that no operation claimed."""
         for cell in cells_mod.list_cells(self.api_db, include_cell0=False):
             cell_db = cells_mod.cell_database(cell)
             with cell_db.read_session() as s:
-                rows = s.execute(query).all()
-            for row in rows:
-                with self.api_db.read_session() as s:
-                    begun = s.scalar(sa.select(sa.func.count()).select_from(am.Operation).where(
-                        am.Operation.instance_uuid == row[1],
-                        am.Operation.created_at >= row[-1]))
-                if not begun:
-                    yield cell, cell_db, row
-
-    def _undo_unstarted_moves(self):
-        """Moves the API accepted and no conductor began: the migration still as the
-        API made it. Each is undone as a refused move: the migration ends in error, the
-        task state is cleared, the action's open events end with Error. Returns the
-        migrations undone."""
-        undone = []
-        for _cell, cell_db, (migration_uuid, instance_uuid, status, _at) in self._never_begun(
-                sa.select(cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
-                          cm.Migration.created_at).where(
-                    cm.Migration.status.in_(tuple(self._ACCEPTED_MOVES)),
-                    cm.Migration.deleted == 0)):
-            if migration_records.update(cell_db, migration_uuid, expected_status=(status,),
-                                        status=ms.ERROR) is None:
-                continue
-            self._clear_accepted_task(cell_db, instance_uuid, self._ACCEPTED_MOVES[status])
-            LOG.warning("migration %s of %s was accepted but never begun (its process "
-                        "died): undone", migration_uuid, instance_uuid)
-            undone.append(migration_uuid)
-        return undone
-
-    def _finish_unstarted_confirms_and_reverts(self):
-        """Confirms and reverts the API accepted and no conductor began: the migration
-        still ``confirming`` or ``reverting`` as the API left it. The user asked for
-        them and nothing of them was done, so each is run now (its tasks start from
-        that same state). Returns the migrations run."""
-        run = []
-        for cell, _db, (migration_uuid, instance_uuid, status, _at) in self._never_begun(
-                sa.select(cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
-                          cm.Migration.updated_at).where(
-                    cm.Migration.status.in_((ms.CONFIRMING, ms.REVERTING)),
-                    cm.Migration.hidden.is_(False), cm.Migration.deleted == 0)):
-            mapped = cells_mod.instance_cell(self.api_db, instance_uuid)
-            if mapped is None or mapped.uuid != cell.uuid:
-                continue   # the copy of a cross-cell move in the cell it left
-            LOG.warning("%s of migration %s of %s was accepted but never begun (its "
-                        "process died): running it now",
-                        "confirm" if status == ms.CONFIRMING else "revert",
-                        migration_uuid, instance_uuid)
-            run_it = self.confirm_resize if status == ms.CONFIRMING else self.revert_resize
-            try:
-                run_it(get_admin_context(), instance_uuid, migration_uuid)
-            except Exception:  # noqa: BLE001 - its failure is recorded on the server
-                LOG.exception("%s of migration %s failed", status, migration_uuid)
-            run.append(migration_uuid)
-        return run
-
-    def _undo_unstarted_unshelves(self):
-        """Unshelves the API accepted and no conductor began: the server still
-        offloaded and ``unshelving``. Each is undone as a refused unshelve (the server
-        stays shelved, the action's open events end with Error). Returns the servers
-        undone."""
-        undone = []
-        for _cell, cell_db, (instance_uuid, _same, _at) in self._never_begun(
-                sa.select(cm.Instance.uuid, cm.Instance.uuid, cm.Instance.updated_at).where(
-                    cm.Instance.vm_state == states.SHELVED_OFFLOADED,
+                migrations = s.execute(sa.select(
+                    cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
+                    cm.Migration.migration_type, cm.Migration.cross_cell_move,
+                    cm.Migration.created_at, cm.Migration.updated_at).join(
+                    cm.Instance, cm.Instance.uuid == cm.Migration.instance_uuid).where(
+                    cm.Migration.status.in_(tuple(self._ACCEPTED_MOVES)
+                                            + (ms.CONFIRMING, ms.REVERTING)),
+                    cm.Migration.hidden.is_(False), cm.Migration.deleted == 0,
+                    cm.Instance.deleted == 0)).all()
+                unshelving = s.execute(sa.select(cm.Instance.uuid, cm.Instance.updated_at).where(
                     cm.Instance.task_state == states.task_states.UNSHELVING,
-                    cm.Instance.deleted == 0)):
-            if not self._clear_accepted_task(cell_db, instance_uuid,
-                                             (states.task_states.UNSHELVING,)):
-                continue
-            LOG.warning("unshelve of %s was accepted but never begun (its process died): "
-                        "undone", instance_uuid)
-            undone.append(instance_uuid)
-        return undone
+                    cm.Instance.vm_state.in_((states.SHELVED, states.SHELVED_OFFLOADED)),
+                    cm.Instance.deleted == 0)).all()
+            for row in migrations:
+                if row.status in self._ACCEPTED_MOVES:
+                    what, at, action = "move", row.created_at, self._ACTIONS[row.migration_type]
+                else:
+                    what = "confirm" if row.status == ms.CONFIRMING else "revert"
+                    at, action = row.updated_at or row.created_at, self._ACTIONS[what]
+                key = journal.request_key(what, row.uuid)
+                if at > cutoff or self._begun(key, row.instance_uuid, at, what):
+                    continue
+                mapped = cells_mod.instance_cell(self.api_db, row.instance_uuid)
+                if mapped is None or mapped.uuid != cell.uuid:
+                    continue  # the copy of a cross-cell move in the cell it left
+                migration = {"uuid": row.uuid, "status": row.status,
+                             "migration_type": row.migration_type,
+                             "cross_cell_move": bool(row.cross_cell_move)}
+                ctxt, _at = self._action_context(cell_db, row.instance_uuid, action)
+                yield LostRequest(what, cell, cell_db, row.instance_uuid, migration, at, ctxt,
+                                  key)
+            for uuid, updated_at in unshelving:
+                # No action: the API died before it recorded one, and before its cast.
+                ctxt, at = self._action_context(cell_db, uuid, "unshelve")
+                at = at or updated_at
+                key = journal.request_key("unshelve", uuid, str(ctxt.request_id))
+                if at is None or at > cutoff or self._begun(key, uuid, at, "unshelve"):
+                    continue
+                yield LostRequest("unshelve", cell, cell_db, uuid, None, at, ctxt, key)
+
+    def _begun(self, key, instance_uuid, accepted_at, what):
+        """The request's claim exists, or (written before requests were claimed by name)
+        an operation of its kind on the server began after it was accepted."""
+        with self.api_db.read_session() as s:
+            return s.scalar(sa.select(sa.func.count()).select_from(am.Operation).where(
+                sa.or_(am.Operation.uuid == key, sa.and_(
+                    am.Operation.instance_uuid == instance_uuid,
+                    am.Operation.kind.in_(self._BEGUN_BY[what]),
+                    am.Operation.created_at > accepted_at)))) > 0
 
     @staticmethod
-    def _clear_accepted_task(cell_db, instance_uuid, task_states):
-        """The task state the API set cleared, its action's open events ended with Error;
-        False if the server has moved on (deleted, or another task)."""
+    def _action_context(cell_db, instance_uuid, action):
+        """(an admin context of the user's latest ``action`` on the server: its request
+        id (the beginner's, which names the action and its events), user and project;
+        when the API recorded it). A fresh admin context and None if there is none."""
+        with cell_db.read_session() as s:
+            row = s.execute(sa.select(
+                cm.InstanceAction.request_id, cm.InstanceAction.user_id,
+                cm.InstanceAction.project_id, cm.InstanceAction.start_time).where(
+                cm.InstanceAction.instance_uuid == instance_uuid,
+                cm.InstanceAction.action == action).order_by(
+                cm.InstanceAction.id.desc()).limit(1)).first()
+        if row is None:
+            return get_admin_context(), None
+        return RequestContext(user_id=row.user_id, project_id=row.project_id, roles=["admin"],
+                              is_admin=True, request_id=row.request_id), row.start_time
+
+    @staticmethod
+    def _newer_migration(cell_db, instance_uuid, migration_uuid):
+        """The server has a migration made after ``migration_uuid``."""
+        with cell_db.read_session() as s:
+            this = sa.select(cm.Migration.id).where(
+                cm.Migration.uuid == migration_uuid).scalar_subquery()
+            return s.scalar(sa.select(sa.func.count()).select_from(cm.Migration).where(
+                cm.Migration.instance_uuid == instance_uuid, cm.Migration.id > this)) > 0
+
+    def _settle(self, request):
+        """Claim ``request`` and settle it (as its conductor dying in its first step
+        would be recovered); False if another conductor began or settled it first."""
+        ctxt, uuid, migration = request.ctxt, request.instance_uuid, request.migration
+        moved_on = False  # the server is no longer as this request left it
+        if request.what == "unshelve":  # (the latest unshelve of the server is the one)
+            cell, _db, inst = self._instance(uuid)
+            state = shelve_tasks.Unshelve(self, ctxt, cell, inst, self._request_spec(uuid))
+            kind = "unshelve"
+        elif request.what == "move":
+            state = self._move(ctxt, uuid, migration["uuid"])
+            kind = self._MOVE_KINDS[migration["migration_type"]]
+            task_state = self._instance(uuid)[2].task_state
+            moved_on = (task_state not in self._ACCEPTED_MOVES[migration["status"]]
+                        or self._newer_migration(request.cell_db, uuid, migration["uuid"]))
+        else:
+            state = self._resized(ctxt, uuid, migration["uuid"])
+            kind = request.what + ("-cross-cell" if migration["cross_cell_move"] else "")
+        operation = operations.OPERATIONS[kind]
+        # A server that moved on (its state reset by an admin, maybe a new request
+        # accepted since) is left as it is: no step started, none is undone; only the
+        # request's own records (migration, action) end.
+        first = None if moved_on else operation.tasks(state)[0].name
         try:
-            records.update_instance(cell_db, instance_uuid, reload=False,
-                                    expected_task_state=task_states, task_state=None)
-        except (records.UnexpectedTaskStateError, records.InstanceNotFound):
+            journal.Journal(self.api_db, self.owner, self.lease, kind, uuid, ctxt,
+                            state).begin(request.key).claim(first)
+        except journal.Taken:
+            LOG.info("the %s of %s was begun or settled by another conductor", request.what,
+                     uuid)
             return False
-        records.finish_open_events(cell_db, None, instance_uuid, "Error")
+        verb = (self._ACTIONS[migration["migration_type"]] if request.what == "move"
+                else request.what)
+        lost = RequestLost(request, "live-migrate" if verb == "live-migration" else verb)
+        if operation.recovery == operations.FORWARD:
+            LOG.warning("the %s of migration %s of %s, accepted at %s, was never begun by a "
+                        "conductor (its message was lost): carrying it out", request.what,
+                        migration["uuid"], uuid, request.accepted_at)
+        else:
+            LOG.warning("%s", lost.message)
+        if operation.event is not None:  # the conductor's event of the action says why
+            try:
+                with records.action_event(request.cell_db, ctxt, uuid, operation.event):
+                    raise lost
+            except RequestLost:
+                pass
+        operations.recover(self, journal.load(self.api_db, request.key), exc=lost)
         return True
 
     # -- lookups and notifications -------------------------------------------------------

@@ -16,8 +16,11 @@ when its conductor died in the middle:
     or across cells)                  run again), so the server ends confirmed or reverted
 
 A crash while undoing carries on undoing; a crash after the last step only
-records the end. The journal (novella/conductor/journal.py) says which
-steps started, completed or were undone, and holds the state they shared.
+records the end. A request no conductor began (its cast lost) is settled the
+same way by the conductor that claims it (ConductorManager.recover_operations),
+as if its conductor had died in its first step. The journal
+(novella/conductor/journal.py) says which steps started, completed or were
+undone, and holds the state they shared.
 """
 import collections
 import logging
@@ -72,8 +75,9 @@ class ConductorDied(Exception):
         super().__init__(self.message)
 
 
-def recover(conductor, operation):
-    """Finish ``operation`` (a journal row its dead owner left) forward or back."""
+def recover(conductor, operation, exc=None):
+    """Finish ``operation`` (a journal row its dead owner left) forward or back;
+    ``exc``: why it is undone, if it goes back (default: its conductor died)."""
     kind = OPERATIONS[operation["kind"]]
     ctxt = RequestContext.from_dict(operation["context"])
     state = kind.state.restore(conductor, ctxt, operation["state"])
@@ -101,7 +105,7 @@ def recover(conductor, operation):
                      len(statuses))
         _carry_on(conductor, ctxt, kind, state, lambda: tasks.run(start=start))
     else:
-        exc = ConductorDied(operation)
+        exc = exc or ConductorDied(operation)
         in_flight = [(i, task) for i, (task, status) in enumerate(zip(tasks.tasks, statuses))
                      if status in ("started", "done", "undoing")]
         _carry_on(conductor, ctxt, kind, state, lambda: _undo(tasks, in_flight, exc))
@@ -145,6 +149,8 @@ def _carry_on(conductor, ctxt, kind, state, run):
     if isinstance(state, common.Move):
         conductor._move_ended(ctxt, state)
         if result == "Error":
-            # The migration may have had no undo to say so (it never left pre-migrating).
+            # The migration may have had no undo to say so (it never left the status
+            # the API gave it).
             migration_records.update(state.cell_db, state.migration_uuid,
-                                     expected_status=(ms.PRE_MIGRATING,), status=ms.ERROR)
+                                     expected_status=(ms.PRE_MIGRATING, ms.ACCEPTED),
+                                     status=ms.ERROR)
