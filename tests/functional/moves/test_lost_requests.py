@@ -1,0 +1,365 @@
+"""A request whose cast was lost is settled by separately-run conductors, exactly once.
+
+The API records a request (the migration row, the task state, the instance
+action) and casts it to the conductors; here the cast is lost (kept aside, as
+a message the broker dropped with the process that took it). Two conductors
+on the same databases, not the all-in-one's (``recover_operations()`` without
+``previous_owners``: none of them may assume the others dead), stand for
+separately-run ``novella serve conductor`` services:
+
+- before ``[conductor] lost_request_timeout`` has passed since the request
+  was accepted, neither touches it; after, exactly one settles it: a move or
+  an unshelve is refused (the books those before the request, the migration
+  in error), a confirm or a revert is carried out (the books of a clean run);
+- two conductors settling at once: one claims it, the other does nothing;
+- the cast arriving late (it was only slow), after the settle: nothing of it
+  runs and nothing changes;
+- a conductor beginning the request while another settles it: exactly one
+  acts, either way round, and the books are that one's.
+
+Each case asserts the server's state, task state and host, Placement
+allocations by consumer (instance and migration) and every provider's usage,
+the migration's status, the guest files, the port bindings, the instance
+action's events and message, and the journal's rows; deleting the server then
+leaves every provider at zero.
+"""
+import datetime
+import threading
+import types
+
+import pytest
+import sqlalchemy as sa
+
+from novella.conductor import journal
+from novella.conductor import manager as manager_mod
+from novella.conductor.manager import ConductorManager
+from novella.conductor.tasks import evacuate as evacuate_tasks
+from novella.conductor.tasks import live_migrate as live_migrate_tasks
+from novella.conductor.tasks import resize as resize_tasks
+from novella.conductor.tasks import shelve as shelve_tasks
+from novella.conf import CONF
+from novella.db import api_models as am
+from novella.db import cell_models as cm
+from novella.db import cells as cells_mod
+from tests.functional.moves import test_crash_recovery as harness
+
+BOUND = 300
+OPERATIONS = {name: harness.OPERATIONS[name] for name in harness.OPERATIONS if name != "build"}
+# The user's instance action of each request, and the conductor's event in it.
+ACTIONS = {"resize": ("resize", resize_tasks.CONDUCTOR_EVENT),
+           "migrate": ("migrate", resize_tasks.CONDUCTOR_EVENT),
+           "live-migrate": ("live-migration", live_migrate_tasks.CONDUCTOR_EVENT),
+           "evacuate": ("evacuate", evacuate_tasks.CONDUCTOR_EVENT),
+           "unshelve": ("unshelve", shelve_tasks.CONDUCTOR_EVENT),
+           "confirm": ("confirmResize", None), "revert": ("revertResize", None)}
+FORWARD = ("confirm", "revert")  # carried out when settled; the others are refused
+
+
+class Casts:
+    """The all-in-one's conductor entry points; ``lose()`` makes the next cast vanish
+    (kept in ``lost`` as (method name, args, kwargs), to be delivered late)."""
+
+    def __init__(self, cloud, monkeypatch):
+        self.losing = False
+        self.lost = []
+        for name in harness.CONDUCTOR_METHODS:
+            monkeypatch.setattr(cloud.aio.conductor, name,
+                                self._wrap(name, getattr(cloud.aio.conductor, name)))
+
+    def _wrap(self, name, method):
+        def cast(*args, **kwargs):
+            if not self.losing:
+                return method(*args, **kwargs)
+            self.losing = False
+            self.lost.append((name, args, kwargs))
+            return None
+        return cast
+
+    def deliver(self, conductor):
+        """The lost cast arrives, at ``conductor``."""
+        name, args, kwargs = self.lost[-1]
+        return getattr(conductor, name)(*args, **kwargs)
+
+
+class Claims:
+    """Conductors meeting at ``Journal.claim``: with ``meet(n)`` armed, each of the
+    next ``n`` claims waits there until all ``n`` arrived (they then insert at once);
+    ``hold()`` stops the next claim just after it was written, until ``release()``."""
+
+    def __init__(self, monkeypatch):
+        self.barrier = None
+        self.holding = None
+        self.held = threading.Event()
+        real = journal.Journal.claim
+        claims = self
+
+        def claim(journal_self, first_step):
+            barrier = claims.barrier
+            if barrier is not None:
+                barrier.wait(timeout=30)
+            result = real(journal_self, first_step)
+            holding, claims.holding = claims.holding, None
+            if holding is not None:
+                claims.held.set()
+                holding.wait(timeout=60)
+            return result
+        monkeypatch.setattr(journal.Journal, "claim", claim)
+
+    def meet(self, n):
+        self.barrier = threading.Barrier(n)
+
+    def hold(self):
+        self.holding = threading.Event()
+        self.held.clear()
+        return self.holding
+
+
+@pytest.fixture
+def lcloud(make_cloud):
+    return make_cloud(hosts=2, conductor={"lost_request_timeout": BOUND})
+
+
+def _conductor(cloud):
+    """A conductor of its own (another ``novella serve conductor``) on the cloud's
+    databases and services."""
+    return ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
+                            network_api=cloud.aio.network_api, volume_api=cloud.aio.volume_api,
+                            image_api=cloud.aio.image_api)
+
+
+def _clock(monkeypatch, seconds):
+    """The conductors' clock for lost requests reads ``seconds`` later than now."""
+    real = manager_mod._now
+    monkeypatch.setattr(manager_mod, "_now",
+                        lambda: real() + datetime.timedelta(seconds=seconds))
+    return real
+
+
+def _action(cloud, sid, name):
+    """(message, {event: result}) of the server's latest action ``name``."""
+    status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions")
+    assert status == 200, body
+    req_id = next(a["request_id"] for a in body["instanceActions"] if a["action"] == name)
+    status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions/{req_id}")
+    assert status == 200, body
+    action = body["instanceAction"]
+    return action["message"], {e["event"]: e["result"] for e in action["events"]}
+
+
+def _journal_rows(cloud, sid):
+    with cloud.aio.api_db.read_session() as s:
+        return [(r.uuid, r.kind, r.status, r.steps) for r in s.scalars(
+            sa.select(am.Operation).where(am.Operation.instance_uuid == sid)
+            .order_by(am.Operation.id))]
+
+
+def _everything(cloud, sid, source, operation):
+    """The books (harness.books), the request's action and the journal's rows."""
+    return {"books": harness.books(cloud, sid, source),
+            "action": _action(cloud, sid, ACTIONS[operation][0]),
+            "journal": _journal_rows(cloud, sid)}
+
+
+def _start(cloud, casts, operation, lose=True):
+    """A new server brought to where ``operation`` starts, then the request, its cast
+    lost (``lose``). Returns (server, source host, books before the request)."""
+    prepare, request, _kind = OPERATIONS[operation]
+    sid = cloud.boot(flavor="1")
+    source = cloud.host_of(sid)
+    if prepare is not None:
+        prepare(cloud, types.SimpleNamespace(wait=lambda cloud: cloud.aio.wait_idle()), sid)
+    before = harness.books(cloud, sid, source)
+    casts.losing = lose
+    status, body = request(cloud, sid)
+    assert status in (200, 202, 204), body
+    cloud.aio.wait_idle()
+    assert not casts.losing, "the request was not cast"
+    return sid, source, before
+
+
+def _clean_run(cloud, casts, operation):
+    """The books and the action's events of the request run to its end."""
+    sid, source, _ = _start(cloud, casts, operation, lose=False)
+    finished = harness.books(cloud, sid, source)
+    events = _action(cloud, sid, ACTIONS[operation][0])
+    _delete_and_check_empty(cloud, sid)
+    return finished, events
+
+
+def _delete_and_check_empty(cloud, sid):
+    harness._hosts_back_up(cloud)
+    assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
+    cloud.aio.wait_idle()
+    assert all(not any(used.values()) for used in cloud.usages().values()), cloud.usages()
+
+
+def _request_id(cloud, sid, operation):
+    """What settling the request returns: its migration, or the server (an unshelve)."""
+    return sid if operation == "unshelve" else cloud.migrations(sid)[0]["uuid"]
+
+
+def _check_settled(cloud, operation, sid, source, before, finished):
+    """The books of the request settled: refused (as before it, the migration in error,
+    the conductor's event and the action in error, a fault saying why) or carried out
+    (as a clean run, its events those of a clean run)."""
+    after = harness.books(cloud, sid, source)
+    message, events = _action(cloud, sid, ACTIONS[operation][0])
+    if operation in FORWARD:
+        assert after == finished[0], operation
+        assert (message, events) == finished[1], operation
+    else:
+        expected = before if operation == "unshelve" else dict(before, migration="error")
+        assert after == expected, operation
+        assert (message, events) == ("Error", {ACTIONS[operation][1]: "Error"}), operation
+        assert "never begun by a conductor" in cloud.fault(sid)
+    assert after["task_state"] is None
+    [claim] = [row for row in _journal_rows(cloud, sid)
+               if row[0] == _claim_key(cloud, sid, operation)]
+    assert claim[2] == ("done" if operation in FORWARD else "undone"), claim
+
+
+def _claim_key(cloud, sid, operation):
+    if operation == "unshelve":
+        status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions")
+        req_id = next(a["request_id"] for a in body["instanceActions"]
+                      if a["action"] == "unshelve")
+        return journal.request_key("unshelve", sid, req_id)
+    what = operation if operation in FORWARD else "move"
+    return journal.request_key(what, cloud.migrations(sid)[0]["uuid"])
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_lost_request_is_settled_once_after_the_bound_and_a_late_cast_changes_nothing(
+        lcloud, monkeypatch, operation):
+    cloud = lcloud
+    casts, claims = Casts(cloud, monkeypatch), Claims(monkeypatch)
+    finished = _clean_run(cloud, casts, operation)
+
+    sid, source, before = _start(cloud, casts, operation)
+    pending = _everything(cloud, sid, source, operation)
+    one, two = _conductor(cloud), _conductor(cloud)
+
+    # Not yet lost: the bound has not passed (a second before it).
+    real = _clock(monkeypatch, BOUND - 1)
+    assert one.recover_operations() == [] and two.recover_operations() == []
+    assert _everything(cloud, sid, source, operation) == pending
+
+    # Past the bound: both conductors settle at once; exactly one does.
+    monkeypatch.setattr(manager_mod, "_now",
+                        lambda: real() + datetime.timedelta(seconds=BOUND + 1))
+    claims.meet(2)
+    results = {}
+    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
+        c.owner, c.recover_operations())) for c in (one, two)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    claims.barrier = None
+    cloud.aio.wait_idle()
+    assert sorted(results.values()) == [[], [_request_id(cloud, sid, operation)]], results
+    _check_settled(cloud, operation, sid, source, before, finished)
+    settled = _everything(cloud, sid, source, operation)
+
+    # Nothing left to settle, for either.
+    assert one.recover_operations() == [] and two.recover_operations() == []
+    # The cast was only slow: it arrives now, at a third conductor. Nothing changes.
+    casts.deliver(_conductor(cloud))
+    cloud.aio.wait_idle()
+    assert _everything(cloud, sid, source, operation) == settled
+    _delete_and_check_empty(cloud, sid)
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_settle_racing_the_conductor_that_begins_the_request(lcloud, monkeypatch,
+                                                                 operation):
+    """The lost cast arrives while another conductor settles the request: first
+    together at the claim (either may win: the books are the winner's), then the
+    beginner holding its claim while the settler looks (the settler does nothing, the
+    request runs to its end)."""
+    cloud = lcloud
+    casts, claims = Casts(cloud, monkeypatch), Claims(monkeypatch)
+    finished = _clean_run(cloud, casts, operation)
+    _clock(monkeypatch, BOUND + 1)
+
+    # Together at the claim.
+    sid, source, before = _start(cloud, casts, operation)
+    beginner, settler = _conductor(cloud), _conductor(cloud)
+    claims.meet(2)
+    results = {}
+    threads = [threading.Thread(target=lambda: casts.deliver(beginner)),
+               threading.Thread(target=lambda: results.__setitem__(
+                   "settled", settler.recover_operations()))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    claims.barrier = None
+    cloud.aio.wait_idle()
+    claimed = [row for row in _journal_rows(cloud, sid)
+               if row[0] == _claim_key(cloud, sid, operation)]
+    assert len(claimed) == 1, claimed
+    if results["settled"]:   # the settler won: the beginner did nothing
+        _check_settled(cloud, operation, sid, source, before, finished)
+    else:                    # the beginner won: the request ran to its end
+        assert harness.books(cloud, sid, source) == finished[0], operation
+        assert _action(cloud, sid, ACTIONS[operation][0]) == finished[1], operation
+    _delete_and_check_empty(cloud, sid)
+
+    # The beginner has claimed and not yet acted when the settler looks.
+    sid, source, before = _start(cloud, casts, operation)
+    held = claims.hold()
+    thread = threading.Thread(target=lambda: casts.deliver(beginner))
+    thread.start()
+    assert claims.held.wait(60)
+    try:
+        assert settler.recover_operations() == []
+    finally:
+        held.set()
+    thread.join(120)
+    cloud.aio.wait_idle()
+    assert harness.books(cloud, sid, source) == finished[0], operation
+    assert _action(cloud, sid, ACTIONS[operation][0]) == finished[1], operation
+    _delete_and_check_empty(cloud, sid)
+
+
+def test_a_request_whose_server_moved_on_only_ends_its_records(lcloud, monkeypatch):
+    """A resize whose cast was lost, then the server's state reset by an admin (the
+    usual way out of a stuck task state) and a new request accepted: settling the lost
+    one ends its migration and action in error and leaves the server and the new
+    request alone."""
+    cloud = lcloud
+    casts = Casts(cloud, monkeypatch)
+    sid, source, before = _start(cloud, casts, "resize")
+    [lost] = cloud.migrations(sid)
+    status, body = cloud.action(sid, {"os-resetState": {"state": "active"}})
+    assert status == 202, body
+    casts.losing = True
+    assert cloud.action(sid, {"migrate": None})[0] == 202
+    cloud.aio.wait_idle()
+    pending = harness.books(cloud, sid, source)
+    assert pending["task_state"] == "resize_prep"
+
+    # The clock past the bound for the lost request, not yet for the new one.
+    at = _migration_created_at(cloud, sid, lost["uuid"]) + datetime.timedelta(seconds=BOUND)
+    monkeypatch.setattr(manager_mod, "_now", lambda: at)
+    assert _conductor(cloud).recover_operations() == [lost["uuid"]]
+    statuses = {m["uuid"]: m["status"] for m in cloud.migrations(sid)}
+    assert statuses.pop(lost["uuid"]) == "error"
+    assert list(statuses.values()) == ["pre-migrating"]
+    after = harness.books(cloud, sid, source)
+    assert dict(after, migration=None) == dict(pending, migration=None)
+    assert _action(cloud, sid, "resize") == ("Error", {resize_tasks.CONDUCTOR_EVENT: "Error"})
+
+    # The new request, delivered, runs as usual.
+    casts.deliver(_conductor(cloud))
+    cloud.aio.wait_idle()
+    assert cloud.server(sid)["status"] == "VERIFY_RESIZE"
+    _delete_and_check_empty(cloud, sid)
+
+
+def _migration_created_at(cloud, sid, migration_uuid):
+    db = cells_mod.cell_database(cells_mod.instance_cell(cloud.aio.api_db, sid))
+    with db.read_session() as s:
+        return s.scalar(sa.select(cm.Migration.created_at).where(
+            cm.Migration.uuid == migration_uuid))
