@@ -470,20 +470,11 @@ class ConductorManager:
         as the API left it, that no operation claimed."""
         for cell in cells_mod.list_cells(self.api_db, include_cell0=False):
             cell_db = cells_mod.cell_database(cell)
-            with cell_db.read_session() as s:
-                migrations = s.execute(sa.select(
-                    cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
-                    cm.Migration.migration_type, cm.Migration.cross_cell_move,
-                    cm.Migration.created_at, cm.Migration.updated_at).join(
-                    cm.Instance, cm.Instance.uuid == cm.Migration.instance_uuid).where(
-                    cm.Migration.status.in_(tuple(self._ACCEPTED_MOVES)
-                                            + (ms.CONFIRMING, ms.REVERTING)),
-                    cm.Migration.hidden.is_(False), cm.Migration.deleted == 0,
-                    cm.Instance.deleted == 0)).all()
-                unshelving = s.execute(sa.select(cm.Instance.uuid, cm.Instance.updated_at).where(
-                    cm.Instance.task_state == states.task_states.UNSHELVING,
-                    cm.Instance.vm_state.in_((states.SHELVED, states.SHELVED_OFFLOADED)),
-                    cm.Instance.deleted == 0)).all()
+            try:
+                migrations, unshelving = self._accepted_requests(cell_db)
+            except Exception:  # noqa: BLE001 - a cell out of reach must not block the others
+                LOG.exception("could not look for lost requests in cell %s", cell.name)
+                continue
             for row in migrations:
                 if row.status in self._ACCEPTED_MOVES:
                     what, at, action = "move", row.created_at, self._ACTIONS[row.migration_type]
@@ -503,6 +494,8 @@ class ConductorManager:
                 yield LostRequest(what, cell, cell_db, row.instance_uuid, migration, at, ctxt,
                                   key)
             for uuid, updated_at in unshelving:
+                if updated_at is not None and updated_at > cutoff:
+                    continue  # the API set the task state since (its action comes after)
                 # No action: the API died before it recorded one, and before its cast.
                 ctxt, at = self._action_context(cell_db, uuid, "unshelve")
                 at = at or updated_at
@@ -510,6 +503,24 @@ class ConductorManager:
                 if at is None or at > cutoff or self._begun(key, uuid, at, "unshelve"):
                     continue
                 yield LostRequest("unshelve", cell, cell_db, uuid, None, at, ctxt, key)
+
+    def _accepted_requests(self, cell_db):
+        """(migrations, unshelving servers) of ``cell_db`` as the API leaves requests."""
+        with cell_db.read_session() as s:
+            migrations = s.execute(sa.select(
+                cm.Migration.uuid, cm.Migration.instance_uuid, cm.Migration.status,
+                cm.Migration.migration_type, cm.Migration.cross_cell_move,
+                cm.Migration.created_at, cm.Migration.updated_at).join(
+                cm.Instance, cm.Instance.uuid == cm.Migration.instance_uuid).where(
+                cm.Migration.status.in_(tuple(self._ACCEPTED_MOVES)
+                                        + (ms.CONFIRMING, ms.REVERTING)),
+                cm.Migration.hidden.is_(False), cm.Migration.deleted == 0,
+                cm.Instance.deleted == 0)).all()
+            unshelving = s.execute(sa.select(cm.Instance.uuid, cm.Instance.updated_at).where(
+                cm.Instance.task_state == states.task_states.UNSHELVING,
+                cm.Instance.vm_state.in_((states.SHELVED, states.SHELVED_OFFLOADED)),
+                cm.Instance.deleted == 0)).all()
+        return migrations, unshelving
 
     def _begun(self, key, instance_uuid, accepted_at, what):
         """The request's claim exists, or (written before requests were claimed by name)
