@@ -12,8 +12,8 @@ renews while it lives (``[conductor] operation_lease`` seconds). A
 conductor takes over an operation whose lease ran out: one conditional
 UPDATE, so of several conductors exactly one wins.
 
-An operation that begins a request the API accepted (a move, a confirm, a
-revert, an unshelve) is named after that request (``request_key``), not at
+An operation that begins a request the API accepted (a build, a move, a
+confirm, a revert, an unshelve) is named after that request (``request_key``), not at
 random: its row is the request's claim. Whichever conductor writes it first
 (the one the request was cast to, or one settling the request as lost: see
 ConductorManager.recover_operations) owns the request; the other's insert
@@ -45,9 +45,10 @@ class Taken(Exception):
 
 
 def request_key(kind, *ids):
-    """The operation uuid of one request: ``kind`` 'move', 'confirm', 'revert' or
-    'unshelve'; ``ids`` what the API recorded for it (the migration's uuid; for an
-    unshelve the server's and the request id its instance action carries)."""
+    """The operation uuid of one request: ``kind`` 'build', 'move', 'confirm', 'revert'
+    or 'unshelve'; ``ids`` what the API recorded for it (the migration's uuid; for a
+    build the server's; for an unshelve the server's and the request id its instance
+    action carries)."""
     return str(uuid_mod.uuid5(_REQUESTS, " ".join((kind,) + tuple(ids))))
 
 

@@ -47,9 +47,10 @@ def _now():
     return records.utcnow()
 
 
-# A request the API accepted, as it left it: what it asks ('move', 'confirm',
-# 'revert', 'unshelve'), its cell, its server, its migration (a dict; None for an
-# unshelve), when it was accepted, a context of the user's action, its claim's name.
+# A request the API accepted, as it left it: what it asks ('build', 'move',
+# 'confirm', 'revert', 'unshelve'), its cell (None for a build), its server, its
+# migration (a dict; None for a build or an unshelve), when it was accepted, a
+# context of the user's action, its claim's name.
 LostRequest = collections.namedtuple(
     "LostRequest", "what cell cell_db instance_uuid migration accepted_at ctxt key")
 
@@ -128,8 +129,11 @@ class ConductorManager:
                 continue
             build = build_tasks.Build(self, ctxt, uuid, spec or self._request_spec(uuid), br,
                                       requested_networks, launch_index=len(builds))
-            builds.append(TaskList(f"build {uuid}", build_tasks.build_tasks(build),
-                                   journal=self._journal("build", ctxt, build)))
+            tasks = TaskList(f"build {uuid}", build_tasks.build_tasks(build),
+                             journal=self._journal("build", ctxt, build,
+                                                   key=journal.request_key("build", uuid)))
+            if self._claim(tasks):  # else settled as lost already: buried in cell0
+                builds.append(tasks)
         if not builds:
             return
         for tasks in builds:
@@ -415,16 +419,16 @@ class ConductorManager:
 
     # -- requests whose cast was lost ----------------------------------------------------
     #
-    # The API records a request (the migration row, the task state, the instance
-    # action), then casts it to a conductor. A cast dies with the process that sent it
+    # The API records a request (a build request; a migration row, the task state, the
+    # instance action), then casts it to a conductor. A cast dies with the process that sent it
     # or with the conductor that took it off the queue before journaling its first
     # step; nothing then begins the request. The conductor that begins a request
     # claims it: the operation's row, named after the request (journal.request_key),
     # is written before anything else of it. A request accepted longer than
     # ``[conductor] lost_request_timeout`` ago and not claimed is claimed by the first
     # conductor whose periodic recovery finds it, and settled as if its conductor had
-    # died in its first step: a move or an unshelve goes back (refused), a confirm or a
-    # revert forward (carried out). Of a settler and a beginner (a cast that was only
+    # died in its first step: a build, a move or an unshelve goes back (refused), a
+    # confirm or a revert forward (carried out). Of a settler and a beginner (a cast that was only
     # slow), or of two settlers, exactly one writes the row; the other does nothing.
 
     # The migration statuses the API gives a move it accepted, with the task state set then.
@@ -438,7 +442,7 @@ class ConductorManager:
                 "evacuation": "evacuate", "confirm": "confirmResize", "revert": "revertResize",
                 "unshelve": "unshelve"}
     # The operations that may have begun each kind of request.
-    _BEGUN_BY = {"move": ("migrate", "migrate-cross-cell", "live-migrate", "evacuate"),
+    _BEGUN_BY = {"build": ("build",), "move": ("migrate", "migrate-cross-cell", "live-migrate", "evacuate"),
                  "confirm": ("confirm", "confirm-cross-cell"),
                  "revert": ("revert", "revert-cross-cell"), "unshelve": ("unshelve",)}
 
@@ -448,8 +452,10 @@ class ConductorManager:
         conductor began. A move (its migration still as the API made it) is undone as
         a refused move: the migration ``error``, the task state cleared, a fault, the
         conductor's event and the action ``Error``. An unshelve is undone the same way
-        (the server stays shelved). A confirm or a revert is carried out. Returns the
-        migrations settled (the servers, for an unshelve)."""
+        (the server stays shelved). A build (its build request still in the API
+        database) goes to cell0 in ERROR with a fault, as when no host is found. A
+        confirm or a revert is carried out. Returns the migrations settled (the
+        servers, for an unshelve or a build)."""
         bound = self.conf.conductor.lost_request_timeout
         if not everything and bound <= 0:
             return []
@@ -468,6 +474,15 @@ class ConductorManager:
     def _lost_requests(self, cutoff):
         """LostRequest for each request of every cell accepted at ``cutoff`` or before,
         as the API left it, that no operation claimed."""
+        with self.api_db.read_session() as s:
+            builds = s.execute(sa.select(am.BuildRequest.instance_uuid,
+                                         am.BuildRequest.project_id, am.BuildRequest.created_at)
+                               .where(am.BuildRequest.created_at <= cutoff)).all()
+        for uuid, project_id, at in builds:
+            key = journal.request_key("build", uuid)
+            if not self._begun(key, uuid, at, "build"):
+                ctxt = RequestContext(project_id=project_id, roles=["admin"], is_admin=True)
+                yield LostRequest("build", None, None, uuid, None, at, ctxt, key)
         for cell in cells_mod.list_cells(self.api_db, include_cell0=False):
             cell_db = cells_mod.cell_database(cell)
             try:
@@ -563,7 +578,16 @@ class ConductorManager:
         would be recovered); False if another conductor began or settled it first."""
         ctxt, uuid, migration = request.ctxt, request.instance_uuid, request.migration
         moved_on = False  # the server is no longer as this request left it
-        if request.what == "unshelve":  # (the latest unshelve of the server is the one)
+        if request.what == "build":
+            build_request = self._load_build_request(uuid, None, None)
+            if build_request is None:
+                return False  # deleted by its user meanwhile: nothing to settle
+            spec = self._request_spec(uuid)
+            ctxt = RequestContext(user_id=spec.get("user_id"), project_id=ctxt.project_id,
+                                  roles=["admin"], is_admin=True)
+            state = build_tasks.Build(self, ctxt, uuid, spec, build_request)
+            kind = "build"
+        elif request.what == "unshelve":  # (the latest unshelve of the server is the one)
             cell, _db, inst = self._instance(uuid)
             state = shelve_tasks.Unshelve(self, ctxt, cell, inst, self._request_spec(uuid))
             kind = "unshelve"
@@ -589,7 +613,7 @@ class ConductorManager:
                      uuid)
             return False
         verb = (self._ACTIONS[migration["migration_type"]] if request.what == "move"
-                else request.what)
+                else {"build": "create"}.get(request.what, request.what))
         lost = RequestLost(request, "live-migrate" if verb == "live-migration" else verb)
         if operation.recovery == operations.FORWARD:
             LOG.warning("the %s of migration %s of %s, accepted at %s, was never begun by a "

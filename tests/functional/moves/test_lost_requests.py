@@ -363,3 +363,120 @@ def _migration_created_at(cloud, sid, migration_uuid):
     with db.read_session() as s:
         return s.scalar(sa.select(cm.Migration.created_at).where(
             cm.Migration.uuid == migration_uuid))
+
+
+def _create(cloud, casts, lose=True):
+    casts.losing = lose
+    status, body = harness._build(cloud, None)
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    assert not casts.losing, "the create was not cast"
+    return body["server"]["id"]
+
+
+def _build_books(cloud, sid):
+    """The books of a build (no source host), its create action and journal rows."""
+    books = harness.books(cloud, sid, None)
+    if books["status"] == "BUILD":
+        return {"books": books, "journal": _journal_rows(cloud, sid)}
+    return {"books": books, "action": _action(cloud, sid, "create"),
+            "journal": _journal_rows(cloud, sid)}
+
+
+def _check_buried(cloud, sid):
+    """A build settled as lost: in cell0, ERROR, a fault saying why, nothing held."""
+    books = harness.books(cloud, sid, None)
+    assert dict(books, flavor=None) == {
+        "status": "ERROR", "task_state": None, "bindings": set(), "devices": set(),
+        "cell": "cell0", "host": None, "flavor": None, "allocations": {}, "usages": {},
+        "guests": set(), "migration": None}
+    assert "never begun by a conductor" in cloud.fault(sid)
+    assert _action(cloud, sid, "create") == (
+        "Error", {"conductor_schedule_and_build_instances": "Error"})
+    [claim] = [row for row in _journal_rows(cloud, sid)
+               if row[0] == journal.request_key("build", sid)]
+    assert claim[2] == "undone", claim
+
+
+def test_a_lost_create_is_buried_in_cell0_once_after_the_bound(lcloud, monkeypatch):
+    """A create whose cast was lost (its build request left in the API database) is
+    settled as a build no host took: in cell0, ERROR, with a fault; by one of two
+    conductors, after the bound only; the late cast then builds nothing."""
+    cloud = lcloud
+    casts, claims = Casts(cloud, monkeypatch), Claims(monkeypatch)
+    sid = _create(cloud, casts)
+    pending = _build_books(cloud, sid)
+    assert pending["books"]["status"] == "BUILD"
+    one, two = _conductor(cloud), _conductor(cloud)
+
+    real = _clock(monkeypatch, BOUND - 1)
+    assert one.recover_operations() == [] and two.recover_operations() == []
+    assert _build_books(cloud, sid) == pending
+
+    monkeypatch.setattr(manager_mod, "_now",
+                        lambda: real() + datetime.timedelta(seconds=BOUND + 1))
+    claims.meet(2)
+    results = {}
+    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
+        c.owner, c.recover_operations())) for c in (one, two)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    claims.barrier = None
+    cloud.aio.wait_idle()
+    assert sorted(results.values()) == [[], [sid]], results
+    _check_buried(cloud, sid)
+    settled = _build_books(cloud, sid)
+
+    casts.deliver(_conductor(cloud))
+    cloud.aio.wait_idle()
+    assert _build_books(cloud, sid) == settled
+    _delete_and_check_empty(cloud, sid)
+
+
+def test_a_create_settled_while_its_conductor_begins_it(lcloud, monkeypatch):
+    """The create's late cast and a settler at the claim together: the winner's books
+    (buried in cell0, or ACTIVE on a host); then a beginner holding its claim while
+    the settler looks: the settler does nothing and the server is built."""
+    cloud = lcloud
+    casts, claims = Casts(cloud, monkeypatch), Claims(monkeypatch)
+    _clock(monkeypatch, BOUND + 1)
+    beginner, settler = _conductor(cloud), _conductor(cloud)
+
+    sid = _create(cloud, casts)
+    claims.meet(2)
+    results = {}
+    threads = [threading.Thread(target=lambda: casts.deliver(beginner)),
+               threading.Thread(target=lambda: results.__setitem__(
+                   "settled", settler.recover_operations()))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    claims.barrier = None
+    cloud.aio.wait_idle()
+    if results["settled"]:
+        _check_buried(cloud, sid)
+    else:
+        assert cloud.server(sid)["status"] == "ACTIVE"
+        assert _action(cloud, sid, "create")[0] is None
+    assert len([row for row in _journal_rows(cloud, sid)
+                if row[0] == journal.request_key("build", sid)]) == 1
+    _delete_and_check_empty(cloud, sid)
+
+    sid = _create(cloud, casts)
+    held = claims.hold()
+    thread = threading.Thread(target=lambda: casts.deliver(beginner))
+    thread.start()
+    assert claims.held.wait(60)
+    try:
+        assert settler.recover_operations() == []
+    finally:
+        held.set()
+    thread.join(120)
+    cloud.aio.wait_idle()
+    books = harness.books(cloud, sid, None)
+    assert (books["status"], books["cell"], books["task_state"]) == ("ACTIVE", "cell1", None)
+    assert set(books["allocations"]) == {"instance"}
+    _delete_and_check_empty(cloud, sid)
