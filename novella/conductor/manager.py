@@ -419,17 +419,18 @@ class ConductorManager:
 
     # -- requests whose cast was lost ----------------------------------------------------
     #
-    # The API records a request (a build request; a migration row, the task state, the
-    # instance action), then casts it to a conductor. A cast dies with the process that sent it
-    # or with the conductor that took it off the queue before journaling its first
-    # step; nothing then begins the request. The conductor that begins a request
-    # claims it: the operation's row, named after the request (journal.request_key),
-    # is written before anything else of it. A request accepted longer than
-    # ``[conductor] lost_request_timeout`` ago and not claimed is claimed by the first
-    # conductor whose periodic recovery finds it, and settled as if its conductor had
-    # died in its first step: a build, a move or an unshelve goes back (refused), a
-    # confirm or a revert forward (carried out). Of a settler and a beginner (a cast that was only
-    # slow), or of two settlers, exactly one writes the row; the other does nothing.
+    # The API records a request (a build request; a migration row, the task state,
+    # the instance action), then casts it to a conductor. A cast dies with the process
+    # that sent it or with the conductor that took it off the queue before journaling
+    # its first step; nothing then begins the request. The conductor that begins a
+    # request claims it: the operation's row, named after the request
+    # (journal.request_key), is written before anything else of it. A request
+    # accepted longer than ``[conductor] lost_request_timeout`` ago and not claimed is
+    # claimed by the first conductor whose periodic recovery finds it, and settled as
+    # if its conductor had died in its first step: a build, a move or an unshelve goes
+    # back (refused), a confirm or a revert forward (carried out). Of a settler and a
+    # beginner (a cast that was only slow), or of two settlers, exactly one writes the
+    # row; the other does nothing.
 
     # The migration statuses the API gives a move it accepted, with the task state set then.
     _ACCEPTED_MOVES = {ms.PRE_MIGRATING: (states.task_states.RESIZE_PREP,),
@@ -442,7 +443,8 @@ class ConductorManager:
                 "evacuation": "evacuate", "confirm": "confirmResize", "revert": "revertResize",
                 "unshelve": "unshelve"}
     # The operations that may have begun each kind of request.
-    _BEGUN_BY = {"build": ("build",), "move": ("migrate", "migrate-cross-cell", "live-migrate", "evacuate"),
+    _BEGUN_BY = {"build": ("build",),
+                 "move": ("migrate", "migrate-cross-cell", "live-migrate", "evacuate"),
                  "confirm": ("confirm", "confirm-cross-cell"),
                  "revert": ("revert", "revert-cross-cell"), "unshelve": ("unshelve",)}
 
