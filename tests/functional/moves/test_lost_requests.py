@@ -84,11 +84,13 @@ class Casts:
 class Claims:
     """Conductors meeting at ``Journal.claim``: with ``meet(n)`` armed, each of the
     next ``n`` claims waits there until all ``n`` arrived (they then insert at once);
-    ``hold()`` stops the next claim just after it was written, until ``release()``."""
+    ``hold()`` stops the next claim just after it was written, until the event it
+    returns is set; ``dying = True``: the next claimer stops there for good."""
 
     def __init__(self, monkeypatch):
         self.barrier = None
         self.holding = None
+        self.dying = False  # the next claimer dies just after its claim was written
         self.held = threading.Event()
         real = journal.Journal.claim
         claims = self
@@ -98,6 +100,10 @@ class Claims:
             if barrier is not None:
                 barrier.wait(timeout=30)
             result = real(journal_self, first_step)
+            if claims.dying:
+                claims.dying = False
+                claims.held.set()
+                threading.Event().wait()  # a process death: no other statement runs
             holding, claims.holding = claims.holding, None
             if holding is not None:
                 claims.held.set()
@@ -320,6 +326,48 @@ def test_a_settle_racing_the_conductor_that_begins_the_request(lcloud, monkeypat
     cloud.aio.wait_idle()
     assert harness.books(cloud, sid, source) == finished[0], operation
     assert _action(cloud, sid, ACTIONS[operation][0]) == finished[1], operation
+    _delete_and_check_empty(cloud, sid)
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_settler_dying_after_its_claim_is_taken_over(lcloud, monkeypatch, operation):
+    """The conductor settling a lost request dies right after its claim was written:
+    its claim is an operation like any other, which another conductor takes over once
+    its lease has run out, and settles as the dead one would have (the fault says a
+    conductor stopped; no conductor event was recorded)."""
+    cloud = lcloud
+    casts, claims = Casts(cloud, monkeypatch), Claims(monkeypatch)
+    finished = _clean_run(cloud, casts, operation)
+    _clock(monkeypatch, BOUND + 1)
+    sid, source, before = _start(cloud, casts, operation)
+
+    claims.dying = True
+    threading.Thread(target=_conductor(cloud).recover_operations, daemon=True).start()
+    assert claims.held.wait(60)
+    fresh = _conductor(cloud)
+    journal.expire_others(cloud.aio.api_db, fresh.owner)  # the dead one's lease ran out
+    key = _claim_key(cloud, sid, operation)
+    assert fresh.recover_operations() == [key]
+    cloud.aio.wait_idle()
+
+    after = harness.books(cloud, sid, source)
+    message, events = _action(cloud, sid, ACTIONS[operation][0])
+    if operation in FORWARD:
+        assert after == finished[0], operation
+        assert (message, events) == finished[1], operation
+    else:
+        expected = before if operation == "unshelve" else dict(before, migration="error")
+        assert after == expected, operation
+        assert (message, events) == ("Error", {}), operation
+        assert "stopped; the operation was undone" in cloud.fault(sid)
+    [claim] = [row for row in _journal_rows(cloud, sid) if row[0] == key]
+    assert claim[2] == ("done" if operation in FORWARD else "undone"), claim
+    # Nothing left to settle; the cast arriving late changes nothing.
+    settled = _everything(cloud, sid, source, operation)
+    assert fresh.recover_operations() == []
+    casts.deliver(fresh)
+    cloud.aio.wait_idle()
+    assert _everything(cloud, sid, source, operation) == settled
     _delete_and_check_empty(cloud, sid)
 
 
