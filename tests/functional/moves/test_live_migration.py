@@ -121,7 +121,7 @@ def test_bad_requests_change_nothing(cloud):
     src = cloud.host_of(sid)
     dest = next(h for h in cloud.aio.computes if h != src)
     _live_migrate(cloud, sid, token="demo:demo", expect=404)         # another project's
-    own = cloud.boot(token="demo:demo")
+    own = cloud.boot(token="demo:demo", networks="none")  # two shared networks: "auto" is 409
     _live_migrate(cloud, own, token="demo:demo", expect=403)         # admins only
     assert cloud.migrations(own) == []
     _live_migrate(cloud, sid, host=src, expect=400)                 # the source itself
@@ -318,7 +318,7 @@ def test_abort_and_force_complete_refused(slow_cloud):
     sid, port, volumes = _server(cloud)
     src = cloud.host_of(sid)
     dest = next(h for h in cloud.aio.computes if h != src)
-    own = cloud.boot(token="demo:demo")
+    own = cloud.boot(token="demo:demo", networks="none")  # two shared networks: "auto" is 409
 
     # Not migrating: 409 (the task state), whatever the migration id.
     status, body = _abort(cloud, sid, 1)
@@ -360,6 +360,9 @@ def test_abort_and_force_complete_refused(slow_cloud):
     for call in (_abort, _force):
         status, body = call(cloud, own, 1, token="demo:demo", roles="manager,member,reader")
         assert status == 409 and "locked" in body["conflictingRequest"]["message"], body
+    # The member's server goes: the hosts' usages below are the migrating server's alone.
+    records.update_instance(cells.cell_database(cloud.aio.cells[0]), own, locked=False)
+    assert cloud.api("DELETE", f"/servers/{own}")[0] == 204  # done by the wait below
 
     # None of that touched the move; it still runs, and is aborted at last.
     mig_now = _in_progress(cloud, sid, "running")
