@@ -833,7 +833,14 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
         """The networks a server of the project asking for none in particular (or for
         ``auto``) may get: the project's own and the shared ones, external ones aside."""
         with self.db.read_session() as s:
-            return [self._network_dict(s, n) for n in self._available(s, project_id)]
+            nets = self._available(s, project_id)
+            subnets = {n.id: [] for n in nets}  # of all of them in one statement
+            if nets:
+                for sid, nid in s.execute(sa.select(models.Subnet.id, models.Subnet.network_id)
+                                          .where(models.Subnet.network_id.in_(list(subnets)))
+                                          .order_by(models.Subnet.created_at, models.Subnet.id)):
+                    subnets[nid].append(sid)
+            return [self._network_dict(s, n, subnets[n.id]) for n in nets]
 
     def _requested(self, s, ctxt, project_id, requested_networks):
         if requested_networks == "none":
