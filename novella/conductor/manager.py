@@ -65,6 +65,16 @@ class RequestLost(Exception):
         super().__init__(self.message)
 
 
+class RequestNotRecorded(Exception):
+    """Why the task state of a request the API never recorded in full was cleared."""
+
+    def __init__(self, instance_uuid, action):
+        self.message = (f"The request {action} of server {instance_uuid} was not recorded "
+                        "in full (the API process stopped or failed between its writes) and "
+                        "was never sent to a conductor; it was not carried out.")
+        super().__init__(self.message)
+
+
 def _uuid_of(build_request):
     return build_request if isinstance(build_request, str) else build_request["instance_uuid"]
 
@@ -471,7 +481,69 @@ class ConductorManager:
             except Exception:  # noqa: BLE001 - one stuck request must not block the others
                 LOG.exception("settling the lost %s of %s failed", request.what,
                               request.instance_uuid)
-        return settled
+        return settled + self._clear_stranded_task_states(cutoff)
+
+    # The task states the API sets for a request before it writes what a conductor reads
+    # of it (the migration row, or the migration's 'reverting'), by the actions it
+    # records with them.
+    _STRANDED = {states.task_states.RESIZE_PREP: ("resize", "migrate"),
+                 states.task_states.MIGRATING: ("live-migration",),
+                 states.task_states.RESIZE_REVERTING: ("revertResize",)}
+
+    def _clear_stranded_task_states(self, cutoff):
+        """Servers left with the task state the API set for a request it never recorded
+        in full (it died, or its next write failed, between the two), and so never
+        cast, set at ``cutoff`` or before: a resize's or a live migration's task state
+        with no migration made since its action, a revert's while the migration is still
+        ``finished``, and no operation of the server running. The task state is
+        cleared (compare-and-set: of several conductors one does it), the action's
+        events end ``Error``, a fault says why. Returns the servers."""
+        cleared = []
+        for cell in cells_mod.list_cells(self.api_db, include_cell0=False):
+            cell_db = cells_mod.cell_database(cell)
+            try:
+                stranded = list(self._stranded(cell_db, cutoff))
+            except Exception:  # noqa: BLE001 - a cell out of reach must not block the others
+                LOG.exception("could not look for stranded servers in cell %s", cell.name)
+                continue
+            for uuid, task_state, ctxt, action in stranded:
+                if journal.running_for(self.api_db, uuid):
+                    continue
+                try:
+                    records.update_instance(cell_db, uuid, reload=False,
+                                            expected_task_state=(task_state,), task_state=None)
+                except (records.UnexpectedTaskStateError, records.InstanceNotFound):
+                    continue  # another conductor cleared it, or the server moved on
+                exc = RequestNotRecorded(uuid, action)
+                LOG.warning("%s", exc.message)
+                with contextlib.suppress(records.InstanceNotFound):
+                    records.add_fault(cell_db, uuid, exc)
+                records.finish_open_events(cell_db, ctxt, uuid, "Error")
+                cleared.append(uuid)
+        return cleared
+
+    def _stranded(self, cell_db, cutoff):
+        """(server, task state, context of its action, action) of each stranded server."""
+        with cell_db.read_session() as s:
+            rows = s.execute(sa.select(cm.Instance.uuid, cm.Instance.task_state).where(
+                cm.Instance.task_state.in_(tuple(self._STRANDED)), cm.Instance.deleted == 0,
+                cm.Instance.updated_at <= cutoff)).all()
+        for uuid, task_state in rows:
+            ctxt, at, action = self._action_context(cell_db, uuid, self._STRANDED[task_state])
+            if at is None or at > cutoff:
+                continue
+            with cell_db.read_session() as s:
+                if task_state == states.task_states.RESIZE_REVERTING:
+                    recorded = not s.scalar(sa.select(sa.func.count()).select_from(
+                        cm.Migration).where(cm.Migration.instance_uuid == uuid,
+                                            cm.Migration.status == ms.FINISHED,
+                                            cm.Migration.deleted == 0))
+                else:
+                    recorded = s.scalar(sa.select(sa.func.count()).select_from(
+                        cm.Migration).where(cm.Migration.instance_uuid == uuid,
+                                            cm.Migration.created_at >= at)) > 0
+            if not recorded:
+                yield uuid, task_state, ctxt, action
 
     def _lost_requests(self, cutoff):
         """LostRequest for each request of every cell accepted at ``cutoff`` or before,
@@ -507,14 +579,14 @@ class ConductorManager:
                 migration = {"uuid": row.uuid, "status": row.status,
                              "migration_type": row.migration_type,
                              "cross_cell_move": bool(row.cross_cell_move)}
-                ctxt, _at = self._action_context(cell_db, row.instance_uuid, action)
+                ctxt, _at, _action = self._action_context(cell_db, row.instance_uuid, action)
                 yield LostRequest(what, cell, cell_db, row.instance_uuid, migration, at, ctxt,
                                   key)
             for uuid, updated_at in unshelving:
                 if updated_at is not None and updated_at > cutoff:
                     continue  # the API set the task state since (its action comes after)
                 # No action: the API died before it recorded one, and before its cast.
-                ctxt, at = self._action_context(cell_db, uuid, "unshelve")
+                ctxt, at, _action = self._action_context(cell_db, uuid, "unshelve")
                 at = at or updated_at
                 key = journal.request_key("unshelve", uuid, str(ctxt.request_id))
                 if at is None or at > cutoff or self._begun(key, uuid, at, "unshelve"):
@@ -550,21 +622,25 @@ class ConductorManager:
                     am.Operation.created_at > accepted_at)))) > 0
 
     @staticmethod
-    def _action_context(cell_db, instance_uuid, action):
-        """(an admin context of the user's latest ``action`` on the server: its request
-        id (the beginner's, which names the action and its events), user and project;
-        when the API recorded it). A fresh admin context and None if there is none."""
+    def _action_context(cell_db, instance_uuid, actions):
+        """(an admin context of the user's latest action on the server named ``actions``
+        (one name or several): its request id (the beginner's, which names the action
+        and its events), user and project; when the API recorded it; its name). A fresh
+        admin context and None, None if there is none."""
+        names = (actions,) if isinstance(actions, str) else tuple(actions)
         with cell_db.read_session() as s:
             row = s.execute(sa.select(
                 cm.InstanceAction.request_id, cm.InstanceAction.user_id,
-                cm.InstanceAction.project_id, cm.InstanceAction.start_time).where(
+                cm.InstanceAction.project_id, cm.InstanceAction.start_time,
+                cm.InstanceAction.action).where(
                 cm.InstanceAction.instance_uuid == instance_uuid,
-                cm.InstanceAction.action == action).order_by(
+                cm.InstanceAction.action.in_(names)).order_by(
                 cm.InstanceAction.id.desc()).limit(1)).first()
         if row is None:
-            return get_admin_context(), None
-        return RequestContext(user_id=row.user_id, project_id=row.project_id, roles=["admin"],
-                              is_admin=True, request_id=row.request_id), row.start_time
+            return get_admin_context(), None, None
+        return (RequestContext(user_id=row.user_id, project_id=row.project_id, roles=["admin"],
+                               is_admin=True, request_id=row.request_id),
+                row.start_time, row.action)
 
     @staticmethod
     def _newer_migration(cell_db, instance_uuid, migration_uuid):

@@ -18,11 +18,13 @@ opts = [
                     "refused (the server in ERROR in cell0; the migration in error, the "
                     "task state cleared, a fault), a confirmation or revert is carried "
                     "out. A request that was only slow and arrives afterwards does "
-                    "nothing. Keep it well above rpc_response_timeout and the longest a "
-                    "request may wait in the conductors' queue (default: five times the "
-                    "default rpc_response_timeout). 0: never (the all-in-one still "
-                    "settles them when it starts, as it is then its databases' only "
-                    "conductor)."),
+                    "nothing. A task state the API set for a request it never recorded "
+                    "in full (it died between its writes, so nothing was cast) is cleared "
+                    "after the same time. Keep it well above rpc_response_timeout and "
+                    "the longest a request may wait in the conductors' queue (default: "
+                    "five times the default rpc_response_timeout). 0: never (the "
+                    "all-in-one still settles them when it starts, as it is then its "
+                    "databases' only conductor)."),
 ]
 
 

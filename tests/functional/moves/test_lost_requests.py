@@ -528,3 +528,81 @@ def test_a_create_settled_while_its_conductor_begins_it(lcloud, monkeypatch):
     assert (books["status"], books["cell"], books["task_state"]) == ("ACTIVE", "cell1", None)
     assert set(books["allocations"]) == {"instance"}
     _delete_and_check_empty(cloud, sid)
+
+
+class _Failing:
+    """A module whose function ``name`` fails (the next write of the API's request)."""
+
+    def __init__(self, module, name):
+        self._module, self._name = module, name
+
+    def __getattr__(self, attr):
+        if attr == self._name:
+            def fail(*args, **kwargs):
+                raise RuntimeError(f"{self._name} failed")
+            return fail
+        return getattr(self._module, attr)
+
+
+# The task state each request leaves when the API never writes its next record.
+STRANDED = {"resize": ("create", "resize_prep", "resize"),
+            "live-migrate": ("create", "migrating", "live-migration"),
+            "revert": ("update", "resize_reverting", "revertResize")}
+
+
+@pytest.mark.parametrize("operation", sorted(STRANDED))
+def test_a_request_the_api_never_recorded_in_full_is_cleared_once(lcloud, monkeypatch,
+                                                                   operation):
+    """The API set the task state and recorded the action, then its next write (the
+    migration row; a revert's 'reverting') failed, as if the process died between the
+    two: no cast was sent. After the bound, one of two conductors clears the task
+    state (the books those before the request, the action in error, a fault); the
+    server may then be asked again."""
+    from novella.api.compute.handlers import migrate as migrate_handlers
+    from novella.db import migration_records
+    cloud = lcloud
+    casts = Casts(cloud, monkeypatch)
+    finished, _events = _clean_run(cloud, casts, operation)
+    prepare, request, _kind = OPERATIONS[operation]
+    method, task_state, action = STRANDED[operation]
+    sid = cloud.boot(flavor="1")
+    source = cloud.host_of(sid)
+    if prepare is not None:
+        prepare(cloud, types.SimpleNamespace(wait=lambda cloud: cloud.aio.wait_idle()), sid)
+    before = harness.books(cloud, sid, source)
+    monkeypatch.setattr(migrate_handlers, "migration_records",
+                        _Failing(migration_records, method))
+    status, body = request(cloud, sid)
+    assert status == 500, (status, body)
+    monkeypatch.setattr(migrate_handlers, "migration_records", migration_records)
+    cloud.aio.wait_idle()
+    stuck = harness.books(cloud, sid, source)
+    assert stuck["task_state"] == task_state
+    assert dict(stuck, status=None, task_state=None) == dict(before, status=None,
+                                                             task_state=None)
+    one, two = _conductor(cloud), _conductor(cloud)
+
+    real = _clock(monkeypatch, BOUND - 1)
+    assert one.recover_operations() == [] and two.recover_operations() == []
+    assert harness.books(cloud, sid, source) == stuck
+
+    monkeypatch.setattr(manager_mod, "_now",
+                        lambda: real() + datetime.timedelta(seconds=BOUND + 1))
+    results = {}
+    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
+        c.owner, c.recover_operations())) for c in (one, two)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(results.values()) == [[], [sid]], results
+    assert harness.books(cloud, sid, source) == before
+    assert _action(cloud, sid, action)[0] == "Error"
+    assert "was not recorded in full" in cloud.fault(sid)
+    assert one.recover_operations() == [] and two.recover_operations() == []
+
+    # Asked again, it runs as usual.
+    assert request(cloud, sid)[0] in (202, 204)
+    cloud.aio.wait_idle()
+    assert harness.books(cloud, sid, source) == finished
+    _delete_and_check_empty(cloud, sid)
