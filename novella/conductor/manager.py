@@ -586,9 +586,10 @@ class ConductorManager:
                 if updated_at is not None and updated_at > cutoff:
                     continue  # the API set the task state since (its action comes after)
                 # No action: the API died before it recorded one, and before its cast.
-                ctxt, at, _action = self._action_context(cell_db, uuid, "unshelve")
+                ctxt, at, action = self._action_context(cell_db, uuid, "unshelve")
                 at = at or updated_at
-                key = journal.request_key("unshelve", uuid, str(ctxt.request_id))
+                key = journal.request_key("unshelve", uuid,
+                                          str(ctxt.request_id) if action else "-")
                 if at is None or at > cutoff or self._begun(key, uuid, at, "unshelve"):
                     continue
                 yield LostRequest("unshelve", cell, cell_db, uuid, None, at, ctxt, key)
