@@ -527,7 +527,7 @@ class ConductorManager:
         with cell_db.read_session() as s:
             rows = s.execute(sa.select(cm.Instance.uuid, cm.Instance.task_state).where(
                 cm.Instance.task_state.in_(tuple(self._STRANDED)), cm.Instance.deleted == 0,
-                cm.Instance.updated_at <= cutoff)).all()
+                cm.Instance.hidden.is_(False), cm.Instance.updated_at <= cutoff)).all()
         for uuid, task_state in rows:
             ctxt, at, action = self._action_context(cell_db, uuid, self._STRANDED[task_state])
             if at is None or at > cutoff:
@@ -609,7 +609,7 @@ class ConductorManager:
             unshelving = s.execute(sa.select(cm.Instance.uuid, cm.Instance.updated_at).where(
                 cm.Instance.task_state == states.task_states.UNSHELVING,
                 cm.Instance.vm_state.in_((states.SHELVED, states.SHELVED_OFFLOADED)),
-                cm.Instance.deleted == 0)).all()
+                cm.Instance.hidden.is_(False), cm.Instance.deleted == 0)).all()
         return migrations, unshelving
 
     def _begun(self, key, instance_uuid, accepted_at, what):
