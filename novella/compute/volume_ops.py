@@ -43,7 +43,8 @@ thawed by the periodic ``thaw_forgotten_guests`` once it has been frozen
 longer than ``FROZEN_AT_MOST``.
 
 A build whose mappings ask for a volume made from a snapshot (an image of a
-volume-backed server names them) has the volume service make it
+volume-backed server names them), from an image (boot from volume) or blank
+has the volume service make it
 (``create_volumes``); the volume's id is written on the mapping before the
 volume service is asked, so a build that dies between leaves a mapping whose
 volume goes with the server.
@@ -70,6 +71,8 @@ QUIESCE_NOTE = "quiesced_for_snapshot"  # system metadata: the guest may be froz
 # Longer than an image's volume snapshots plus the thaw's own wait for them take:
 # a guest frozen longer was forgotten by the API that froze it.
 FROZEN_AT_MOST = datetime.timedelta(seconds=300)
+# Mappings whose volume the host has made, by source: the field that must be set.
+_MADE_FROM = {"snapshot": "snapshot_id", "image": "image_id", "blank": "volume_size"}
 REIMAGE_ROOT = "rebuild_reimage_root"  # system metadata: the image a rebuild writes on
                                        # the root volume (2.93), until it is written
 
@@ -306,10 +309,11 @@ class ComputeVolumes:
                                      frozen_before=utcnow() - FROZEN_AT_MOST)
 
     def create_volumes(self, ctxt, inst, bdms):
-        """The volumes ``bdms`` ask to be made from a snapshot, each id written on its
-        mapping before the volume service makes it; returns the mappings as they are."""
+        """The volumes ``bdms`` ask to be made (from a snapshot, from an image, or
+        blank), each id written on its mapping before the volume service makes it;
+        returns the mappings as they are."""
         wanted = [b for b in bdms if b.destination_type == "volume"
-                  and b.source_type == "snapshot" and b.snapshot_id]
+                  and b.source_type in _MADE_FROM and getattr(b, _MADE_FROM[b.source_type])]
         if not wanted or self.volume_api is None:
             return bdms
         # A volume service that gives the volume its own id (Cinder's API): the id is
@@ -321,9 +325,13 @@ class ComputeVolumes:
             volume_id = (bdm.volume_id or str(uuid_mod.uuid4())) if chosen else None
             if chosen:
                 self._set_volume_id(bdm, volume_id)
-            made = self.volume_api.create(ctxt, bdm.volume_size or None, id=volume_id,
-                                          snapshot_id=bdm.snapshot_id,
-                                          availability_zone=inst.availability_zone)
+            made = self.volume_api.create(
+                ctxt, bdm.volume_size or None, id=volume_id,
+                # The reference's names: none from an image or a snapshot.
+                name=f"{inst.uuid}-blank-vol" if bdm.source_type == "blank" else "",
+                snapshot_id=bdm.snapshot_id if bdm.source_type == "snapshot" else None,
+                image_id=bdm.image_id if bdm.source_type == "image" else None,
+                volume_type=bdm.volume_type, availability_zone=inst.availability_zone)
             if not chosen:
                 self._set_volume_id(bdm, made["id"])
         return self._bdms(inst.uuid)

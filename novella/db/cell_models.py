@@ -168,6 +168,7 @@ class BlockDeviceMapping(Timestamps, SoftDelete, Base):
     attachment_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(36))
     connection_info: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     tag: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    volume_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
 
 
 class InstanceAction(Timestamps, SoftDelete, Base):
