@@ -10,6 +10,12 @@ def utcnow():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
+def isotime(value):
+    """A stored timestamp as the image, network and volume APIs write it
+    (``2026-11-25T18:38:15Z``); None stays None."""
+    return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
 class Timestamps:
     """``created_at`` set on insert, ``updated_at`` on every update."""
     created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(sa.DateTime, default=utcnow)

@@ -21,6 +21,7 @@ import uuid
 import sqlalchemy as sa
 
 from novella.db.engine import Database
+from novella.db.timestamps import isotime
 from novella.image import models
 
 CORE_FIELDS = ("name", "visibility", "disk_format", "container_format", "min_disk",
@@ -45,10 +46,6 @@ class ImageProtected(ImageConflict):
     pass
 
 
-def _iso(value):
-    return value.isoformat(timespec="seconds") + "Z" if value else None
-
-
 def _visible(ctxt, row):
     return (ctxt is None or ctxt.is_admin or row.owner == ctxt.project_id
             or row.visibility in ("public", "community"))
@@ -57,8 +54,8 @@ def _visible(ctxt, row):
 def _as_dict(row):
     d = {"id": row.id, "status": row.status, "size": row.size, "checksum": row.checksum,
          "os_hash_algo": row.os_hash_algo, "os_hash_value": row.os_hash_value,
-         "created_at": _iso(row.created_at), "updated_at": _iso(row.updated_at),
-         "deleted": row.deleted, "deleted_at": _iso(row.deleted_at),
+         "created_at": isotime(row.created_at), "updated_at": isotime(row.updated_at),
+         "deleted": row.deleted, "deleted_at": isotime(row.deleted_at),
          "properties": dict(row.properties or {})}
     d.update({f: getattr(row, f) for f in CORE_FIELDS})
     return d

@@ -22,6 +22,7 @@ import uuid
 import sqlalchemy as sa
 
 from novella.db.engine import Database
+from novella.db.timestamps import isotime
 from novella.network import models
 from novella.network.qos import (BANDWIDTH_CLASSES, PACKET_RATE_CLASSES,  # noqa: F401
                                  QosMixin, QosPolicyNotFound)
@@ -127,10 +128,6 @@ def _retry_on_duplicate(fn):
     return wrapper
 
 
-def _iso(value):
-    return value.isoformat(timespec="seconds") + "Z" if value else None
-
-
 def _ip_text(version, value):
     """An address as the service writes it; IPv4 without ipaddress's object per address."""
     if version == 4:
@@ -191,7 +188,7 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 "provider:physical_network": n.physical_network,
                 "qos_policy_id": n.qos_policy_id, "subnets": list(subnets),
                 "router:external": n.external, "is_default": n.is_default,
-                "created_at": _iso(n.created_at), "updated_at": _iso(n.updated_at)}
+                "created_at": isotime(n.created_at), "updated_at": isotime(n.updated_at)}
 
     @staticmethod
     def _subnet_dict(sn):
@@ -200,8 +197,8 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 "enable_dhcp": sn.enable_dhcp, "allocation_pools": list(sn.allocation_pools),
                 "subnetpool_id": sn.subnetpool_id,
                 "project_id": sn.project_id, "tenant_id": sn.project_id,
-                "created_at": _iso(sn.created_at),
-                "updated_at": _iso(sn.updated_at or sn.created_at)}
+                "created_at": isotime(sn.created_at),
+                "updated_at": isotime(sn.updated_at or sn.created_at)}
 
     def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
                        physical_network=None, network_type=None, qos_policy_id=None,
@@ -467,7 +464,7 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 "resource_request": self._resource_request(s, p),
                 "security_groups": groups, "port_security_enabled": True,
                 "created_for_instance": p.created_for_instance,
-                "created_at": _iso(p.created_at), "updated_at": _iso(p.updated_at)}
+                "created_at": isotime(p.created_at), "updated_at": isotime(p.updated_at)}
 
     def _allocate_ip(self, s, network_id, request):
         # Locking the network's subnets makes concurrent allocations queue up;

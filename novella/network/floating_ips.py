@@ -13,6 +13,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db.timestamps import isotime
 from novella.network import models
 
 OWNER = "network:floatingip"
@@ -34,10 +35,6 @@ class FloatingIPConflict(FloatingIPError):
     code = 409
 
 
-def _iso(value):
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
-
-
 class FloatingIPMixin:
     """Mixed into ``NetworkAPI`` (``self.db``, ``_new_port``, ``_delete_port``, ``_port``)."""
 
@@ -50,7 +47,7 @@ class FloatingIPMixin:
                 "description": f.description, "tags": [], "revision_number": 0,
                 "port_details": None, "port_forwardings": [], "qos_policy_id": None,
                 "dns_domain": "", "dns_name": "",
-                "created_at": _iso(f.created_at), "updated_at": _iso(f.updated_at or f.created_at)}
+                "created_at": isotime(f.created_at), "updated_at": isotime(f.updated_at or f.created_at)}
 
     def _fip(self, s, ctxt, fip_id, lock=False):
         q = sa.select(models.FloatingIP).where(models.FloatingIP.id == fip_id)

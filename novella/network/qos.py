@@ -21,6 +21,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db.timestamps import isotime
 from novella.network import models
 
 BANDWIDTH_CLASSES = {"egress": "NET_BW_EGR_KILOBIT_PER_SEC",
@@ -110,10 +111,6 @@ def _project(ctxt):
     return getattr(ctxt, "project_id", None)
 
 
-def _iso(value):
-    return value.isoformat(timespec="seconds") + "Z" if value else None
-
-
 def rule_dict(r):
     out = {"id": r.id, "type": r.type, "qos_policy_id": r.qos_policy_id,
            "direction": r.direction}
@@ -167,8 +164,8 @@ class QosMixin:
                 "project_id": p.project_id, "tenant_id": p.project_id, "shared": p.shared,
                 "is_default": p.is_default, "revision_number": p.revision_number, "tags": [],
                 "rules": [rule_dict(r) for r in self._rules_of(s, p.id)],
-                "created_at": _iso(p.created_at),
-                "updated_at": _iso(p.updated_at or p.created_at)}
+                "created_at": isotime(p.created_at),
+                "updated_at": isotime(p.updated_at or p.created_at)}
 
     def _visible_policy(self, s, ctxt, policy_id):
         p = s.get(models.QosPolicy, policy_id) if policy_id else None

@@ -15,6 +15,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db.timestamps import isotime
 from novella.network import models
 
 INTERFACE, GATEWAY = "network:router_interface", "network:router_gateway"
@@ -45,10 +46,6 @@ class ServicePortInUse(RouterError):
     code = 409
 
 
-def _iso(value):
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
-
-
 def _visible(ctxt, project_id):
     return ctxt is None or ctxt.is_admin or project_id == ctxt.project_id
 
@@ -73,8 +70,8 @@ class RouterMixin:
                 "admin_state_up": r.admin_state_up, "status": "ACTIVE",
                 "external_gateway_info": gateway, "routes": [], "tags": [],
                 "availability_zones": ["nova"], "availability_zone_hints": [],
-                "revision_number": 1, "created_at": _iso(r.created_at),
-                "updated_at": _iso(r.updated_at or r.created_at)}
+                "revision_number": 1, "created_at": isotime(r.created_at),
+                "updated_at": isotime(r.updated_at or r.created_at)}
 
     def _router(self, s, ctxt, router_id, lock=False):
         q = sa.select(models.Router).where(models.Router.id == router_id)

@@ -17,6 +17,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db.timestamps import isotime
 from novella.network import models
 
 DEFAULT = "default"
@@ -67,10 +68,6 @@ class InvalidInput(SecurityGroupError):
     pass
 
 
-def _iso(value):
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
-
-
 def _not_found(group_id):
     return SecurityGroupNotFound(f"Security group {group_id} does not exist")
 
@@ -99,7 +96,7 @@ class SecurityGroupMixin:
                     ipaddress.ip_network(r.remote_ip_prefix, strict=False)),
                 "description": r.description, "project_id": r.project_id,
                 "tenant_id": r.project_id, "revision_number": 0, "tags": [],
-                "created_at": _iso(r.created_at), "updated_at": _iso(r.updated_at or r.created_at)}
+                "created_at": isotime(r.created_at), "updated_at": isotime(r.updated_at or r.created_at)}
 
     def _sg_group_dict(self, s, g):
         rules = s.scalars(sa.select(models.SecurityGroupRule)
@@ -110,7 +107,7 @@ class SecurityGroupMixin:
                 "project_id": g.project_id, "tenant_id": g.project_id, "stateful": True,
                 "shared": False, "revision_number": g.revision_number, "tags": [],
                 "security_group_rules": [self._sg_rule_dict(r) for r in rules],
-                "created_at": _iso(g.created_at), "updated_at": _iso(g.updated_at or g.created_at)}
+                "created_at": isotime(g.created_at), "updated_at": isotime(g.updated_at or g.created_at)}
 
     # --- groups ---------------------------------------------------------------------
     def _default_group(self, s, project_id):

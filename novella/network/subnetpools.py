@@ -14,6 +14,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db.timestamps import isotime
 from novella.network import models
 
 LIMITS = {4: 32, 6: 128}
@@ -34,10 +35,6 @@ class SubnetPoolInUse(SubnetPoolError):
 
 class SubnetAllocationError(SubnetPoolError):
     code = 409
-
-
-def _iso(value):
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
 def _int(name, value):
@@ -61,8 +58,8 @@ class SubnetPoolMixin:
                 "default_prefixlen": p.default_prefixlen, "min_prefixlen": p.min_prefixlen,
                 "max_prefixlen": p.max_prefixlen, "shared": p.shared,
                 "is_default": p.is_default, "address_scope_id": None, "default_quota": None,
-                "tags": [], "revision_number": 1, "created_at": _iso(p.created_at),
-                "updated_at": _iso(p.updated_at or p.created_at)}
+                "tags": [], "revision_number": 1, "created_at": isotime(p.created_at),
+                "updated_at": isotime(p.updated_at or p.created_at)}
 
     def _pool(self, s, ctxt, pool_id):
         p = s.get(models.SubnetPool, pool_id)

@@ -13,6 +13,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db.timestamps import isotime
 from novella.network import models
 
 SUBPORT_OWNER = "trunk:subport"
@@ -31,10 +32,6 @@ class TrunkConflict(TrunkError):
     code = 409
 
 
-def _iso(value):
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
-
-
 class TrunkMixin:
     """Mixed into ``NetworkAPI`` (``self.db``, ``_port``, ``_active``, ``_rebind_active``)."""
 
@@ -48,7 +45,7 @@ class TrunkMixin:
                 "status": "ACTIVE" if parent is not None and parent.status == "ACTIVE"
                 else "DOWN",
                 "sub_ports": [self._subport_dict(sp) for sp in subs],
-                "created_at": _iso(t.created_at), "updated_at": _iso(t.updated_at or t.created_at)}
+                "created_at": isotime(t.created_at), "updated_at": isotime(t.updated_at or t.created_at)}
 
     @staticmethod
     def _subport_dict(sp):

@@ -19,7 +19,7 @@ import uuid
 import sqlalchemy as sa
 
 from novella.db.engine import Database
-from novella.db.timestamps import utcnow
+from novella.db.timestamps import isotime, utcnow
 from novella.volume import models
 
 ATTACHABLE = ("available", "reserved", "attaching", "in-use")
@@ -51,16 +51,12 @@ class VolumeConflict(VolumeError):
     code = 409
 
 
-def _iso(value):
-    return value.isoformat(timespec="seconds") + "Z" if value else None
-
-
 def _attachment_dict(a):
     return {"id": a.id, "volume_id": a.volume_id, "instance": a.instance_uuid,
             "status": a.attach_status, "attached_host": a.attached_host,
             "mountpoint": a.mountpoint, "attach_mode": a.attach_mode,
             "connector": a.connector, "connection_info": a.connection_info,
-            "attached_at": _iso(a.attach_time), "detached_at": _iso(a.detach_time)}
+            "attached_at": isotime(a.attach_time), "detached_at": isotime(a.detach_time)}
 
 
 class VolumeAPI:
@@ -80,10 +76,10 @@ class VolumeAPI:
                 "multiattach": v.multiattach, "migration_status": v.migration_status,
                 "volume_image_metadata": dict(v.volume_image_metadata or {}),
                 "metadata": dict(v.volume_metadata or {}),
-                "created_at": _iso(v.created_at), "updated_at": _iso(v.updated_at),
+                "created_at": isotime(v.created_at), "updated_at": isotime(v.updated_at),
                 "attachments": [{"id": a.id, "attachment_id": a.id, "volume_id": v.id,
                                  "server_id": a.instance_uuid, "host_name": a.attached_host,
-                                 "device": a.mountpoint, "attached_at": _iso(a.attach_time)}
+                                 "device": a.mountpoint, "attached_at": isotime(a.attach_time)}
                                 for a in live if a.attach_status == "attached"]}
 
     def create(self, ctxt, size, name=None, description=None, image_id=None,
@@ -174,8 +170,8 @@ class VolumeAPI:
     def _snapshot_dict(sn):
         return {"id": sn.id, "volume_id": sn.volume_id, "name": sn.name,
                 "description": sn.description, "size": sn.size, "status": sn.status,
-                "project_id": sn.project_id, "created_at": _iso(sn.created_at),
-                "updated_at": _iso(sn.updated_at)}
+                "project_id": sn.project_id, "created_at": isotime(sn.created_at),
+                "updated_at": isotime(sn.updated_at)}
 
     def create_snapshot(self, ctxt, volume_id, name=None, description=None, force=False):
         """A snapshot of the volume, ``available`` at once; an attached volume only
