@@ -27,7 +27,8 @@ class SoftDelete:
 class Instance(Timestamps, SoftDelete, Base):
     __tablename__ = "instances"
     __table_args__ = (sa.Index("ix_instances_project_deleted", "project_id", "deleted"),
-                      sa.Index("ix_instances_host_deleted", "host", "deleted"))
+                      sa.Index("ix_instances_host_deleted", "host", "deleted"),
+                      sa.Index("ix_instances_task_state", "task_state"))
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
     display_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
@@ -129,7 +130,8 @@ class InstanceSystemMetadata(Base):
 
 class Migration(Timestamps, SoftDelete, Base):
     __tablename__ = "migrations"
-    __table_args__ = (sa.Index("ix_migrations_instance_status", "instance_uuid", "status"),)
+    __table_args__ = (sa.Index("ix_migrations_instance_status", "instance_uuid", "status"),
+                      sa.Index("ix_migrations_status", "status"))
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
     instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36))
