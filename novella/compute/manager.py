@@ -81,6 +81,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         self.notifier = notifier
         self.rt = resource_tracker.ResourceTracker(host, driver, cell_db, placement, conf)
         self._instance_locks = collections.defaultdict(threading.Lock)
+        # ComputeVolumes: {server: when this service froze it}, and the periodic
+        # check for thaws that never came, run only while that is not empty.
+        self._frozen_since, self._thaw_watch = {}, None
         self._locks_lock = threading.Lock()
 
     # -- service ------------------------------------------------------------------
@@ -99,8 +102,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 "poll_shelved_instances": (max(conf.shelved_poll_interval, 0)
                                            if conf.shelved_offload_time > 0 else 0),
                 # The reference's spacing of its reclaim task is the interval itself.
-                "reclaim_queued_deletes": max(conf.reclaim_instance_interval, 0),
-                "thaw_forgotten_guests": service.DEFAULT_INTERVAL}
+                "reclaim_queued_deletes": max(conf.reclaim_instance_interval, 0)}
 
     def init_host(self, ctxt=None):
         """Prepare the driver, the services row, the node and its provider; finish what

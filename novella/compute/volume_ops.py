@@ -39,8 +39,8 @@ in ``QUIESCE_NOTE`` before the guest freezes) and thawed once the volume
 snapshots are made (``unquiesce_instance``, which waits for them); a
 service that stops in between thaws the guest as it starts, and a guest
 whose thaw never came (the API process died between its two calls) is
-thawed by the periodic ``thaw_forgotten_guests`` once it has been frozen
-longer than ``FROZEN_AT_MOST``.
+thawed by ``thaw_forgotten_guests`` once it has been frozen longer than
+``FROZEN_AT_MOST`` (a periodic task while the service has a guest frozen).
 
 A build whose mappings ask for a volume made from a snapshot (an image of a
 volume-backed server names them), from an image (boot from volume) or blank
@@ -57,6 +57,7 @@ import uuid as uuid_mod
 
 import sqlalchemy as sa
 
+from novella import service
 from novella.compute import cleanup
 from novella.compute import steps
 from novella.context import get_admin_context
@@ -257,14 +258,15 @@ class ComputeVolumes:
     def quiesce_instance(self, ctxt, instance_uuid):
         """Freeze the guest's filesystems (noted first); a driver that cannot raises."""
         inst = self._get(instance_uuid)
-        records.set_system_metadata(self.cell_db, inst.uuid,
-                                    **{QUIESCE_NOTE: utcnow().isoformat()})
+        since = utcnow()
+        records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: since.isoformat()})
         try:
             self.driver.quiesce(ctxt, self.instance_dict(inst),
                                 {"id": inst.image_ref, "properties": {}})
         except BaseException:
             records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
             raise
+        self._note_frozen(inst.uuid, since)
 
     def unquiesce_instance(self, ctxt, instance_uuid, mapping=None, wait_seconds=60):
         """Thaw the guest once the snapshots ``mapping`` names (image mappings with
@@ -284,29 +286,48 @@ class ComputeVolumes:
         self.driver.unquiesce(ctxt, self.instance_dict(inst),
                               {"id": inst.image_ref, "properties": {}})
         records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
+        self._note_frozen(inst.uuid, None)
 
-    def recover_quiesces(self, ctxt, frozen_before=None):
-        """The guests of this host left frozen by a service that stopped, thawed
-        (only those frozen before ``frozen_before``, if given). Returns the
-        servers' uuids."""
+    def recover_quiesces(self, ctxt):
+        """The guests of this host left frozen by a service that stopped, thawed.
+        Returns the servers' uuids."""
         with self.cell_db.read_session() as s:
-            noted = s.execute(sa.select(m.Instance.uuid, m.InstanceSystemMetadata.value).join(
+            found = list(s.scalars(sa.select(m.Instance.uuid).join(
                 m.InstanceSystemMetadata,
                 m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
                 m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.InstanceSystemMetadata.key == QUIESCE_NOTE)).all()
-        found = [uuid for uuid, since in noted
-                 if frozen_before is None or _frozen_since(since) < frozen_before]
+                m.InstanceSystemMetadata.key == QUIESCE_NOTE)))
         for uuid in found:
             with cleanup.step(f"thaw {uuid}"):
                 self.unquiesce_instance(ctxt, uuid)
         return found
 
     def thaw_forgotten_guests(self, ctxt=None):
-        """Periodic: thaw the guests frozen longer than ``FROZEN_AT_MOST``, whose
-        thaw the API that froze them never sent."""
-        return self.recover_quiesces(ctxt or get_admin_context(),
-                                     frozen_before=utcnow() - FROZEN_AT_MOST)
+        """Thaw the guests this service froze longer than ``FROZEN_AT_MOST`` ago,
+        whose thaw the API that froze them never sent (one that stopped thaws them
+        as it starts). Run periodically while this service has a guest frozen."""
+        cutoff = utcnow() - FROZEN_AT_MOST
+        forgotten = [uuid for uuid, since in list(self._frozen_since.items()) if since < cutoff]
+        for uuid in forgotten:
+            with cleanup.step(f"thaw {uuid}"):
+                self.unquiesce_instance(ctxt or get_admin_context(), uuid)
+        return forgotten
+
+    def _note_frozen(self, uuid, since):
+        """Remember (``since`` a time) or forget (None) a guest this service froze;
+        the periodic check runs while any is remembered, not on every host always."""
+        with self._locks_lock:
+            if since is None:
+                self._frozen_since.pop(uuid, None)
+            else:
+                self._frozen_since[uuid] = since
+            if self._frozen_since and self._thaw_watch is None:
+                self._thaw_watch = service.default_scheduler().add(
+                    self.thaw_forgotten_guests, FROZEN_AT_MOST.total_seconds(),
+                    f"thaw_forgotten_guests {self.host}")
+            elif not self._frozen_since and self._thaw_watch is not None:
+                self._thaw_watch.cancel()
+                self._thaw_watch = None
 
     def create_volumes(self, ctxt, inst, bdms):
         """The volumes ``bdms`` ask to be made (from a snapshot, from an image, or
@@ -376,11 +397,3 @@ class ComputeVolumes:
                 dict(att.get("connection_info") or {}, volume_id=root.volume_id))
         records.set_system_metadata(self.cell_db, inst.uuid, **{REIMAGE_ROOT: None})
 
-
-def _frozen_since(noted):
-    """When a guest was frozen, from its ``QUIESCE_NOTE``; a note without a time
-    (written before the time was noted) counts as frozen long ago."""
-    try:
-        return datetime.datetime.fromisoformat(noted)
-    except (TypeError, ValueError):
-        return datetime.datetime.min

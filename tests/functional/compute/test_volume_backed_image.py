@@ -184,7 +184,9 @@ def test_a_guest_whose_thaw_never_came_is_thawed_by_the_periodic_task(cloud, mon
     compute = cloud.aio.computes[cloud.host_of(sid)]
     # The API quiesced the guest, then its process died before the thaw: the
     # compute service lives on and is never told.
+    assert compute._thaw_watch is None             # nothing frozen: no periodic check
     compute.quiesce_instance(get_admin_context(), sid)
+    assert compute._thaw_watch is not None
     assert compute.thaw_forgotten_guests() == []   # frozen moments ago: a snapshot may be on
     assert _guest(cloud, sid)["quiesced"] is True
     assert "quiesced_for_snapshot" in records.system_metadata(compute.cell_db, sid)
@@ -195,7 +197,7 @@ def test_a_guest_whose_thaw_never_came_is_thawed_by_the_periodic_task(cloud, mon
     assert _guest(cloud, sid)["quiesced"] is False
     assert "quiesced_for_snapshot" not in records.system_metadata(compute.cell_db, sid)
     assert cloud.server(sid)["status"] == "ACTIVE"
-    assert compute.thaw_forgotten_guests() == []
+    assert compute.thaw_forgotten_guests() == [] and compute._thaw_watch is None
 
 
 def test_a_compute_service_dying_in_a_build_from_the_image_leaves_no_volume(
