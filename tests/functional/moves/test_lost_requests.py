@@ -133,12 +133,30 @@ def _conductor(cloud):
                             image_api=cloud.aio.image_api)
 
 
+_UNPATCHED_NOW = manager_mod._now
+
+
 def _clock(monkeypatch, seconds):
     """The conductors' clock for lost requests reads ``seconds`` later than now."""
-    real = manager_mod._now
     monkeypatch.setattr(manager_mod, "_now",
-                        lambda: real() + datetime.timedelta(seconds=seconds))
-    return real
+                        lambda: _UNPATCHED_NOW() + datetime.timedelta(seconds=seconds))
+
+
+def _settle_at_once(monkeypatch, claims, *calls):
+    """Conductors racing to settle: past the bound, ``calls`` at once (met at ``claims``)."""
+    _clock(monkeypatch, BOUND + 1)
+    if claims is not None:
+        claims.meet(len(calls))
+    results = {}
+    threads = [threading.Thread(target=lambda i=i, call=call: results.__setitem__(
+        i, call())) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    if claims is not None:
+        claims.barrier = None
+    return [results[i] for i in range(len(calls))]
 
 
 def _action(cloud, sid, name):
@@ -246,24 +264,15 @@ def test_a_lost_request_is_settled_once_after_the_bound_and_a_late_cast_changes_
     one, two = _conductor(cloud), _conductor(cloud)
 
     # Not yet lost: the bound has not passed (a second before it).
-    real = _clock(monkeypatch, BOUND - 1)
+    _clock(monkeypatch, BOUND - 1)
     assert one.recover_operations() == [] and two.recover_operations() == []
     assert _everything(cloud, sid, source, operation) == pending
 
     # Past the bound: both conductors settle at once; exactly one does.
-    monkeypatch.setattr(manager_mod, "_now",
-                        lambda: real() + datetime.timedelta(seconds=BOUND + 1))
-    claims.meet(2)
-    results = {}
-    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
-        c.owner, c.recover_operations())) for c in (one, two)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    claims.barrier = None
+    results = _settle_at_once(monkeypatch, claims, one.recover_operations,
+                              two.recover_operations)
     cloud.aio.wait_idle()
-    assert sorted(results.values()) == [[], [_request_id(cloud, sid, operation)]], results
+    assert sorted(results) == [[], [_request_id(cloud, sid, operation)]], results
     _check_settled(cloud, operation, sid, source, before, finished)
     settled = _everything(cloud, sid, source, operation)
 
@@ -291,23 +300,15 @@ def test_a_settle_racing_the_conductor_that_begins_the_request(lcloud, monkeypat
     # Together at the claim.
     sid, source, before = _start(cloud, casts, operation)
     beginner, settler = _conductor(cloud), _conductor(cloud)
-    claims.meet(2)
-    results = {}
-    threads = [threading.Thread(target=lambda: casts.deliver(beginner)),
-               threading.Thread(target=lambda: results.__setitem__(
-                   "settled", settler.recover_operations()))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    claims.barrier = None
+    _, settled = _settle_at_once(monkeypatch, claims, lambda: casts.deliver(beginner),
+                                 settler.recover_operations)
     cloud.aio.wait_idle()
     claimed = [row for row in _journal_rows(cloud, sid)
                if row[0] == _claim_key(cloud, sid, operation)]
     assert len(claimed) == 1, claimed
-    if results["settled"]:   # the settler won: the beginner did nothing
+    if settled:  # the settler won: the beginner did nothing
         _check_settled(cloud, operation, sid, source, before, finished)
-    else:                    # the beginner won: the request ran to its end
+    else:        # the beginner won: the request ran to its end
         assert harness.books(cloud, sid, source) == finished[0], operation
         assert _action(cloud, sid, ACTIONS[operation][0]) == finished[1], operation
     _delete_and_check_empty(cloud, sid)
@@ -457,23 +458,14 @@ def test_a_lost_create_is_buried_in_cell0_once_after_the_bound(lcloud, monkeypat
     assert pending["books"]["status"] == "BUILD"
     one, two = _conductor(cloud), _conductor(cloud)
 
-    real = _clock(monkeypatch, BOUND - 1)
+    _clock(monkeypatch, BOUND - 1)
     assert one.recover_operations() == [] and two.recover_operations() == []
     assert _build_books(cloud, sid) == pending
 
-    monkeypatch.setattr(manager_mod, "_now",
-                        lambda: real() + datetime.timedelta(seconds=BOUND + 1))
-    claims.meet(2)
-    results = {}
-    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
-        c.owner, c.recover_operations())) for c in (one, two)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    claims.barrier = None
+    results = _settle_at_once(monkeypatch, claims, one.recover_operations,
+                              two.recover_operations)
     cloud.aio.wait_idle()
-    assert sorted(results.values()) == [[], [sid]], results
+    assert sorted(results) == [[], [sid]], results
     _check_buried(cloud, sid)
     settled = _build_books(cloud, sid)
 
@@ -493,18 +485,10 @@ def test_a_create_settled_while_its_conductor_begins_it(lcloud, monkeypatch):
     beginner, settler = _conductor(cloud), _conductor(cloud)
 
     sid = _create(cloud, casts)
-    claims.meet(2)
-    results = {}
-    threads = [threading.Thread(target=lambda: casts.deliver(beginner)),
-               threading.Thread(target=lambda: results.__setitem__(
-                   "settled", settler.recover_operations()))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    claims.barrier = None
+    _, settled = _settle_at_once(monkeypatch, claims, lambda: casts.deliver(beginner),
+                                 settler.recover_operations)
     cloud.aio.wait_idle()
-    if results["settled"]:
+    if settled:
         _check_buried(cloud, sid)
     else:
         assert cloud.server(sid)["status"] == "ACTIVE"
@@ -582,20 +566,13 @@ def test_a_request_the_api_never_recorded_in_full_is_cleared_once(lcloud, monkey
                                                              task_state=None)
     one, two = _conductor(cloud), _conductor(cloud)
 
-    real = _clock(monkeypatch, BOUND - 1)
+    _clock(monkeypatch, BOUND - 1)
     assert one.recover_operations() == [] and two.recover_operations() == []
     assert harness.books(cloud, sid, source) == stuck
 
-    monkeypatch.setattr(manager_mod, "_now",
-                        lambda: real() + datetime.timedelta(seconds=BOUND + 1))
-    results = {}
-    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
-        c.owner, c.recover_operations())) for c in (one, two)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert sorted(results.values()) == [[], [sid]], results
+    results = _settle_at_once(monkeypatch, None, one.recover_operations,
+                              two.recover_operations)
+    assert sorted(results) == [[], [sid]], results
     assert harness.books(cloud, sid, source) == before
     assert _action(cloud, sid, action)[0] == "Error"
     assert "was not recorded in full" in cloud.fault(sid)
