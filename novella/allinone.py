@@ -7,7 +7,6 @@ services would be wired over RabbitMQ. Tests and benchmarks build the same
 object without HTTP listeners (``http=False``) and call the WSGI apps directly.
 """
 import functools
-import gc
 import json
 import logging
 import os
@@ -101,10 +100,8 @@ class AllInOne:
         self._start_api()
         if self.http:
             self._start_periodics()
-        # What start-up made (a fleet's hosts, their providers, the applications) lives
-        # as long as the process: out of the collector's full passes, which otherwise
-        # walk it all every few dozen requests at thousands of hosts.
-        gc.freeze()
+        from novella.service import settle_collector
+        settle_collector()
         return self
 
     def _start_periodics(self):

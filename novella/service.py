@@ -10,6 +10,7 @@ runs. All of them stop on ``stop()``.
 """
 import concurrent.futures
 import email.utils
+import gc
 import heapq
 import http.server
 import itertools
@@ -411,9 +412,28 @@ def serve_wsgi(build, host, port, name, workers=2, threads=4, keepalive=None, ti
                 self.cfg.set("control_socket_disable", True)
 
         def load(self):
-            return build()
+            app = build()
+            settle_collector()
+            return app
 
     _Application().run()
+
+
+def settle_collector():
+    """Keep the garbage collector's passes off what a long-running process has
+    made by now and off each request's short-lived objects. Called once the
+    process has built what it serves.
+
+    What exists now (a fleet's hosts, their providers, the applications) lives
+    as long as the process: it is frozen, out of every pass. The youngest
+    generation is collected every 10,000 new objects instead of 700: a request
+    that decodes 1,000 allocation candidates makes about 30,000, which at 700
+    were moved to the oldest generation while still in use, so every sixth
+    boot at 10,000 hosts paid a full pass over the cached host states (24 ms;
+    9% of a boot's instructions there, measured with callgrind).
+    """
+    gc.set_threshold(10_000, 10, 10)
+    gc.freeze()
 
 
 class PeriodicScheduler:

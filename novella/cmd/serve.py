@@ -106,6 +106,8 @@ def _notifier(transport, publisher_id):
 
 
 def _wait_forever(stoppers):
+    from novella.service import settle_collector
+    settle_collector()
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
