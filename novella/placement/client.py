@@ -275,16 +275,20 @@ class AllocationCandidates:
     ``root_provider_uuid``).
     """
 
-    def __init__(self, body):
+    def __init__(self, body, microversion=None):
         self.raw = body
-        self.allocation_requests = [self._normalise(ar) for ar in body.get("allocation_requests", [])]
+        requests = body.get("allocation_requests", [])
+        if microversion is None or not version_ge(microversion, "1.12"):
+            requests = [self._normalise(ar) for ar in requests]
+        # else already the shape: no look at each of up to 1000 candidates
+        self.allocation_requests = requests
         self.provider_summaries = body.get("provider_summaries", {})
 
     @staticmethod
     def _normalise(ar):
         allocs = ar.get("allocations", {})
         if isinstance(allocs, dict) and len(ar) == (2 if "mappings" in ar else 1):
-            return ar  # already the shape (1.12 and later): no copy per candidate
+            return ar  # already the shape (1.12 and later)
         if isinstance(allocs, list):  # microversions before 1.12
             allocs = {a["resource_provider"]["uuid"]: {"resources": a["resources"]} for a in allocs}
         out = {"allocations": allocs}
@@ -792,8 +796,9 @@ class PlacementClient:
             params.append(("same_subtree", ",".join(suffixes)))
         if root_required:
             params.append(("root_required", ",".join(root_required)))
+        microversion = microversion or self.microversion
         body = self.get("/allocation_candidates", params=params, microversion=microversion)
-        return AllocationCandidates(body)
+        return AllocationCandidates(body, microversion)
 
     # -- usages ------------------------------------------------------------
 

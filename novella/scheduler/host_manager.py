@@ -31,8 +31,8 @@ def _utcnow():
 class HostState:
     """One compute node as one scheduling request sees it.
 
-    Built from the cell's cached rows (``_CellHosts``) by ``for_request``;
-    placement's provider summary then overrides the resource figures.
+    Built from the cell's cached rows (``_CellHosts``) by ``for_request``,
+    where placement's provider summary overrides the resource figures.
     """
 
     def __init__(self, node, service, cell_uuid):
@@ -60,8 +60,9 @@ class HostState:
         self.allocation_requests = []
         self.limits = {}
 
-    def for_request(self, service, aggregates, cell_uuid, failed_builds):
-        """A copy this request may change (consume, allocation requests) freely."""
+    def for_request(self, service, aggregates, cell_uuid, failed_builds, summary=None):
+        """A copy this request may change (consume, allocation requests) freely,
+        with placement's provider ``summary`` applied when given."""
         hs = _new_host_state(HostState)  # a shallow copy, without copy.copy's protocol
         state = self.__dict__.copy()
         state["service"] = service
@@ -69,6 +70,8 @@ class HostState:
         state["cell_uuid"] = cell_uuid
         state["failed_builds"] = failed_builds
         state["allocation_requests"] = []
+        if summary is not None:
+            _apply_summary(state, summary)
         hs.__dict__ = state
         return hs
 
@@ -77,25 +80,6 @@ class HostState:
         """The provider's traits as a set, made when asked for (no filter of
         the default set reads them)."""
         return set(self.provider_traits)
-
-    def apply_provider_summary(self, summary):
-        """Placement's figures win over the compute node row: they are the ledger."""
-        res = summary.get("resources")
-        if res:
-            r = res.get("VCPU")
-            if r is not None:
-                self.vcpus_total = r["capacity"]
-                self.vcpus_used = r["used"]
-                self.cpu_allocation_ratio = 1.0  # capacity already includes the ratio
-            r = res.get("MEMORY_MB")
-            if r is not None:
-                self.total_usable_ram_mb = r["capacity"]
-                self.free_ram_mb = r["capacity"] - r["used"]
-            r = res.get("DISK_GB")
-            if r is not None:
-                self.total_usable_disk_gb = r["capacity"]
-                self.free_disk_mb = (r["capacity"] - r["used"]) * 1024
-        self.provider_traits = summary.get("traits") or ()
 
     @property
     def free_vcpus(self):
@@ -117,6 +101,28 @@ class HostState:
 
 
 _new_host_state = object.__new__
+
+
+def _apply_summary(state, summary):
+    """Placement's provider summary written into a HostState's attributes
+    (``state``: its ``__dict__``). Placement's figures win over the compute
+    node row: they are the ledger."""
+    res = summary.get("resources")
+    if res:
+        r = res.get("VCPU")
+        if r is not None:
+            state["vcpus_total"] = r["capacity"]
+            state["vcpus_used"] = r["used"]
+            state["cpu_allocation_ratio"] = 1.0  # capacity already includes the ratio
+        r = res.get("MEMORY_MB")
+        if r is not None:
+            state["total_usable_ram_mb"] = r["capacity"]
+            state["free_ram_mb"] = r["capacity"] - r["used"]
+        r = res.get("DISK_GB")
+        if r is not None:
+            state["total_usable_disk_gb"] = r["capacity"]
+            state["free_disk_mb"] = (r["capacity"] - r["used"]) * 1024
+    state["provider_traits"] = summary.get("traits") or ()
 
 
 def _json(text):
@@ -260,8 +266,9 @@ class HostManager:
         return states
 
     def host_state_maker(self, cell_uuid=None):
-        """A function of a compute node uuid giving its HostState for this
-        request, or None when no answering cell (of ``cell_uuid`` only, if
+        """A function of a compute node uuid (and placement's summary of its
+        provider, applied when given) giving its HostState for this request,
+        or None when no answering cell (of ``cell_uuid`` only, if
         given) has that node.
 
         The cells' parts are checked once, here; each call is then a lookup in
@@ -275,7 +282,7 @@ class HostManager:
         aggs_of = self._aggregates_by_host().get
         now = _utcnow()
 
-        def make(uuid):
+        def make(uuid, summary=None):
             hit = where(uuid)
             if hit is None:
                 return None
@@ -288,7 +295,7 @@ class HostManager:
             until, up, down = service_states.get(host, _NO_SERVICE)
             return template.for_request(up if now <= until else down,
                                         aggs_of(host, _NO_AGGREGATES), cell_uuid_,
-                                        failed.get(host, 0))
+                                        failed.get(host, 0), summary)
         return make
 
     def _cells_parts(self, cell_uuid=None):

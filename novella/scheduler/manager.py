@@ -194,10 +194,9 @@ class SchedulerManager:
                 root = summary.get("root_provider_uuid", rp) if summary else rp
                 h = states.get(root, _UNSEEN)
                 if h is _UNSEEN:
-                    h = states[root] = make(root)
+                    h = states[root] = make(
+                        root, (summary if root == rp else get_summary(root)) or _NO_SUMMARY)
                     if h is not None:
-                        h.apply_provider_summary(
-                            (summary if root == rp else get_summary(root)) or _NO_SUMMARY)
                         hosts.append(h)
                 if h is not None:
                     h.allocation_requests.append(ar)

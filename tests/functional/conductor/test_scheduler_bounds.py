@@ -91,9 +91,9 @@ def test_node_index_follows_the_cells_and_the_requested_cell(cloud):
 
 def test_provider_traits_are_read_from_the_summary(cloud):
     cloud.add_host("cell1", "a1")
-    h = cloud.scheduler.host_manager.host_state_maker()(cloud.nodes["a1"])
-    assert h.traits == set()
-    h.apply_provider_summary({"resources": {"VCPU": {"capacity": 8, "used": 3}},
-                              "traits": ["COMPUTE_NODE", "HW_CPU_X86_AVX2"]})
+    make = cloud.scheduler.host_manager.host_state_maker()
+    assert make(cloud.nodes["a1"]).traits == set()
+    h = make(cloud.nodes["a1"], {"resources": {"VCPU": {"capacity": 8, "used": 3}},
+                                 "traits": ["COMPUTE_NODE", "HW_CPU_X86_AVX2"]})
     assert h.traits == {"COMPUTE_NODE", "HW_CPU_X86_AVX2"}
     assert (h.vcpus_total, h.vcpus_used, h.free_vcpus) == (8, 3, 5)
