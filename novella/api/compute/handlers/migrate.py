@@ -107,9 +107,12 @@ def resize(req, rec, body):
         (instances.load(req.api.api_db, rec["uuid"]) or {}).get("volumes") or [])
     if not volume_backed and new["root_gb"] < (old.get("root_gb") or 0):
         raise errors.BadRequest("Resizing to a smaller disk flavor is not allowed.")
+    requested_disk_config = body["resize"].get("OS-DCF:diskConfig")
+    # Not inherited: the image's properties matter only to refuse an AUTO asked for.
     auto_disk_config = servers_mod.disk_config(
-        body["resize"].get("OS-DCF:diskConfig"), rec.get("image_ref"),
-        _image_properties(req, rec), inherit=False)
+        requested_disk_config, rec.get("image_ref"),
+        _image_properties(req, rec) if requested_disk_config == "AUTO" else None,
+        inherit=False)
     quotas.check_resize(req.api, req.context, rec.get("project_id") or req.context.project_id,
                         rec.get("user_id") or None, old, new)
     return _start_move(req, rec, "resize", "resize", old, new,
