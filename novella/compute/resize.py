@@ -134,7 +134,8 @@ class ComputeResize:
                     ctxt, instance_uuid, new_flavor,
                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
                      "source_node": mig["source_node"]},
-                    ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles)
+                    ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles,
+                    instance=st.instance)
                 self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
             except Exception:
                 if claim is not None:  # the driver refused the host: give the claim back
@@ -212,7 +213,7 @@ class ComputeResize:
                          task_state=task_states.RESIZE_FINISH, updated_at=now, reload=False)
             inst = st.instance  # read under the lock, as the UPDATE above left it
             inst.task_state, inst.updated_at = task_states.RESIZE_FINISH, now
-            self.rt.apply_migration_context(ctxt, instance_uuid)
+            self.rt.apply_migration_context(ctxt, instance_uuid, instance=inst)
             network_info = self._bind_network_here(ctxt, inst, port_profiles)
             bdms = self._reattach_volumes(ctxt, inst)
             old = flavors["old"] or flavors["cur"]

@@ -497,10 +497,23 @@ class ResourceTracker:
             s.add(inst.extra)
         return inst.extra
 
+    @staticmethod
+    def _set_extra(s, instance_uuid, **values):
+        """Write ``values`` to the instance's instance_extra row by key, without
+        reading it (the row made if missing)."""
+        table = m.InstanceExtra.__table__
+        if not s.execute(sa.update(table).where(table.c.instance_uuid == instance_uuid)
+                         .values(**values)).rowcount:
+            insert_row(s, table, dict(values, instance_uuid=instance_uuid))
+
     # -- claims for a move (resize / cold migrate) --------------------------------
+    #
+    # ``instance``: the row as the caller read it under the instance's lock (the
+    # step's), whose claim and migration context nothing else writes meanwhile;
+    # read again here when not given. (It is not updated with what is written.)
 
     def resize_claim(self, ctxt, instance_uuid, new_flavor, migration, ports=(),
-                     port_profiles=None):
+                     port_profiles=None, instance=None):
         """Claim NUMA/PCI for ``new_flavor`` (and ``ports`` as ``instance_claim``) on
         this (destination) node.
 
@@ -509,31 +522,29 @@ class ResourceTracker:
         gives it back.
         """
         with self.lock, self.cell_db.session(write=True) as s:
-            inst = records.get_instance(s, instance_uuid)
+            inst = instance if instance is not None else records.get_instance(s, instance_uuid)
             numa, pci = self._fit(s, new_flavor, ports, port_profiles)
-            extra = self._extra(s, inst)
-            extra.migration_context = json.dumps({
+            extra = inst.extra
+            self._set_extra(s, instance_uuid, migration_context=json.dumps({
                 "migration_uuid": migration.get("uuid"),
                 "source_compute": migration.get("source_compute", inst.host),
                 "source_node": migration.get("source_node", inst.node),
                 "dest_compute": self.host, "dest_node": self.nodename,
-                "old_numa_topology": _loads(extra.numa_topology),
-                "old_pci_devices": _loads(extra.pci_devices),
-                "new_numa_topology": numa, "new_pci_devices": pci, "applied": False})
-            s.flush()
+                "old_numa_topology": _loads(extra.numa_topology) if extra else None,
+                "old_pci_devices": _loads(extra.pci_devices) if extra else None,
+                "new_numa_topology": numa, "new_pci_devices": pci, "applied": False}))
             self._write_usage(s)
         return Claim(self, instance_uuid, numa, pci, move=True)
 
-    def apply_migration_context(self, ctxt, instance_uuid):
+    def apply_migration_context(self, ctxt, instance_uuid, instance=None):
         """The destination took the instance: its current claim becomes the new one."""
         with self.lock, self.cell_db.session(write=True) as s:
-            extra = self._extra(s, records.get_instance(s, instance_uuid))
-            mc = _loads(extra.migration_context)
+            inst = instance if instance is not None else records.get_instance(s, instance_uuid)
+            mc = _loads(inst.extra.migration_context) if inst.extra is not None else None
             if mc and not mc.get("applied"):
-                extra.numa_topology = _dumps(mc["new_numa_topology"])
-                extra.pci_devices = _dumps(mc["new_pci_devices"])
-                mc["applied"] = True
-                extra.migration_context = json.dumps(mc)
+                self._set_extra(s, instance_uuid, numa_topology=_dumps(mc["new_numa_topology"]),
+                                pci_devices=_dumps(mc["new_pci_devices"]),
+                                migration_context=json.dumps(dict(mc, applied=True)))
 
     def revert_migration_context(self, ctxt, instance_uuid):
         """A move was reverted: the old claim is current again; the new one goes."""
@@ -550,14 +561,16 @@ class ResourceTracker:
     def drop_move_claim(self, ctxt, instance_uuid, migration_uuid=None):
         """Forget the move's claim (confirm on the source, failure on the destination);
         with ``migration_uuid``, only that migration's."""
-        with self.lock, self.cell_db.session(write=True) as s:
-            extra = s.scalars(sa.select(m.InstanceExtra).where(
-                m.InstanceExtra.instance_uuid == instance_uuid)).first()
-            if extra is not None and (migration_uuid is None or (
-                    _loads(extra.migration_context) or {}).get("migration_uuid") == migration_uuid):
-                extra.migration_context = None
-                s.flush()
-            self._write_usage(s)
+        extra = m.InstanceExtra.__table__
+        with self.lock, self.cell_db.connection(write=True) as conn:
+            # Any move's claim goes without being read; only that migration's is read first.
+            held = None if migration_uuid is None else (_loads(conn.execute(
+                sa.select(extra.c.migration_context).where(
+                    extra.c.instance_uuid == instance_uuid)).scalar()) or {}).get("migration_uuid")
+            if held == migration_uuid:
+                conn.execute(sa.update(extra).where(extra.c.instance_uuid == instance_uuid)
+                             .values(migration_context=None))
+            self._write_usage(conn)
 
 
 def update_available_resources(trackers):
