@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Instructions per boot as the fleet grows, counted by callgrind.
+
+CPU time per boot moves with whatever else the machine is doing; the count
+of instructions a boot executes does not (same code, same data, same
+result to a few parts in a thousand). For each size of ``--sizes`` the
+all-in-one (``--cells`` cells, the hosts split evenly, SQLite, in-process
+transport, no periodic work) is started in a child process run under
+``valgrind --tool=callgrind --instr-atstart=no``: start-up and three
+warm-up boots run uncounted, then instrumentation is switched on
+(``callgrind_control -i on``) for ``--boots`` boots, each from the POST to
+the last cast handled, and off again. The parent prints instructions per
+boot at each size and the growth from the smallest.
+
+Instructions leave out the kernel's work (the SQLite writes' system calls,
+thread switches), which CPU time counts: a boot's fixed cost is larger in
+CPU time than in instructions, so the growth in instructions is the upper
+bound of the growth in CPU time.
+
+    python3 bench/boot_instructions.py                      # 100 and 10,000 hosts
+    python3 bench/boot_instructions.py --sizes 100,1000,10000 --boots 24
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def child(args):
+    """Runs under valgrind: boots ``args.boots`` servers with instrumentation on."""
+    import logging
+    logging.basicConfig(level=logging.WARNING)
+    from bench.boot import ComputeClient, bench_network, server_body
+    from novella.allinone import AllInOne
+
+    aio = AllInOne(tempfile.mkdtemp(prefix="novella-bench-instr-"), cells=args.cells,
+                   hosts_per_cell=max(1, args.hosts // args.cells), log=None,
+                   config_overrides={"quota": {"instances": -1, "cores": -1, "ram": -1}}).start()
+    api = ComputeClient(aio.compute_api_app, microversion="2.79")
+    net_id = bench_network(aio, "10.128.0.0/16")["id"]
+
+    def boot(i):
+        server = api.expect("POST", "/servers", server_body(aio, f"i{i}", "1", net_id))["server"]
+        aio.wait_idle()
+        return server["id"]
+
+    for i in range(3):  # caches filled
+        api.expect("DELETE", f"/servers/{boot(i)}")
+        aio.wait_idle()
+    control = ["callgrind_control", "-i"]
+    subprocess.run(control + ["on", str(os.getpid())], check=True, capture_output=True)
+    booted = [boot(i) for i in range(args.boots)]
+    subprocess.run(control + ["off", str(os.getpid())], check=True, capture_output=True)
+    statuses = {api.expect("GET", f"/servers/{sid}")["server"]["status"] for sid in booted}
+    if statuses != {"ACTIVE"}:
+        raise SystemExit(f"boots ended in {sorted(statuses)}")
+    os._exit(0)  # the count is taken; stopping the fleet is not measured
+
+
+def measure(args, hosts):
+    """Instructions per boot at ``hosts`` hosts (a child under callgrind)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={tmp}/callgrind.out", os.path.realpath(sys.executable),
+               __file__, "--child", "--hosts", str(hosts), "--cells", str(args.cells),
+               "--boots", str(args.boots)]
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+        found = re.search(r"Collected : (\d+)", run.stderr)
+        if run.returncode != 0 or not found:
+            raise SystemExit(f"{hosts} hosts: child failed\n{run.stdout}\n{run.stderr[-3000:]}")
+        print(f"[{hosts} hosts: {time.perf_counter() - t0:.0f} s under valgrind]",
+              file=sys.stderr, flush=True)
+        return int(found.group(1)) / args.boots
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100,10000", help="fleet sizes (hosts), comma-separated")
+    ap.add_argument("--cells", type=int, default=10)
+    ap.add_argument("--boots", type=int, default=24, help="boots counted at each size")
+    ap.add_argument("--hosts", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    per_boot = {n: measure(args, n) for n in sizes}
+    first = per_boot[sizes[0]]
+    print(f"# bench/boot_instructions.py: {args.cells} cells, {args.boots} boots per size")
+    print("| hosts | instructions per boot | x (from the smallest) |")
+    print("|---:|---:|---:|")
+    for n in sizes:
+        print(f"| {n} | {per_boot[n] / 1e6:.1f} M | {per_boot[n] / first:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
