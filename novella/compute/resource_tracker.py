@@ -77,9 +77,28 @@ _ADD_USAGE = sa.update(m.ComputeNode).where(m.ComputeNode.uuid == sa.bindparam("
     running_vms=_plus(m.ComputeNode.running_vms, "b_count"))
 
 
+def _usage_rows(hosts):
+    """What ``_usages`` sums, in one statement: the instances of ``hosts`` (without a
+    migration_context column), then every instance being moved (with it).
+
+    Only the columns the sums need (no ORM objects): this runs on every claim
+    and reads every instance of the host.
+    """
+    ix, i = m.InstanceExtra, m.Instance
+    columns = (i.host, i.node, i.vcpus, i.memory_mb, i.root_gb, i.ephemeral_gb, ix.flavor,
+               ix.numa_topology, ix.pci_devices)
+    here = sa.select(
+        *columns, sa.cast(sa.null(), ix.migration_context.type).label("migration_context")
+    ).outerjoin(ix, ix.instance_uuid == i.uuid).where(
+        i.host == hosts[0] if len(hosts) == 1 else i.host.in_(hosts), i.deleted == 0)
+    moving = sa.select(*columns, ix.migration_context).join(i, ix.instance_uuid == i.uuid).where(
+        i.deleted == 0, ix.migration_context.is_not(None))
+    return sa.union_all(here, moving)
+
+
 def _usages(s, trackers):
     """{host: what its node has given out (sizes, NUMA cells, PCI addresses)}
-    for trackers of one cell, from the database, in two statements."""
+    for trackers of one cell, from the database, in one statement."""
     by_host = {rt.host: rt for rt in trackers}
     usages = {rt.host: {"vcpus": 0, "memory_mb": 0, "local_gb": 0, "running_vms": 0,
                         "numa": claims.empty_usage(rt.resources().get("numa_topology")),
@@ -92,25 +111,15 @@ def _usages(s, trackers):
         claims.add_usage(usage["numa"], numa)
         usage["pci"].update(d["address"] for d in pci or [])
 
-    # Only the columns the sums need (no ORM objects): this runs on every
-    # claim and reads every instance of the host.
-    ix, i = m.InstanceExtra, m.Instance
-    hosts = list(by_host)
-    here = s.execute(sa.select(
-        i.host, i.node, i.vcpus, i.memory_mb, i.root_gb, i.ephemeral_gb, ix.flavor,
-        ix.numa_topology, ix.pci_devices).outerjoin(ix, ix.instance_uuid == i.uuid).where(
-        i.host == hosts[0] if len(hosts) == 1 else i.host.in_(hosts), i.deleted == 0))
-    for row in here:
-        if row.node != by_host[row.host].nodename:
+    for row in s.execute(_usage_rows(list(by_host))):
+        if row.migration_context is None:  # an instance of the host
+            if row.node != by_host[row.host].nodename:
+                continue
+            usage = usages[row.host]
+            usage["running_vms"] += 1
+            add(usage, _row_flavor_size(row, "cur"), _loads(row.numa_topology),
+                _loads(row.pci_devices))
             continue
-        usage = usages[row.host]
-        usage["running_vms"] += 1
-        add(usage, _row_flavor_size(row, "cur"), _loads(row.numa_topology),
-            _loads(row.pci_devices))
-    moving = s.execute(sa.select(ix.flavor, ix.migration_context).join(
-        i, ix.instance_uuid == i.uuid).where(
-        i.deleted == 0, ix.migration_context.is_not(None)))
-    for row in moving:
         mc = _loads(row.migration_context) or {}
         if not mc.get("applied") and mc.get("dest_compute") in usages:
             add(usages[mc["dest_compute"]], _row_flavor_size(row, "new"),
