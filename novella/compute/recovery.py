@@ -147,6 +147,7 @@ class ComputeRecovery:
             claims = {}
             for uuid, text in s.execute(sa.select(
                     m.InstanceExtra.instance_uuid, m.InstanceExtra.migration_context).where(
+                    m.InstanceExtra.move_claim_host == self.host,
                     m.InstanceExtra.migration_context.is_not(None))):
                 mc = json.loads(text)
                 if mc.get("dest_compute") == self.host and not mc.get("applied") \

@@ -51,6 +51,16 @@ def _dumps(value):
     return json.dumps(value) if value else None
 
 
+def _context_values(mc):
+    """The instance_extra columns of migration context ``mc`` (None: no move): the
+    context and the other host whose node counts its claim (its destination until
+    the claim is applied, then its source), by which ``_usages`` finds it."""
+    if not mc:
+        return {"migration_context": None, "move_claim_host": None}
+    return {"migration_context": json.dumps(mc), "move_claim_host": mc.get(
+        "source_compute" if mc.get("applied") else "dest_compute")}
+
+
 def _row_flavor_size(row, which):
     """The ``which`` flavor of a row of (instance size columns, instance_extra.flavor);
     the instance's own columns stand in for a missing current flavor."""
@@ -79,7 +89,8 @@ _ADD_USAGE = sa.update(m.ComputeNode).where(m.ComputeNode.uuid == sa.bindparam("
 
 def _usage_rows(hosts):
     """What ``_usages`` sums, in one statement: the instances of ``hosts`` (without a
-    migration_context column), then every instance being moved (with it).
+    migration_context column), then the instances being moved whose claim one of
+    ``hosts`` counts (with it).
 
     Only the columns the sums need (no ORM objects): this runs on every claim
     and reads every instance of the host.
@@ -87,12 +98,15 @@ def _usage_rows(hosts):
     ix, i = m.InstanceExtra, m.Instance
     columns = (i.host, i.node, i.vcpus, i.memory_mb, i.root_gb, i.ephemeral_gb, ix.flavor,
                ix.numa_topology, ix.pci_devices)
+
+    def of_hosts(column):
+        return column == hosts[0] if len(hosts) == 1 else column.in_(hosts)
+
     here = sa.select(
         *columns, sa.cast(sa.null(), ix.migration_context.type).label("migration_context")
-    ).outerjoin(ix, ix.instance_uuid == i.uuid).where(
-        i.host == hosts[0] if len(hosts) == 1 else i.host.in_(hosts), i.deleted == 0)
+    ).outerjoin(ix, ix.instance_uuid == i.uuid).where(of_hosts(i.host), i.deleted == 0)
     moving = sa.select(*columns, ix.migration_context).join(i, ix.instance_uuid == i.uuid).where(
-        i.deleted == 0, ix.migration_context.is_not(None))
+        of_hosts(ix.move_claim_host), i.deleted == 0, ix.migration_context.is_not(None))
     return sa.union_all(here, moving)
 
 
@@ -534,7 +548,7 @@ class ResourceTracker:
             inst = instance if instance is not None else records.get_instance(s, instance_uuid)
             numa, pci = self._fit(s, new_flavor, ports, port_profiles)
             extra = inst.extra
-            self._set_extra(s, instance_uuid, migration_context=json.dumps({
+            self._set_extra(s, instance_uuid, **_context_values({
                 "migration_uuid": migration.get("uuid"),
                 "source_compute": migration.get("source_compute", inst.host),
                 "source_node": migration.get("source_node", inst.node),
@@ -553,7 +567,7 @@ class ResourceTracker:
             if mc and not mc.get("applied"):
                 self._set_extra(s, instance_uuid, numa_topology=_dumps(mc["new_numa_topology"]),
                                 pci_devices=_dumps(mc["new_pci_devices"]),
-                                migration_context=json.dumps(dict(mc, applied=True)))
+                                **_context_values(dict(mc, applied=True)))
 
     def revert_migration_context(self, ctxt, instance_uuid):
         """A move was reverted: the old claim is current again; the new one goes."""
@@ -563,7 +577,8 @@ class ResourceTracker:
             if mc and mc.get("applied"):
                 extra.numa_topology = _dumps(mc["old_numa_topology"])
                 extra.pci_devices = _dumps(mc["old_pci_devices"])
-            extra.migration_context = None
+            for column, value in _context_values(None).items():
+                setattr(extra, column, value)
             s.flush()
             self._write_usage(s)
 
@@ -578,7 +593,7 @@ class ResourceTracker:
                     extra.c.instance_uuid == instance_uuid)).scalar()) or {}).get("migration_uuid")
             if held == migration_uuid:
                 conn.execute(sa.update(extra).where(extra.c.instance_uuid == instance_uuid)
-                             .values(migration_context=None))
+                             .values(**_context_values(None)))
             self._write_usage(conn)
 
 

@@ -97,6 +97,7 @@ class InstanceMetadata(Base):
 class InstanceExtra(Base):
     """Large per-instance documents, JSON text: flavors, NUMA, PCI, contexts."""
     __tablename__ = "instance_extra"
+    __table_args__ = (sa.Index("ix_instance_extra_move_claim_host", "move_claim_host"),)
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36), unique=True)
     # {"cur": flavor, "old": flavor|None, "new": flavor|None}
@@ -105,6 +106,10 @@ class InstanceExtra(Base):
     pci_requests: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     pci_devices: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     migration_context: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    # The other host whose node counts the migration context's claim (its
+    # destination until the claim is applied, then its source), written with it:
+    # a host finds the moves it counts by this index, not by reading every context.
+    move_claim_host: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
 
 
 class InstanceInfoCache(Base):

@@ -339,7 +339,7 @@ class FinishConfirm(ResizedTask):
         with resized.cell_db.session(write=True) as s:
             s.execute(sa.update(cm.InstanceExtra).where(
                 cm.InstanceExtra.instance_uuid == resized.instance_uuid
-            ).values(migration_context=None))
+            ).values(migration_context=None, move_claim_host=None))
         migration_records.update(resized.cell_db, resized.migration_uuid, status=ms.CONFIRMED)
 
 

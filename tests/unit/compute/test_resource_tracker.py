@@ -164,6 +164,27 @@ def test_resize_claim_lifecycle_on_the_same_host(rt):
     assert usage["pci"] == [new.pci_devices[0]["address"]] and usage["vcpus"] == 4
 
 
+def test_a_move_claim_is_counted_by_the_host_its_context_names(rt):
+    """The destination counts a move's claim until it is applied, then the source:
+    the host ``move_claim_host`` names, by which usage finds it."""
+    inst = _instance(rt, host="source-host")
+    claim = rt.resize_claim(None, inst, FLAVOR, {"uuid": "m1", "source_compute": "source-host",
+                                                 "source_node": "source-node"})
+
+    def move_claim_host():
+        with rt.cell_db.session() as s:
+            return s.scalar(sa.select(m.InstanceExtra.move_claim_host).where(
+                m.InstanceExtra.instance_uuid == inst))
+
+    assert move_claim_host() == rt.host
+    assert rt.usage()["pci"] == [claim.pci_devices[0]["address"]]
+    rt.apply_migration_context(None, inst)
+    assert move_claim_host() == "source-host"
+    assert rt.usage()["pci"] == []  # the server is still the source's: no claim here
+    rt.drop_move_claim(None, inst)
+    assert move_claim_host() is None
+
+
 def test_resize_claim_failure_and_revert_give_back(rt):
     inst = _instance(rt)
     original = _claim(rt, inst).pci_devices[0]["address"]
