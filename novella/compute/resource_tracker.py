@@ -13,7 +13,8 @@ kept only in memory, so a restarted service finds where things stand:
 - an instance being moved carries ``instance_extra.migration_context``
   (written by ``resize_claim``): ``{"migration_uuid", "source_compute",
   "source_node", "dest_compute", "dest_node", "old_numa_topology",
-  "old_pci_devices", "new_numa_topology", "new_pci_devices", "applied"}``.
+  "old_pci_devices", "new_numa_topology", "new_pci_devices", "applied"}``,
+  and ``instance_extra.move_claim_host``, the host counting it (indexed).
   Until ``apply_migration_context`` (the destination finishing the move) the
   destination also counts the ``new_*`` claim; afterwards the instance's
   current claim is the new one and the source also counts ``old_*`` until
@@ -53,8 +54,8 @@ def _dumps(value):
 
 def _context_values(mc):
     """The instance_extra columns of migration context ``mc`` (None: no move): the
-    context and the other host whose node counts its claim (its destination until
-    the claim is applied, then its source), by which ``_usages`` finds it."""
+    context and the host whose node counts its claim (its destination until the
+    claim is applied, then its source), by which ``_usages`` finds it."""
     if not mc:
         return {"migration_context": None, "move_claim_host": None}
     return {"migration_context": json.dumps(mc), "move_claim_host": mc.get(

@@ -106,9 +106,9 @@ class InstanceExtra(Base):
     pci_requests: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     pci_devices: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
     migration_context: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
-    # The other host whose node counts the migration context's claim (its
-    # destination until the claim is applied, then its source), written with it:
-    # a host finds the moves it counts by this index, not by reading every context.
+    # The host whose node counts the migration context's claim besides its own
+    # instances (the move's destination until the claim is applied, then its
+    # source), written with it: a host finds those moves by this index.
     move_claim_host: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
 
 
