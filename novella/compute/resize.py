@@ -97,12 +97,12 @@ class ComputeResize:
         """The server's ports are active on this host, with ``port_profiles``
         (what this host's providers give them) and the devices of its ``claim``
         here (``ResourceTracker.port_profiles``) in their bindings; returns its
-        network_info."""
+        network_info. ``inst``: the row read under the instance's lock."""
         if self.network_api is None:
             return self.network_info(inst)
         network_info = self.network_api.migrate_instance_finish(
             ctxt, inst.uuid, self.host,
-            port_profiles=self.rt.port_profiles(inst.uuid, port_profiles, claim))
+            port_profiles=self.rt.port_profiles(inst.uuid, port_profiles, claim, instance=inst))
         self._save_network_info(inst.uuid, network_info)
         return network_info
 

@@ -498,14 +498,19 @@ class ResourceTracker:
                 for pf in {d.get("devname") for d in self.resources().get(
                     "pci_passthrough_devices") or [] if d.get("dev_type") == "type-PF"}}
 
-    def port_profiles(self, instance_uuid, port_profiles, claim="current"):
+    def port_profiles(self, instance_uuid, port_profiles, claim="current", instance=None):
         """``port_profiles`` with the devices the instance's ports hold on this host
         merged in: its ``current`` claim, or the ``new`` or ``old`` one of its move
-        (the current one when it has no move)."""
-        with self.cell_db.read_session() as s:
-            row = s.execute(sa.select(m.InstanceExtra.pci_devices,
-                                      m.InstanceExtra.migration_context).where(
-                m.InstanceExtra.instance_uuid == instance_uuid)).first()
+        (the current one when it has no move). ``instance``: the row as the caller
+        read it under the instance's lock (and the tracker's claims since left it),
+        else its claim is read here."""
+        if instance is not None:
+            row = instance.extra
+        else:
+            with self.cell_db.read_session() as s:
+                row = s.execute(sa.select(m.InstanceExtra.pci_devices,
+                                          m.InstanceExtra.migration_context).where(
+                    m.InstanceExtra.instance_uuid == instance_uuid)).first()
         if row is None:
             return port_profiles
         devices = _loads(row.pci_devices)
@@ -522,19 +527,25 @@ class ResourceTracker:
         return inst.extra
 
     @staticmethod
-    def _set_extra(s, instance_uuid, **values):
+    def _set_extra(s, instance_uuid, instance=None, **values):
         """Write ``values`` to the instance's instance_extra row by key, without
-        reading it (the row made if missing)."""
+        reading it (the row made if missing). ``instance``: the caller's row (not
+        one of ``s``), given the same values so that it says what the database holds."""
         table = m.InstanceExtra.__table__
         if not s.execute(sa.update(table).where(table.c.instance_uuid == instance_uuid)
                          .values(**values)).rowcount:
             insert_row(s, table, dict(values, instance_uuid=instance_uuid))
+        if instance is not None:
+            if instance.extra is None:
+                instance.extra = m.InstanceExtra(instance_uuid=instance_uuid)
+            for column, value in values.items():
+                setattr(instance.extra, column, value)
 
     # -- claims for a move (resize / cold migrate) --------------------------------
     #
     # ``instance``: the row as the caller read it under the instance's lock (the
     # step's), whose claim and migration context nothing else writes meanwhile;
-    # read again here when not given. (It is not updated with what is written.)
+    # read again here when not given. It is given what is written.
 
     def resize_claim(self, ctxt, instance_uuid, new_flavor, migration, ports=(),
                      port_profiles=None, instance=None):
@@ -549,7 +560,7 @@ class ResourceTracker:
             inst = instance if instance is not None else records.get_instance(s, instance_uuid)
             numa, pci = self._fit(s, new_flavor, ports, port_profiles)
             extra = inst.extra
-            self._set_extra(s, instance_uuid, **_context_values({
+            self._set_extra(s, instance_uuid, instance, **_context_values({
                 "migration_uuid": migration.get("uuid"),
                 "source_compute": migration.get("source_compute", inst.host),
                 "source_node": migration.get("source_node", inst.node),
@@ -566,7 +577,8 @@ class ResourceTracker:
             inst = instance if instance is not None else records.get_instance(s, instance_uuid)
             mc = _loads(inst.extra.migration_context) if inst.extra is not None else None
             if mc and not mc.get("applied"):
-                self._set_extra(s, instance_uuid, numa_topology=_dumps(mc["new_numa_topology"]),
+                self._set_extra(s, instance_uuid, instance,
+                                numa_topology=_dumps(mc["new_numa_topology"]),
                                 pci_devices=_dumps(mc["new_pci_devices"]),
                                 **_context_values(dict(mc, applied=True)))
 
