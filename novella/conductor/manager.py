@@ -279,12 +279,10 @@ class ConductorManager:
     # -- confirm and revert ---------------------------------------------------------------
 
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
-        return self._run_resized(ctxt, self._resized(ctxt, instance_uuid, migration_uuid),
-                                 "confirm")
+        self._run_resized(ctxt, self._resized(ctxt, instance_uuid, migration_uuid), "confirm")
 
     def revert_resize(self, ctxt, instance_uuid, migration_uuid):
-        return self._run_resized(ctxt, self._resized(ctxt, instance_uuid, migration_uuid),
-                                 "revert")
+        self._run_resized(ctxt, self._resized(ctxt, instance_uuid, migration_uuid), "revert")
 
     def _resized(self, ctxt, instance_uuid, migration_uuid):
         cell = cells_mod.instance_cell(self.api_db, instance_uuid)
@@ -294,6 +292,7 @@ class ConductorManager:
 
     def _run_resized(self, ctxt, resized, action):
         """Confirm or revert: on failure the migration in error and a fault, then raised.
+        (Nothing is returned: the migration says how it ended.)
 
         Across cells the conductor sends the .start and .end notifications, as
         no one host sees the whole of it.
@@ -305,7 +304,7 @@ class ConductorManager:
                          journal=self._journal(kind, ctxt, resized, key=journal.request_key(
                              action, resized.migration_uuid)), forward=True)
         if not self._claim(tasks):
-            return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
+            return
         if cross_cell:
             name = (notifications.RESIZE_CONFIRM if action == "confirm"
                     else notifications.RESIZE_REVERT)
@@ -314,7 +313,6 @@ class ConductorManager:
                 self._resized_ended(ctxt, resized, tasks.run)
         else:
             self._resized_ended(ctxt, resized, tasks.run)
-        return migration_records.get(resized.instance_db, resized.migration_uuid)["status"]
 
     def _resized_ended(self, ctxt, resized, run):
         """``run()`` the rest of a confirm or revert, then record how it ended (unless
