@@ -286,9 +286,10 @@ class ConductorManager:
 
     def _resized(self, ctxt, instance_uuid, migration_uuid):
         cell = cells_mod.instance_cell(self.api_db, instance_uuid)
-        return common.Resized(self, ctxt, instance_uuid,
-                              migration_records.get(cells_mod.cell_database(cell),
-                                                    migration_uuid), cell=cell)
+        migration, instance_power_state = migration_records.get_with_power_state(
+            cells_mod.cell_database(cell), migration_uuid, instance_uuid)
+        return common.Resized(self, ctxt, instance_uuid, migration, instance_power_state,
+                              cell=cell)
 
     def _run_resized(self, ctxt, resized, action):
         """Confirm or revert: on failure the migration in error and a fault, then raised.

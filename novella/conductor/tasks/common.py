@@ -420,8 +420,10 @@ class Resized(Recorded):
                 "dest_compute", "source_compute")
     CELLS = ("cell", "source_cell")
 
-    def __init__(self, services, ctxt, instance_uuid, migration, cell=None):
-        """``cell``: the server's cell mapping, when the caller has just read it."""
+    def __init__(self, services, ctxt, instance_uuid, migration, instance_power_state,
+                 cell=None):
+        """``instance_power_state``: the server's, as read with ``migration``;
+        ``cell``: the server's cell mapping, when the caller has just read it."""
         self.instance_uuid = instance_uuid
         self.migration = migration
         self.migration_uuid = migration["uuid"]
@@ -431,9 +433,7 @@ class Resized(Recorded):
         self.source_cell = (cells_mod.host_cell(services.api_db, self.source_host)
                             if migration.get("cross_cell_move") else self.cell)
         self.attach(services, ctxt)
-        with self.cell_db.read_session() as s:
-            inst = records.get_instance(s, instance_uuid)
-            self.power_on = inst.power_state == power_state.RUNNING
+        self.power_on = instance_power_state == power_state.RUNNING
         self.mapped_back = False  # a cross-cell revert: the mapping points at the source again
 
     def attach(self, services, ctxt):
