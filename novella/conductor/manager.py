@@ -84,6 +84,15 @@ _BUILD_REQUEST = sa.select(
 ).where(am.BuildRequest.instance_uuid == sa.bindparam("b_uuid"))
 
 
+def _what_the_conductor_reads(row):
+    """The instance row's values the conductor goes by (its flavor among them)."""
+    return types.SimpleNamespace(
+        flavor=records.flavor_of(row),
+        **{k: getattr(row, k) for k in ("uuid", "project_id", "user_id", "host", "node",
+                                        "availability_zone", "vm_state", "task_state",
+                                        "power_state")})
+
+
 class ConductorManager:
     def __init__(self, conf, api_db, placement, network_api=None, volume_api=None,
                  image_api=None, notifier=None):
@@ -226,8 +235,11 @@ class ConductorManager:
     def _move(self, ctxt, instance_uuid, migration_uuid, host=None, flavor=None,
               clean_shutdown=True):
         """The state of a move about to start; ``flavor``: the new one (a resize)."""
-        cell, cell_db, inst = self._instance(instance_uuid)
-        return common.Move(self, ctxt, cell, inst, migration_records.get(cell_db, migration_uuid),
+        cell = cells_mod.instance_cell(self.api_db, instance_uuid)
+        migration, row = migration_records.get_with_instance(
+            cells_mod.cell_database(cell), migration_uuid, instance_uuid)
+        inst = _what_the_conductor_reads(row)
+        return common.Move(self, ctxt, cell, inst, migration,
                            flavor or inst.flavor, self._request_spec(instance_uuid),
                            target_host=host, clean_shutdown=clean_shutdown)
 
@@ -286,10 +298,9 @@ class ConductorManager:
 
     def _resized(self, ctxt, instance_uuid, migration_uuid):
         cell = cells_mod.instance_cell(self.api_db, instance_uuid)
-        migration, instance_power_state = migration_records.get_with_power_state(
+        migration, inst = migration_records.get_with_instance(
             cells_mod.cell_database(cell), migration_uuid, instance_uuid)
-        return common.Resized(self, ctxt, instance_uuid, migration, instance_power_state,
-                              cell=cell)
+        return common.Resized(self, ctxt, instance_uuid, migration, inst.power_state, cell=cell)
 
     def _run_resized(self, ctxt, resized, action):
         """Confirm or revert: on failure the migration in error and a fault, then raised.
@@ -716,12 +727,7 @@ class ConductorManager:
         cell_db = cells_mod.cell_database(cell)
         with cell_db.read_session() as s:
             row = records.get_instance(s, instance_uuid)
-            inst = types.SimpleNamespace(
-                flavor=records.flavor_of(row),
-                **{k: getattr(row, k) for k in ("uuid", "project_id", "user_id", "host", "node",
-                                                "availability_zone", "vm_state", "task_state",
-                                                "power_state")})
-        return cell, cell_db, inst
+        return cell, cell_db, _what_the_conductor_reads(row)
 
     def _load_build_request(self, instance_uuid, default_bdms, default_tags):
         """{"instance", "block_device_mappings", "tags"} of a build request, or None if gone."""

@@ -52,21 +52,20 @@ def get(cell_db, migration_uuid):
 _COLUMNS = tuple(m.Migration.__table__.columns)
 
 
-def get_with_power_state(cell_db, migration_uuid, instance_uuid):
-    """(``get``'s migration, the power state of the instance ``instance_uuid``) in one
-    statement; records.InstanceNotFound when the instance is not there (or deleted)."""
-    inst = m.Instance
-    with cell_db.reader() as conn:
-        row = conn.execute(sa.select(*_COLUMNS, inst.power_state.label("instance_power_state"))
-                           .outerjoin(inst, sa.and_(inst.uuid == instance_uuid,
-                                                    inst.deleted == 0))
-                           .where(m.Migration.uuid == migration_uuid)).first()
+def get_with_instance(cell_db, migration_uuid, instance_uuid):
+    """(``get``'s migration, the instance as ``records.get_instance`` reads it) in one
+    statement; records.InstanceNotFound when the instance is not there (or deleted),
+    else MigrationNotFound when the migration is not."""
+    with cell_db.read_session() as s:
+        row = s.execute(sa.select(m.Instance, m.Migration).outerjoin(
+            m.Migration, m.Migration.uuid == migration_uuid).where(
+            m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
     if row is None:
-        raise MigrationNotFound(f"Migration {migration_uuid} could not be found.")
-    migration = dict(row._mapping)
-    if migration.pop("instance_power_state") is None:
         raise records.InstanceNotFound(f"Instance {instance_uuid} could not be found.")
-    return migration, row.instance_power_state
+    instance, migration = row
+    if migration is None:
+        raise MigrationNotFound(f"Migration {migration_uuid} could not be found.")
+    return as_dict(migration), instance
 
 
 def update(cell_db, migration_uuid, expected_status=None, **values):
