@@ -15,7 +15,7 @@ Counted on every database: statements sent to the driver (SQLAlchemy
 not among them; Connection executes are as many), ORM executes (``Session``
 ``do_orm_execute``) and transactions begun. Bulk figures are per server.
 
-    git worktree add --detach /tmp/then 94dd796   # the code when issue 20 was written
+    git worktree add --detach /tmp/then 94dd796   # the code before the scale work
     python3 bench/statements_then_and_now.py /tmp/then .
 """
 import collections
