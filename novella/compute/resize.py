@@ -122,10 +122,10 @@ class ComputeResize:
         with steps.step(self, ctxt, instance_uuid, "compute_prep_resize",
                         notifications.RESIZE_PREP,
                         flavor=lambda inst: records.flavor_of(inst) or new_flavor,
-                        new_flavor=new_flavor,
-                        error_as=notifications.RESIZE, end_always=True) as st:
+                        new_flavor=new_flavor, error_as=notifications.RESIZE,
+                        end_always=True, migration_uuid=migration_uuid) as st:
             cur = records.flavor_of(st.instance) or new_flavor
-            mig = self._migration(migration_uuid)
+            mig = st.migration
             updated = records.set_flavors(self.cell_db, instance_uuid, cur, old=cur,
                                           new=new_flavor, row=st.instance)
             claim = None
@@ -204,10 +204,11 @@ class ComputeResize:
             return flavors["new"] or flavors["cur"]
 
         with steps.step(self, ctxt, instance_uuid, "compute_finish_resize",
-                        notifications.RESIZE_FINISH, flavor=new_of) as st:
+                        notifications.RESIZE_FINISH, flavor=new_of,
+                        migration_uuid=migration_uuid) as st:
             flavors = records.flavors_of(st.instance)
             new = new_of(st.instance)
-            mig = self._migration(migration_uuid)
+            mig = st.migration
             now = records.utcnow()
             self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
                          task_state=task_states.RESIZE_FINISH, updated_at=now, reload=False)

@@ -5,6 +5,10 @@
         ... st.instance ...      # the row as read under the lock
         st.instance = updated    # what the .end notification reports
 
+With ``migration_uuid`` the move's migration is read with the row, in the same
+statement, as ``st.migration`` (MigrationNotFound, when it is not there, is
+raised in the body that asks for it, as a read of its own there would).
+
 Under the instance's lock the step records its action event and sends the
 notifications of its action (novella/rpc/notifications.py): ``.start``,
 then ``.end`` (or ``.error`` when the action has one). A step of a move is
@@ -22,6 +26,7 @@ e.g. an aborted live migration).
 import contextlib
 import logging
 
+from novella.db import migration_records
 from novella.db import records
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
@@ -30,11 +35,19 @@ LOG = logging.getLogger(__name__)
 
 
 class Step:
-    """What the body of a step sees and hands back: the instance row."""
+    """What the body of a step sees and hands back: the instance row (and the
+    move's migration, as a dict)."""
 
-    def __init__(self, instance):
+    def __init__(self, instance, migration_uuid=None, migration=None):
         self._instance = instance
+        self._migration_uuid, self._migration = migration_uuid, migration
         self.replaced = False  # the body said what the row is now
+
+    @property
+    def migration(self):
+        if self._migration is None:
+            raise migration_records.not_found(self._migration_uuid)
+        return self._migration
 
     @property
     def instance(self):
@@ -49,15 +62,17 @@ class Step:
 @contextlib.contextmanager
 def step(compute, ctxt, instance_uuid, event, notification=None, flavor=None,
          standalone=False, error_vm_state=None, error_as=None, end_always=False,
-         **payload_extra):
+         migration_uuid=None, **payload_extra):
     """``notification``: an action of novella/rpc/notifications.py;
     ``flavor``: the payload's flavor, or a function of the row read under the lock
     that gives it;
     ``error_as``/``end_always`` as for ``notifications.action``;
+    ``migration_uuid``: the move's migration, read with the row (``Step.migration``);
     ``payload_extra``: fields particular to the action's payload class."""
     try:
         with _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
-                   error_vm_state, error_as, end_always, payload_extra) as st:
+                   error_vm_state, error_as, end_always, migration_uuid,
+                   payload_extra) as st:
             yield st
     except Exception as exc:
         if not getattr(exc, "expected", False):
@@ -78,12 +93,17 @@ def _tell_exception(compute, ctxt, exc):
 
 @contextlib.contextmanager
 def _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
-          error_vm_state, error_as, end_always, payload_extra):
+          error_vm_state, error_as, end_always, migration_uuid, payload_extra):
     with compute._locked(instance_uuid):
-        read = compute._get(instance_uuid)
+        if migration_uuid is None:
+            read, migration = compute._get(instance_uuid), None
+        else:
+            with compute.cell_db.read_session() as s:
+                read, migration = migration_records.instance_and_migration(
+                    s, instance_uuid, migration_uuid)
         if callable(flavor):  # the flavor the row, as read under the lock, says
             flavor = flavor(read)
-        st = Step(read)
+        st = Step(read, migration_uuid, migration)
         failed = []
 
         def send(event_type, fault=None):

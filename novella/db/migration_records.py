@@ -17,6 +17,11 @@ class MigrationNotFound(Exception):
     code = 404
 
 
+def not_found(migration_uuid):
+    """The MigrationNotFound of ``migration_uuid``."""
+    return MigrationNotFound(f"Migration {migration_uuid} could not be found.")
+
+
 def create(cell_db, instance, migration_type, old_flavor, new_flavor,
                      status="pre-migrating", dest_host=None):
     """A migration row for ``instance`` (an ORM row or a dict of its columns)."""
@@ -45,11 +50,24 @@ def get(cell_db, migration_uuid):
     with cell_db.session() as s:
         row = s.scalars(_GET_MIGRATION, {"uuid": migration_uuid}).first()
         if row is None:
-            raise MigrationNotFound(f"Migration {migration_uuid} could not be found.")
+            raise not_found(migration_uuid)
         return as_dict(row)
 
 
 _COLUMNS = tuple(m.Migration.__table__.columns)
+
+
+def instance_and_migration(s, instance_uuid, migration_uuid):
+    """(the instance as ``records.get_instance`` reads it, ``get``'s migration or None
+    when it is not there) in one statement of session ``s``;
+    records.InstanceNotFound when the instance is not there (or deleted)."""
+    row = s.execute(sa.select(m.Instance, m.Migration).outerjoin(
+        m.Migration, m.Migration.uuid == migration_uuid).where(
+        m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
+    if row is None:
+        raise records.InstanceNotFound(f"Instance {instance_uuid} could not be found.")
+    instance, migration = row
+    return instance, None if migration is None else as_dict(migration)
 
 
 def get_with_instance(cell_db, migration_uuid, instance_uuid):
@@ -57,15 +75,10 @@ def get_with_instance(cell_db, migration_uuid, instance_uuid):
     statement; records.InstanceNotFound when the instance is not there (or deleted),
     else MigrationNotFound when the migration is not."""
     with cell_db.read_session() as s:
-        row = s.execute(sa.select(m.Instance, m.Migration).outerjoin(
-            m.Migration, m.Migration.uuid == migration_uuid).where(
-            m.Instance.uuid == instance_uuid, m.Instance.deleted == 0)).first()
-    if row is None:
-        raise records.InstanceNotFound(f"Instance {instance_uuid} could not be found.")
-    instance, migration = row
+        instance, migration = instance_and_migration(s, instance_uuid, migration_uuid)
     if migration is None:
-        raise MigrationNotFound(f"Migration {migration_uuid} could not be found.")
-    return as_dict(migration), instance
+        raise not_found(migration_uuid)
+    return migration, instance
 
 
 def update(cell_db, migration_uuid, expected_status=None, **values):
