@@ -30,6 +30,7 @@ import math
 import threading
 import uuid as uuid_mod
 
+import os_traits
 import sqlalchemy as sa
 
 from novella.compute import claims
@@ -40,7 +41,6 @@ from novella.db.engine import insert_row, insert_rows
 
 LOG = logging.getLogger(__name__)
 
-COMPUTE_STATUS_DISABLED = "COMPUTE_STATUS_DISABLED"
 SERVICE_BINARY = "nova-compute"
 
 
@@ -369,7 +369,7 @@ class ResourceTracker:
     def _traits(self, disabled):
         """(the driver's traits, the traits the provider should have)."""
         driver_traits = set(self.driver.get_traits(self.nodename))
-        return driver_traits, driver_traits | ({COMPUTE_STATUS_DISABLED} if disabled else set())
+        return driver_traits, driver_traits | ({os_traits.COMPUTE_STATUS_DISABLED} if disabled else set())
 
     def set_traits(self, disabled, generation=None):
         """Report the driver's traits, plus COMPUTE_STATUS_DISABLED when disabled.

@@ -11,6 +11,7 @@ import itertools
 import logging
 import random
 
+import os_traits
 import sqlalchemy as sa
 
 from novella import service
@@ -62,7 +63,7 @@ class SchedulerManager:
         try:
             candidates = self.placement.get_allocation_candidates(
                 rr.query_groups(), limit=rr.limit, group_policy=rr.group_policy,
-                same_subtree=rr.same_subtree)
+                same_subtree=rr.same_subtree, root_required=rr.root_required)
         except placement_client.PlacementError as exc:
             raise NoValidHost(f"Placement rejected the request: {exc.detail}") from exc
         if not len(candidates):
@@ -106,10 +107,18 @@ class SchedulerManager:
         """The allocation-candidates query for ``spec``, pre-filters applied."""
         in_tree = self._destination_node(spec)
         limit = self.conf.scheduler.max_placement_results
-        if spec.get("force_hosts") or spec.get("force_nodes") or in_tree:
+        forced = spec.get("force_hosts") or spec.get("force_nodes")
+        if forced or in_tree:
             limit = None  # the forced host must not be cut out by the limit
-        return ResourceRequest.from_request_spec(spec, limit=limit, in_tree=in_tree,
-                                                 member_of=self._member_of(spec))
+        rr = ResourceRequest.from_request_spec(spec, limit=limit, in_tree=in_tree,
+                                               member_of=self._member_of(spec))
+        if not forced:
+            # Disabled hosts are left out by placement, not only by the ComputeFilter
+            # after it answered: otherwise the first max_placement_results
+            # candidates may all be disabled hosts while enabled ones are left
+            # unasked. A forced host bypasses the filters, disabled or not.
+            rr.root_required.append("!" + os_traits.COMPUTE_STATUS_DISABLED)
+        return rr
 
     def _destination_node(self, spec):
         """The compute node uuid when the destination names exactly one node."""

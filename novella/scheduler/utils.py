@@ -42,6 +42,7 @@ class ResourceRequest:
         self.group_policy = None
         self.limit = limit
         self.same_subtree = []  # lists of suffixes (a port's bandwidth and packet rate)
+        self.root_required = []  # traits of the root provider, "!" forbidding
 
     def group(self, suffix):
         g = self.groups.get(suffix)
@@ -148,6 +149,8 @@ class ResourceRequest:
         if self.group_policy:
             params.append(("group_policy", self.group_policy))
         params.extend(("same_subtree", ",".join(suffixes)) for suffixes in self.same_subtree)
+        if self.root_required:
+            params.append(("root_required", ",".join(self.root_required)))
         return params
 
 

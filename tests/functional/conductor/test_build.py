@@ -1,8 +1,11 @@
 """Builds through the conductor and scheduler, asserted on every database and placement."""
 import json
 
+import sqlalchemy as sa
+
 from novella.compute import states
 from novella.db import cell_models as cm
+from novella.db import cells as cells_mod
 
 FLAVOR_USAGE = {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10}
 
@@ -188,6 +191,43 @@ def test_disabled_and_down_hosts_are_skipped(cloud):
     (server,) = cloud.boot()
     assert cloud.instance(server).host == "ok"
     assert cloud.computes["down"].calls == []
+
+
+def _disable(cloud, cell_name, host):
+    """The host's service disabled, and its provider marked, as os-services and the host do."""
+    db = cells_mod.cell_database(cloud.cells[cell_name])
+    with db.session(write=True) as s:
+        s.execute(sa.update(cm.Service).where(cm.Service.host == host).values(disabled=True))
+    generation, traits = cloud.placement.get_traits(cloud.nodes[host])
+    cloud.placement.set_traits(cloud.nodes[host], traits + ["COMPUTE_STATUS_DISABLED"])
+
+
+def test_disabled_hosts_do_not_fill_the_candidate_limit(make_cloud):
+    """Placement leaves disabled hosts out, so the max_placement_results
+    candidates it answers are hosts that can build, even when the disabled
+    ones come first in its order."""
+    cloud = make_cloud({("scheduler", "max_placement_results"): 2})
+    for host in ("off1", "off2", "on1"):
+        cloud.add_host("cell1", host)
+    _disable(cloud, "cell1", "off1")
+    _disable(cloud, "cell1", "off2")
+    (server,) = cloud.boot()
+    assert cloud.mapping_cell(server) == "cell1"
+    assert cloud.instance(server).host == "on1"
+    assert _resources(cloud.allocations(server)) == {cloud.nodes["on1"]: FLAVOR_USAGE}
+    nothing = {rc: 0 for rc in FLAVOR_USAGE}
+    assert cloud.usages("off1") == nothing and cloud.usages("off2") == nothing
+    assert cloud.computes["off1"].calls == [] and cloud.computes["off2"].calls == []
+
+
+def test_a_forced_host_is_built_on_though_disabled(cloud):
+    """An administrator's forced host bypasses the filters, its disabled service too."""
+    cloud.add_host("cell1", "off")
+    cloud.add_host("cell1", "on")
+    _disable(cloud, "cell1", "off")
+    (server,) = cloud.boot(force_hosts=["off"])
+    assert cloud.instance(server).host == "off"
+    assert _resources(cloud.allocations(server)) == {cloud.nodes["off"]: FLAVOR_USAGE}
 
 
 def test_requested_destination_host(cloud):
