@@ -33,9 +33,9 @@ SETUPS = [(1, "unlimited"), (10, "unlimited"), (1, "default"), (10, "default")]
 
 def child(cells, quotas):
     import sqlalchemy as sa
-    import webob
     from sqlalchemy import orm
     from sqlalchemy.engine import Engine
+    from bench.boot import ComputeClient  # the measured tree's, as novella's
     from novella.allinone import AllInOne
     from novella.context import get_admin_context
 
@@ -65,16 +65,7 @@ def child(cells, quotas):
     aio = AllInOne(data_dir, cells=cells, hosts_per_cell=2,
                    log=None, config_overrides=overrides).start()
 
-    def api(method, path, body=None):
-        req = webob.Request.blank("/v2.1" + path, method=method)
-        req.headers["X-Auth-Token"] = "admin:admin"
-        req.headers["OpenStack-API-Version"] = "compute 2.79"
-        if body is not None:
-            req.json_body = body
-            req.content_type = "application/json"
-        resp = req.get_response(aio.compute_api_app)
-        assert resp.status_int < 300, (method, path, resp.status_int, resp.body[:300])
-        return resp.json_body if resp.body else None
+    api = ComputeClient(aio.compute_api_app, microversion="2.79").expect
 
     def server(name, networks, **extra):
         body = {"name": name, "imageRef": aio.demo_image["id"], "flavorRef": "1",
