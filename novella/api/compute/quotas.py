@@ -7,7 +7,8 @@ unlimited. ``[quota] driver = nova.quota.NoopQuotaDriver`` enforces none.
 
 Usage is counted, never reserved: servers from the API database's instance
 mappings (so servers still being built count), cores and RAM from the
-cells' instance records and the build requests, key pairs per user, server
+instance records of the cells where the mappings put the project's servers
+and from the build requests (one API statement finds both), key pairs per user, server
 groups per project, members per group. With ``[quota]
 count_usage_from_placement``, cores and RAM are the VCPU + PCPU and
 MEMORY_MB of the project's (or user's) placement usages, plus the build
@@ -192,8 +193,59 @@ def _build_requests(api, project_id):
     return out
 
 
-def _cores_ram(api, project_id, user_id=None):
-    """{None: (cores, ram) of the project, user_id: of the user}."""
+def _where_servers_are(api, project_id, user_id=None):
+    """The project's servers as the API database sees them, in one statement.
+
+    Returns ({None: servers of the project, user_id: of the user}, the cells
+    holding any server of the project (queued for delete or not: a server
+    being deleted holds its cores until its host has deleted it), the build
+    requests as ``_build_requests`` gives them). Each cell's rows are counted
+    where the mappings say the project has servers; when a mapping without a
+    cell has no build request (a server its conductor is moving into a cell
+    outside one transaction), every cell is counted, as before a mapping
+    could say where.
+    """
+    m, br, cmap = am.InstanceMapping, am.BuildRequest, am.CellMapping
+    live = sa.case((m.queued_for_delete.is_(False), 1), else_=0)
+    mine = sa.case((sa.and_(m.queued_for_delete.is_(False), m.user_id == user_id), 1), else_=0)
+    in_cells = (sa.select(cmap.uuid, cmap.database_connection, sa.func.sum(live),
+                          sa.func.sum(mine), sa.null().label("doc"), sa.null().label("uuid_"))
+                .join(m, m.cell_id == cmap.id).where(m.project_id == project_id)
+                .group_by(cmap.id, cmap.uuid, cmap.database_connection))
+    building = (sa.select(sa.null(), sa.null(), live, mine, br.instance, m.instance_uuid)
+                .select_from(m).outerjoin(br, br.instance_uuid == m.instance_uuid)
+                .where(m.project_id == project_id, m.cell_id.is_(None)))
+    cells, builds, counted, everywhere = [], [], {None: 0, user_id: 0}, False
+    with api.api_db.reader() as conn:
+        rows = conn.execute(sa.union_all(in_cells, building)).all()
+    for cell_uuid, url, n, n_mine, doc, uuid in rows:
+        counted[None] += int(n or 0)
+        if user_id is not None:
+            counted[user_id] += int(n_mine or 0)
+        if cell_uuid is not None:
+            cells.append(_CellToCount(cell_uuid, url))
+        elif doc is None:
+            everywhere = True
+        else:
+            inst = json.loads(doc)
+            builds.append((uuid, inst.get("user_id"), int(inst.get("vcpus") or 0),
+                           int(inst.get("memory_mb") or 0)))
+    if everywhere:
+        cells = cells_mod.list_cells(api.api_db)
+    return counted, cells, builds
+
+
+class _CellToCount:
+    """What ``cells_mod.scatter`` needs of a cell mapping."""
+    __slots__ = ("uuid", "database_connection")
+
+    def __init__(self, uuid, database_connection):
+        self.uuid, self.database_connection = uuid, database_connection
+
+
+def _cores_ram(api, project_id, user_id=None, where=None):
+    """{None: (cores, ram) of the project, user_id: of the user}; ``where``:
+    ``_where_servers_are``'s answer, when the caller has it."""
     scopes = [None] + ([user_id] if user_id is not None else [])
     if from_placement(api):
         # Placement holds what the servers with a host use; a server still
@@ -206,6 +258,7 @@ def _cores_ram(api, project_id, user_id=None):
                 _add(out, owner, vcpus, memory_mb)
         return out
 
+    _counted, cells, builds = where or _where_servers_are(api, project_id, user_id)
     i = cm.Instance
     cols = [sa.func.coalesce(sa.func.sum(i.vcpus), 0),
             sa.func.coalesce(sa.func.sum(i.memory_mb), 0)]
@@ -217,12 +270,12 @@ def _cores_ram(api, project_id, user_id=None):
         with db.reader() as conn:
             return tuple(conn.execute(q).one())
     out = {scope: (0, 0) for scope in scopes}
-    for result in cells_mod.scatter(cells_mod.list_cells(api.api_db), count).values():
+    for result in cells_mod.scatter(cells, count).values():
         if isinstance(result, Exception):
             continue
         for scope, (cores, ram) in zip(scopes, (result[:2], result[2:])):
             out[scope] = (out[scope][0] + int(cores), out[scope][1] + int(ram))
-    for _uuid, owner, vcpus, memory_mb in _build_requests(api, project_id):
+    for _uuid, owner, vcpus, memory_mb in builds:
         _add(out, owner, vcpus, memory_mb)
     return out
 
@@ -237,16 +290,16 @@ def _add(out, owner, vcpus, memory_mb):
 
 def usage(api, project_id, user_id=None):
     """{resource: in use} for the resources counted per project (or user)."""
+    where = _where_servers_are(api, project_id, user_id)
     with api.api_db.connection() as conn:
-        instances = _instances(conn, project_id, user_id)[user_id]
         groups = conn.execute(sa.select(sa.func.count()).select_from(am.InstanceGroup).where(
             am.InstanceGroup.project_id == project_id,
             *([am.InstanceGroup.user_id == user_id] if user_id else []))).scalar()
         keypair_user = user_id
         key_pairs = conn.execute(sa.select(sa.func.count()).select_from(am.KeyPair).where(
             am.KeyPair.user_id == keypair_user)).scalar() if keypair_user else 0
-    cores, ram = _cores_ram(api, project_id, user_id)[user_id]
-    return {"instances": instances, "cores": cores, "ram": ram, "server_groups": groups or 0,
+    cores, ram = _cores_ram(api, project_id, user_id, where)[user_id]
+    return {"instances": where[0][user_id], "cores": cores, "ram": ram, "server_groups": groups or 0,
             "key_pairs": key_pairs or 0}
 
 
@@ -279,18 +332,22 @@ class Quota:
         instances, cores, ram); ``conn``: the transaction to count servers in."""
         wanted = self.limited(resources)
         out = {scope: {} for scope in self.scopes()}
+        where = None
+        if "cores" in wanted or "ram" in wanted:
+            where = _where_servers_are(self.api, self.project_id, self.user_id)
+            counted = _cores_ram(self.api, self.project_id, self.user_id, where)
+            for scope in out:
+                out[scope]["cores"], out[scope]["ram"] = counted[scope]
         if "instances" in wanted:
             if conn is not None:
                 counted = _instances(conn, self.project_id, self.user_id)
+            elif where is not None:
+                counted = where[0]
             else:
                 with self.api.api_db.connection() as c:
                     counted = _instances(c, self.project_id, self.user_id)
             for scope in out:
                 out[scope]["instances"] = counted[scope]
-        if "cores" in wanted or "ram" in wanted:
-            counted = _cores_ram(self.api, self.project_id, self.user_id)
-            for scope in out:
-                out[scope]["cores"], out[scope]["ram"] = counted[scope]
         return out
 
 

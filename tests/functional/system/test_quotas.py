@@ -208,3 +208,54 @@ def test_without_recheck_the_race_passes_the_quota(make_cloud, monkeypatch):
     assert status == 202, body
     assert _names(cloud) == {"first", "early", "late"}
     assert _detail(cloud)["cores"] == 3        # over the quota of 2
+
+
+@pytest.fixture
+def two_cells(tmp_path):
+    factory = cloud_factory(tmp_path, MoveCloud, cells=2)
+    yield next(factory)(1, quota={"count_usage_from_placement": False})
+    next(factory, None)
+
+
+def _cells_asked(monkeypatch):
+    """The uuids of the cells each scatter of the quota count asks, call by call."""
+    asked, scatter = [], cells_mod.scatter
+
+    def recording(cells, fn):
+        asked.append(sorted(c.uuid for c in cells))
+        return scatter(cells, fn)
+    monkeypatch.setattr(cells_mod, "scatter", recording)
+    return asked
+
+
+def test_cores_and_ram_counted_in_the_cells_the_mappings_name(two_cells, monkeypatch):
+    """Cores and RAM are counted in the cells holding the project's servers,
+    a server being deleted (queued for delete, its row not yet deleted) still
+    counting its cores there; a mapping with no cell and no build request (a
+    server between its build request and its cell) makes every cell count."""
+    cloud = two_cells
+    sid = cloud.boot("vm1", flavor="2")   # m1.small: 1 vCPU, 2048 MB
+    assert _detail(cloud) == {"instances": 1, "cores": 1, "ram": 2048}
+    with cloud.aio.api_db.session() as s:
+        cell_id = s.scalar(sa.select(am.InstanceMapping.cell_id)
+                           .where(am.InstanceMapping.instance_uuid == sid))
+        cell = s.scalar(sa.select(am.CellMapping.uuid).where(am.CellMapping.id == cell_id))
+    asked = _cells_asked(monkeypatch)
+    assert _detail(cloud) == {"instances": 1, "cores": 1, "ram": 2048}
+    assert asked == [[cell]]
+
+    def set_mapping(**values):
+        with cloud.aio.api_db.session(write=True) as s:
+            s.execute(sa.update(am.InstanceMapping)
+                      .where(am.InstanceMapping.instance_uuid == sid).values(**values))
+
+    set_mapping(queued_for_delete=True)  # a delete under way: the host has not deleted it
+    asked.clear()
+    assert _detail(cloud) == {"instances": 0, "cores": 1, "ram": 2048}
+    assert asked == [[cell]]
+
+    set_mapping(queued_for_delete=False, cell_id=None)  # no cell, no build request
+    asked.clear()
+    assert _detail(cloud) == {"instances": 1, "cores": 1, "ram": 2048}
+    every = sorted(c.uuid for c in cells_mod.list_cells(cloud.aio.api_db))
+    assert asked == [every] and len(every) == 3  # cell0 and both cells
