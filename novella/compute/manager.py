@@ -264,20 +264,24 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         return json.loads(cache.network_info) if cache is not None and cache.network_info else []
 
 
-    def _save_network_info(self, instance_uuid, network_info):
+    def _save_network_info(self, instance_uuid, network_info, read=None):
+        """Replace the instance's info cache. ``read``: the instance row read under its
+        lock, whose cache is the one there (written then without being read again)."""
+        if read is not None:
+            _keep_tags(self.network_info(read), network_info)
+            text = json.dumps(network_info or [])
+            if read.info_cache is None or read.info_cache.network_info != text:
+                records.set_network_info(self.cell_db, instance_uuid, network_info)
+                if read.info_cache is not None:
+                    read.info_cache.network_info = text
+            return
         with self.cell_db.session(write=True) as s:
             cache = s.scalars(sa.select(m.InstanceInfoCache).where(
                 m.InstanceInfoCache.instance_uuid == instance_uuid)).first()
             if cache is None:
                 cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
                 s.add(cache)
-            # A device tag is kept nowhere else: a port keeps its tag through the moves
-            # and rebinds that write the cache again from the ports.
-            tags = {vif.get("id"): vif["tag"] for vif in json.loads(cache.network_info or "[]")
-                    if vif.get("tag")}
-            for vif in network_info or []:
-                if not vif.get("tag") and vif.get("id") in tags:
-                    vif["tag"] = tags[vif["id"]]
+            _keep_tags(json.loads(cache.network_info or "[]"), network_info)
             cache.network_info = json.dumps(network_info or [])
 
     def _bdms(self, instance_uuid):
@@ -615,3 +619,13 @@ class _Gone:
         self.image_ref = self.vm_state = self.availability_zone = None
         self.vcpus = self.memory_mb = self.root_gb = self.ephemeral_gb = 0
         self.extra = self.info_cache = None
+
+
+def _keep_tags(cached, network_info):
+    """A device tag is kept nowhere else: a port keeps its tag (from ``cached``, the
+    info cache as it was) through the moves and rebinds that write the cache again
+    from the ports."""
+    tags = {vif.get("id"): vif["tag"] for vif in cached or [] if vif.get("tag")}
+    for vif in network_info or []:
+        if not vif.get("tag") and vif.get("id") in tags:
+            vif["tag"] = tags[vif["id"]]

@@ -103,7 +103,7 @@ class ComputeResize:
         network_info = self.network_api.migrate_instance_finish(
             ctxt, inst.uuid, self.host,
             port_profiles=self.rt.port_profiles(inst.uuid, port_profiles, claim, instance=inst))
-        self._save_network_info(inst.uuid, network_info)
+        self._save_network_info(inst.uuid, network_info, read=inst)
         return network_info
 
     # -- destination: claim -------------------------------------------------------------
@@ -126,16 +126,17 @@ class ComputeResize:
                         end_always=True, migration_uuid=migration_uuid) as st:
             cur = records.flavor_of(st.instance) or new_flavor
             mig = st.migration
-            updated = records.set_flavors(self.cell_db, instance_uuid, cur, old=cur,
-                                          new=new_flavor, row=st.instance)
             claim = None
             try:
+                # The new flavor is stored beside the claim, in its statement (the
+                # size columns keep the current one until finish_resize).
                 claim = self.rt.resize_claim(
                     ctxt, instance_uuid, new_flavor,
                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
                      "source_node": mig["source_node"]},
                     ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles,
-                    instance=st.instance)
+                    instance=st.instance,
+                    flavors=records.flavor_doc(cur, old=cur, new=new_flavor))
                 self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
             except Exception:
                 if claim is not None:  # the driver refused the host: give the claim back
@@ -148,8 +149,7 @@ class ComputeResize:
                 raise
             self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
-            if updated is not None:  # what the .end reports, without reading it again
-                st.instance = updated
+            st.instance = st.instance  # what the .end reports: the claim wrote its extra
         return {"host": self.host, "node": self.rt.nodename}
 
     # -- source: power off and move the disks ---------------------------------------------
@@ -253,15 +253,22 @@ class ComputeResize:
             flavors = records.flavors_of(inst)
             self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
                                           self.network_info(inst))
-            self.rt.drop_move_claim(ctxt, instance_uuid)
+            # The old and new flavors are forgotten with the claim, in its statement.
+            doc = records.flavor_doc(flavors["cur"])
+            self.rt.drop_move_claim(ctxt, instance_uuid, flavors=doc)
             self.placement.delete_allocations(migration_uuid)
-            stopped = inst.power_state == power_state.SHUTDOWN
-            updated = records.set_flavors(
-                self.cell_db, instance_uuid, flavors["cur"], row=inst,
-                vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE, task_state=None)
+            vm_state = (vm_states.STOPPED if inst.power_state == power_state.SHUTDOWN
+                        else vm_states.ACTIVE)
+            now = records.utcnow()
+            self._update(instance_uuid, vm_state=vm_state, task_state=None, updated_at=now,
+                         reload=False)
+            # The row read under the lock, as the statements left it (for the .end).
+            inst.vm_state, inst.task_state, inst.updated_at = vm_state, None, now
+            if inst.extra is not None:
+                inst.extra.flavor = doc
+                inst.extra.migration_context = inst.extra.move_claim_host = None
+            st.instance = inst
             self._migration(migration_uuid, status=ms.CONFIRMED)
-            if updated is not None:
-                st.instance = updated
         return ms.CONFIRMED
 
     # -- destination, then source: revert ----------------------------------------------------

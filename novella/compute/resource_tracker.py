@@ -62,6 +62,11 @@ def _context_values(mc):
         "source_compute" if mc.get("applied") else "dest_compute")}
 
 
+def _flavor_value(flavors):
+    """instance_extra.flavor to write with a claim's columns (None: left as it is)."""
+    return {} if flavors is None else {"flavor": flavors}
+
+
 def _row_flavor_size(row, which):
     """The ``which`` flavor of a row of (instance size columns, instance_extra.flavor);
     the instance's own columns stand in for a missing current flavor."""
@@ -548,19 +553,20 @@ class ResourceTracker:
     # read again here when not given. It is given what is written.
 
     def resize_claim(self, ctxt, instance_uuid, new_flavor, migration, ports=(),
-                     port_profiles=None, instance=None):
+                     port_profiles=None, instance=None, flavors=None):
         """Claim NUMA/PCI for ``new_flavor`` (and ``ports`` as ``instance_claim``) on
         this (destination) node.
 
         ``migration``: ``{"uuid", "source_compute", "source_node"}``. Writes the
-        instance's migration_context; ``Claim.abort()`` or ``drop_move_claim``
-        gives it back.
+        instance's migration_context (with ``flavors``, ``records.flavor_doc``'s
+        instance_extra.flavor, in the same statement when given); ``Claim.abort()``
+        or ``drop_move_claim`` gives it back.
         """
         with self.lock, self.cell_db.session(write=True) as s:
             inst = instance if instance is not None else records.get_instance(s, instance_uuid)
             numa, pci = self._fit(s, new_flavor, ports, port_profiles)
             extra = inst.extra
-            self._set_extra(s, instance_uuid, instance, **_context_values({
+            self._set_extra(s, instance_uuid, instance, **_flavor_value(flavors), **_context_values({
                 "migration_uuid": migration.get("uuid"),
                 "source_compute": migration.get("source_compute", inst.host),
                 "source_node": migration.get("source_node", inst.node),
@@ -595,9 +601,10 @@ class ResourceTracker:
             s.flush()
             self._write_usage(s)
 
-    def drop_move_claim(self, ctxt, instance_uuid, migration_uuid=None):
+    def drop_move_claim(self, ctxt, instance_uuid, migration_uuid=None, flavors=None):
         """Forget the move's claim (confirm on the source, failure on the destination);
-        with ``migration_uuid``, only that migration's."""
+        with ``migration_uuid``, only that migration's. ``flavors``: instance_extra.flavor
+        to write with it (``records.flavor_doc``), in the same statement."""
         extra = m.InstanceExtra.__table__
         with self.lock, self.cell_db.connection(write=True) as conn:
             # Any move's claim goes without being read; only that migration's is read first.
@@ -606,7 +613,10 @@ class ResourceTracker:
                     extra.c.instance_uuid == instance_uuid)).scalar()) or {}).get("migration_uuid")
             if held == migration_uuid:
                 conn.execute(sa.update(extra).where(extra.c.instance_uuid == instance_uuid)
-                             .values(**_context_values(None)))
+                             .values(**_flavor_value(flavors), **_context_values(None)))
+            elif flavors is not None:
+                conn.execute(sa.update(extra).where(extra.c.instance_uuid == instance_uuid)
+                             .values(flavor=flavors))
             self._write_usage(conn)
 
 

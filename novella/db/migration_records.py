@@ -103,12 +103,36 @@ def update(cell_db, migration_uuid, expected_status=None, **values):
             m.Migration.uuid == migration_uuid)).one()._mapping)
 
 
+def take_unconfirmed(cell_db, instance_uuid, status):
+    """The instance's move waiting in VERIFY_RESIZE (``unconfirmed``), set to ``status``
+    and returned as updated; None when there is none. Found and written in one
+    statement where the database can (SQLite, PostgreSQL)."""
+    if not cell_db.engine.dialect.update_returning:  # MySQL: found, then written
+        mig = unconfirmed(cell_db, instance_uuid)
+        return mig and update(cell_db, mig["uuid"], expected_status=_FINISHED, status=status)
+    latest = sa.select(sa.func.max(m.Migration.id)).where(*_waiting(instance_uuid))
+    with cell_db.connection(write=True) as conn:
+        row = conn.execute(sa.update(m.Migration.__table__)
+                           .where(m.Migration.id == latest.scalar_subquery(),
+                                  m.Migration.status == _FINISHED)
+                           .values(status=status, updated_at=records.utcnow())
+                           .returning(*_COLUMNS)).first()
+    return None if row is None else dict(row._mapping)
+
+
+_FINISHED = "finished"
+
+
+def _waiting(instance_uuid):
+    """Where the instance's resize or cold migration waits in VERIFY_RESIZE."""
+    return (m.Migration.instance_uuid == instance_uuid, m.Migration.deleted == 0,
+            m.Migration.status == _FINISHED,
+            m.Migration.migration_type.in_(("resize", "migration")))
+
+
 def unconfirmed(cell_db, instance_uuid):
     """The instance's move waiting in VERIFY_RESIZE (status 'finished'), or None."""
     with cell_db.session() as s:
-        row = s.scalars(sa.select(m.Migration).where(
-            m.Migration.instance_uuid == instance_uuid, m.Migration.deleted == 0,
-            m.Migration.status == "finished",
-            m.Migration.migration_type.in_(("resize", "migration")))
-            .order_by(m.Migration.id.desc())).first()
+        row = s.scalars(sa.select(m.Migration).where(*_waiting(instance_uuid))
+                        .order_by(m.Migration.id.desc())).first()
         return as_dict(row) if row is not None else None

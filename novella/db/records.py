@@ -54,15 +54,25 @@ def update_instance(cell_db, instance_uuid, expected_task_state=_UNSET,
     with cell_db.connection(write=True) as conn:
         guarded_update(conn, instance_uuid, expected_task_state, expected_vm_state, **values)
         if network_info is not _UNSET:
-            text = json.dumps(network_info or [])
-            if not conn.execute(_SET_NETWORK_INFO, {"b_uuid": instance_uuid,
-                                                    "b_network_info": text}).rowcount:
-                insert_row(conn, m.InstanceInfoCache, {"instance_uuid": instance_uuid,
-                                                       "network_info": text})
+            _set_network_info(conn, instance_uuid, network_info)
         if not reload:
             return None
         with orm.Session(bind=conn, expire_on_commit=False) as s:
             return get_instance(s, instance_uuid)
+
+
+def set_network_info(cell_db, instance_uuid, network_info):
+    """Replace the instance's info cache (a list of VIFs) without reading it."""
+    with cell_db.connection(write=True) as conn:
+        _set_network_info(conn, instance_uuid, network_info)
+
+
+def _set_network_info(conn, instance_uuid, network_info):
+    text = json.dumps(network_info or [])
+    if not conn.execute(_SET_NETWORK_INFO, {"b_uuid": instance_uuid,
+                                            "b_network_info": text}).rowcount:
+        insert_row(conn, m.InstanceInfoCache, {"instance_uuid": instance_uuid,
+                                               "network_info": text})
 
 
 _SET_NETWORK_INFO = sa.update(m.InstanceInfoCache).where(
@@ -307,6 +317,12 @@ def _flavors(extra):
     return {"cur": doc.get("cur"), "old": doc.get("old"), "new": doc.get("new")}
 
 
+def flavor_doc(cur, old=None, new=None):
+    """instance_extra.flavor as it stores the flavors (``set_flavors`` writes it with
+    the size columns; a claim that leaves those as they are writes it with its own)."""
+    return json.dumps({"cur": cur, "old": old, "new": new})
+
+
 def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, row=None, **instance_values):
     """Store the flavors; the instance's size columns follow ``cur``.
 
@@ -320,7 +336,7 @@ def set_flavors(cell_db, instance_uuid, cur, old=None, new=None, row=None, **ins
     if cur.get("id") is not None:
         values["instance_type_id"] = cur["id"]
     values.update(instance_values)
-    doc = json.dumps({"cur": cur, "old": old, "new": new})
+    doc = flavor_doc(cur, old, new)
     # Core UPDATEs by key: the instance row need not be read to be written.
     with cell_db.connection(write=True) as conn:
         if not conn.execute(sa.update(m.Instance).where(

@@ -13,9 +13,23 @@ def get(api_db, instance_uuid):
         return json.loads(row.spec)
 
 
-def update(api_db, instance_uuid, **values):
+_REPLACE = sa.update(am.RequestSpec).where(
+    am.RequestSpec.instance_uuid == sa.bindparam("b_uuid"),
+    am.RequestSpec.spec == sa.bindparam("b_was")).values(spec=sa.bindparam("b_spec"))
+
+
+def update(api_db, instance_uuid, known=None, **values):
     """Later schedulings of the server use ``values`` (its flavor after a resize,
-    the zone asked for at unshelve, ...)."""
+    the zone asked for at unshelve, ...).
+
+    ``known``: the spec as the caller read it. When the stored one is still that,
+    one UPDATE guarded by it writes the new one; else (changed meanwhile) it is
+    read and written again."""
+    if known is not None:
+        with api_db.connection(write=True) as conn:
+            if conn.execute(_REPLACE, {"b_uuid": instance_uuid, "b_was": json.dumps(known),
+                                       "b_spec": json.dumps(dict(known, **values))}).rowcount:
+                return
     with api_db.session(write=True) as s:
         row = s.scalars(sa.select(am.RequestSpec).where(
             am.RequestSpec.instance_uuid == instance_uuid)).first()

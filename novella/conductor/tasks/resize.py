@@ -105,7 +105,7 @@ class RecordNewFlavor(MoveTask):
 
     def execute(self):
         request_specs.update(self.move.api_db, self.move.instance_uuid,
-                             flavor=self.move.new_flavor)
+                             known=self.move.request_spec, flavor=self.move.new_flavor)
 
     def undo(self, exc):
         request_specs.update(self.move.api_db, self.move.instance_uuid,

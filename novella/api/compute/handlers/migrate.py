@@ -236,20 +236,24 @@ def _finished_migration(rec, action_name):
     cell_db = cells_mod.cell_database(rec["cell"])
     migration = migration_records.unconfirmed(cell_db, rec["uuid"])
     if migration is None:
-        raise errors.BadRequest(f"Migration for instance {rec['uuid']} with status "
-                                f"{ms.FINISHED} could not be found.")
+        raise _no_finished_migration(rec)
     return cell_db, migration
+
+
+def _no_finished_migration(rec):
+    return errors.BadRequest(f"Migration for instance {rec['uuid']} with status "
+                             f"{ms.FINISHED} could not be found.")
 
 
 @sa_mod.action("confirmResize", _confirm_schema, view=False)
 def confirm_resize(req, rec, body):
     req.authorize("os_compute_api:servers:confirm_resize", sa_mod.target(rec))
     sa_mod.check_unlocked(req, rec)
-    cell_db, migration = _finished_migration(rec, "confirmResize")
-    if migration_records.update(cell_db, migration["uuid"], expected_status=ms.FINISHED,
-                                status=ms.CONFIRMING) is None:
-        raise errors.invalid_state("confirmResize", rec["uuid"], "task_state",
-                                   task_states.RESIZE_CONFIRMING)
+    sa_mod.check_state(rec, "confirmResize", vm_states=(states.RESIZED,))
+    cell_db = cells_mod.cell_database(rec["cell"])
+    migration = migration_records.take_unconfirmed(cell_db, rec["uuid"], ms.CONFIRMING)
+    if migration is None:
+        raise _no_finished_migration(rec)
     records.start_action(cell_db, req.context, rec["uuid"], "confirmResize")
     _conductor(req).confirm_resize(req.context, rec["uuid"], migration["uuid"])
     return 204, None
