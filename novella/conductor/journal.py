@@ -95,14 +95,18 @@ class Journal:
         self.uuid = key or str(uuid_mod.uuid4())
         return self
 
-    def claim(self, first_step):
+    def claim(self, first_step, done=()):
         """Write the row now, its first step (``first_step``, a name; None: no step)
         started: the request is this conductor's. Raises ``Taken`` (nothing written)
-        when the row exists: another conductor began or settled the request."""
+        when the row exists: another conductor began or settled the request.
+        ``done``: the names of the steps before it, which change nothing when they
+        run (``Task.acts``): recorded done in the same row, as their boundaries
+        would write them."""
         if first_step is None:
             self._write(steps=_json(self.steps), state=_json(self.state.record()))
         else:
-            self.step(0, first_step, STARTED)
+            self.steps = [[name, DONE] for name in done]
+            self.step(len(self.steps), first_step, STARTED)
         return self
 
     # -- step boundaries (called by TaskList) -------------------------------------------
@@ -140,8 +144,11 @@ class Journal:
 
     def _write(self, **values):
         record = dict(values)
-        if record == self._written and not self._pending and "lease_until" not in record:
-            return  # the same boundary again (a step restarted with nothing new)
+        if record == self._written and "lease_until" not in record:
+            # What the row says already: the same boundary again (a step restarted
+            # with nothing new), or boundaries the claim wrote ahead (``claim``).
+            self._pending = False
+            return
         now = utcnow()
         values.setdefault("lease_until", now + self.lease)
         if self._inserted:

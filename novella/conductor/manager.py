@@ -13,6 +13,7 @@ database and every cell database.
 import collections
 import contextlib
 import datetime
+import itertools
 import json
 import logging
 import types
@@ -127,8 +128,9 @@ class ConductorManager:
         """The request ``tasks`` begins is this conductor's (``Journal.claim``, before
         anything is written of it); False, and nothing done, if another conductor began
         it or settled it as lost (this cast came late)."""
+        quiet = list(itertools.takewhile(lambda task: not task.acts(), tasks.tasks[:-1]))
         try:
-            tasks.journal.claim(tasks.tasks[0].name)
+            tasks.journal.claim(tasks.tasks[len(quiet)].name, done=[t.name for t in quiet])
         except journal.Taken as exc:
             LOG.warning("%s: not begun: %s", tasks.name, exc)
             return False

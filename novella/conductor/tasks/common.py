@@ -221,6 +221,9 @@ def first_steps(move, across_cells=False):
 class MigrationRecord(MoveTask):
     """On failure: the migration in error, the server as it was, with a fault."""
 
+    def acts(self):
+        return False  # the API wrote the migration; this step is here for its undo
+
     def execute(self):
         pass
 

@@ -95,11 +95,11 @@ class Claims:
         real = journal.Journal.claim
         claims = self
 
-        def claim(journal_self, first_step):
+        def claim(journal_self, first_step, done=()):
             barrier = claims.barrier
             if barrier is not None:
                 barrier.wait(timeout=30)
-            result = real(journal_self, first_step)
+            result = real(journal_self, first_step, done)
             if claims.dying:
                 claims.dying = False
                 claims.held.set()
