@@ -58,6 +58,7 @@ class Index:
         self._plain = None  # ids of the providers not in ``other``, sorted (cache)
         self.indexed = {}   # pid -> (classes, traits, aggregates, root pid) as entered
         self.frags = {}     # pid -> (shape, rendered summary fragment)
+        self.shapes = {}    # shape -> the one object of that shape ``frags`` hold
         self.trees = {}     # root pid -> its tree's pids in id order (cache)
         self._anchors = None  # sharing pid -> {root pids it serves} (cache)
         self._shared = {}   # one frozenset object per distinct trait/aggregate set
@@ -242,8 +243,9 @@ class Index:
     def summary(self, p, shape):
         """``"uuid":{...}`` for the provider summary of shape
         (all classes, wanted classes, with traits, nested fields)."""
+        shape = self.shapes.setdefault(shape, shape)
         frag = self.frags.get(p.id)
-        if frag is not None and frag[0] == shape:
+        if frag is not None and frag[0] is shape:
             return frag[1]
         all_classes, wanted, with_traits, nested = shape
         used = p.used
@@ -390,31 +392,31 @@ def render(st, groups, version, limit, randomize, root_required=(), root_forbidd
     ``groups``: the request's groups, unsuffixed first, then by suffix."""
     idx = index_for(st)
     nested = version.matches((1, 29))
-    found = []  # (allocation request JSON, pids it uses)
     first = None
     if limit and not randomize:
         first = _first_plain_roots(idx, groups, version, limit, root_required, root_forbidden)
-    slots = _slots(idx, st, groups) if first is None else None
     if first is not None:
-        found = first
-    elif slots:
-        found = _search(idx, st, groups, slots, version, nested, group_policy,
-                        root_required, root_forbidden,
-                        None if randomize else limit)
-    if limit and limit < len(found):
-        found = random.sample(found, limit) if randomize else found[:limit]
-    elif randomize:
-        random.shuffle(found)
-    by_id = st.by_id
-    if first is not None:
-        used = {pids[0] for _item, pids in found}  # one plain root each
+        # Each candidate one plain root, the roots distinct and in id order.
+        items, used = first
     else:
+        found = []  # (allocation request JSON, pids it uses)
+        slots = _slots(idx, st, groups)
+        if slots:
+            found = _search(idx, st, groups, slots, version, nested, group_policy,
+                            root_required, root_forbidden,
+                            None if randomize else limit)
+        if limit and limit < len(found):
+            found = random.sample(found, limit) if randomize else found[:limit]
+        elif randomize:
+            random.shuffle(found)
+        items = [item for item, _p in found]
         used = set()
         for _item, pids in found:
             used.update(pids)
+    by_id = st.by_id
     if not idx.members or (not nested and idx.nested):
         # No root has a tree below it (or trees are not shown): the providers used.
-        listed = sorted(used)
+        listed = used if first is not None else sorted(used)
     else:
         listed = []
         tree = idx.tree
@@ -426,21 +428,21 @@ def render(st, groups, version, limit, randomize, root_required=(), root_forbidd
         wanted.update(g.resources)
     shape = (all_classes, None if all_classes else frozenset(wanted),
              version.matches((1, 17)), nested)
+    # One object per shape, so that a fragment's is checked by identity.
+    shape = idx.shapes.setdefault(shape, shape)
     summary, frags = idx.summary, idx.frags
-    parts = []
-    for pid in listed:
-        frag = frags.get(pid)
-        parts.append(frag[1] if frag is not None and frag[0] == shape
-                     else summary(by_id[pid], shape))
-    return b"".join((b'{"allocation_requests":[', b",".join([item for item, _p in found]),
+    parts = [frag[1] if (frag := frags.get(pid)) is not None and frag[0] is shape
+             else summary(by_id[pid], shape) for pid in listed]
+    return b"".join((b'{"allocation_requests":[', b",".join(items),
                      b'],"provider_summaries":{', b",".join(parts), b"}}"))
 
 
 def _first_plain_roots(idx, groups, version, limit, root_required, root_forbidden):
     """The first ``limit`` candidates of a request that only plain roots can
     serve, found by walking the roots in id order and stopping at ``limit``
-    (work bounded by the answer, not by the number of providers); None when
-    the request is not of that kind.
+    (work bounded by the answer, not by the number of providers), as
+    (allocation requests JSON, their roots' ids); None when the request is
+    not of that kind.
 
     Of that kind: one unsuffixed group, without ``in_tree`` or aggregates,
     none of whose classes any nested or sharing provider has. Each candidate
@@ -458,34 +460,50 @@ def _first_plain_roots(idx, groups, version, limit, root_required, root_forbidde
     for rc, n in g.resources.items():
         lims = idx.lims.get(rc)
         if not lims:
-            return []
+            return [], []
         checks.append((lims.get, n))
         if idx.units.get(rc):
             units.append((idx.units[rc].get, n))
     required = [frozenset(anyof) for anyof in g.required]
     required.extend(frozenset((t,)) for t in root_required)
     forbidden = frozenset(g.forbidden) | frozenset(root_forbidden)
+    # A trait asked for alone, or forbidden, is checked against the set of
+    # its providers the index keeps (one lookup per root, whatever its
+    # traits); only an any-of of several traits looks at the root's traits.
+    by_trait = idx.by_trait
+    within = [by_trait.get(next(iter(anyof)), _EMPTY) for anyof in required if len(anyof) == 1]
+    anyofs = [anyof for anyof in required if len(anyof) != 1]
+    outside = [by_trait[t] for t in sorted(forbidden) if by_trait.get(t)]
     indexed = idx.indexed
     render = _Renderer(idx, version)
     template, repeat = render.template([base.dumps(g.resources)], [base.dumps("")])
     ubytes = idx.uuid_bytes
+    uuids = idx._uuids
     plain = idx.plain()
-    out, pos = [], 0
-    while len(out) < limit and pos < len(plain):
+    items, pids, pos = [], [], 0
+    while len(items) < limit and pos < len(plain):
         # A slice of the roots at a time, each check one pass over what is left.
-        step = max(limit - len(out), _MIN_STEP)
+        step = max(limit - len(items), _MIN_STEP)
         ok = plain[pos:pos + step]
         pos += step
         for get, n in checks:
             ok = [pid for pid in ok if get(pid, _NO_LIMIT) >= n]
         for get, n in units:
             ok = [pid for pid in ok if _unit_fits(get(pid), n)]
-        if required or forbidden:
-            ok = [pid for pid in ok if _traits_fit(indexed[pid][1], required, forbidden)]
-        uuids = idx._uuids
-        out.extend([(template % (((uuids.get(pid) or ubytes(pid)),) * repeat), (pid,))
-                    for pid in ok])
-    return out[:limit]
+        for providers in outside:
+            ok = [pid for pid in ok if pid not in providers]
+        for providers in within:
+            ok = [pid for pid in ok if pid in providers]
+        if anyofs:
+            ok = [pid for pid in ok
+                  if all(not indexed[pid][1].isdisjoint(anyof) for anyof in anyofs)]
+        if repeat == 2:
+            items.extend([template % (u, u) for u in
+                          [uuids.get(pid) or ubytes(pid) for pid in ok]])
+        else:
+            items.extend([template % (uuids.get(pid) or ubytes(pid),) for pid in ok])
+        pids.extend(ok)
+    return items[:limit], pids[:limit]
 
 
 _NO_LIMIT = -math.inf
@@ -494,10 +512,6 @@ _MIN_STEP = 64  # roots looked at in one slice, at least
 
 def _unit_fits(units, n):
     return units is None or (n >= units[0] and not n % units[1])
-
-
-def _traits_fit(traits, required, forbidden):
-    return not (forbidden and traits & forbidden) and all(traits & anyof for anyof in required)
 
 
 def _search(idx, st, groups, slots, version, nested, group_policy, root_required,
