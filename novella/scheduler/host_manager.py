@@ -106,7 +106,8 @@ _new_host_state = object.__new__
 def _apply_summary(state, summary):
     """Placement's provider summary written into a HostState's attributes
     (``state``: its ``__dict__``). Placement's figures win over the compute
-    node row: they are the ledger."""
+    node row: they are the ledger. (Written out again in
+    ``HostManager.host_state_maker``: keep the two alike.)"""
     res = summary.get("resources")
     if res:
         r = res.get("VCPU")
@@ -281,8 +282,11 @@ class HostManager:
         parts = {cell[0]: cell[2:] for cell in cells}
         aggs_of = self._aggregates_by_host().get
         now = _utcnow()
+        new = _new_host_state
 
         def make(uuid, summary=None):
+            # HostState.for_request and _apply_summary written out: this runs
+            # once per candidate (up to [scheduler] max_placement_results).
             hit = where(uuid)
             if hit is None:
                 return None
@@ -291,11 +295,34 @@ class HostManager:
             if part is None:
                 return None  # a cell not asked for, or not answering
             service_states, failed = part
-            host = template.host
+            state = template.__dict__.copy()
+            host = state["host"]
             until, up, down = service_states.get(host, _NO_SERVICE)
-            return template.for_request(up if now <= until else down,
-                                        aggs_of(host, _NO_AGGREGATES), cell_uuid_,
-                                        failed.get(host, 0), summary)
+            state["service"] = up if now <= until else down
+            state["aggregates"] = aggs_of(host, _NO_AGGREGATES)
+            state["cell_uuid"] = cell_uuid_
+            state["failed_builds"] = failed.get(host, 0)
+            state["allocation_requests"] = []
+            if summary is not None:
+                res = summary.get("resources")
+                if res:
+                    r = res.get("VCPU")
+                    if r is not None:
+                        state["vcpus_total"] = r["capacity"]
+                        state["vcpus_used"] = r["used"]
+                        state["cpu_allocation_ratio"] = 1.0
+                    r = res.get("MEMORY_MB")
+                    if r is not None:
+                        capacity = state["total_usable_ram_mb"] = r["capacity"]
+                        state["free_ram_mb"] = capacity - r["used"]
+                    r = res.get("DISK_GB")
+                    if r is not None:
+                        capacity = state["total_usable_disk_gb"] = r["capacity"]
+                        state["free_disk_mb"] = (capacity - r["used"]) * 1024
+                state["provider_traits"] = summary.get("traits") or ()
+            hs = new(HostState)
+            hs.__dict__ = state
+            return hs
         return make
 
     def _cells_parts(self, cell_uuid=None):

@@ -231,12 +231,12 @@ class SchedulerManager:
         else:
             passing = hosts
             for f in (f for f in self.filters if f.applies(spec)):
-                passing = [h for h in passing if f.host_passes(h, spec)]
+                passing = f.filter_all(passing, spec)
                 if not passing:
                     raise NoValidHost(
                         f"There are not enough hosts available ({n_candidates} allocation "
                         f"candidates; filter {type(f).__name__} returned 0 hosts).")
-        weighed = [h for _, h in weighers_mod.weigh_hosts(self.weighers, passing, spec)]
+        weighed = weighers_mod.weighed_hosts(self.weighers, passing, spec)
         subset = min(self.conf.filter_scheduler.host_subset_size, len(weighed))
         if subset > 1:
             weighed.insert(0, weighed.pop(random.randrange(subset)))

@@ -26,6 +26,13 @@ class BaseHostFilter:
     def host_passes(self, host_state, spec):
         raise NotImplementedError
 
+    def filter_all(self, hosts, spec):
+        """The hosts that pass, in their order: ``host_passes`` for each. A
+        filter whose check is a lookup or two answers in one pass instead
+        (as long as its ``host_passes`` is its own)."""
+        passes = self.host_passes
+        return [h for h in hosts if passes(h, spec)]
+
 
 def all_filters():
     """{class name: class} of every filter plugin in this package."""

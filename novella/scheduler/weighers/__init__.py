@@ -7,7 +7,10 @@ summed; the highest total wins. ``[filter_scheduler] weight_classes`` names
 the enabled ones (``all`` for every plugin in this package).
 """
 import importlib
+import operator
 import pkgutil
+
+_AGGREGATES = operator.attrgetter("aggregates")
 
 
 class BaseHostWeigher:
@@ -24,6 +27,14 @@ class BaseHostWeigher:
     def weigh(self, host_state, spec):
         """The raw weight; larger is better before the multiplier."""
         raise NotImplementedError
+
+    def weigh_all(self, hosts, spec):
+        """The raw weights of ``hosts`` as floats, in their order: ``weigh``
+        for each. A weigher reading one figure of the host state gives it
+        in one pass instead (``weigh_all`` of the weighers in this package),
+        as long as its ``weigh`` is its own."""
+        weigh = self.weigh
+        return [float(weigh(h, spec)) for h in hosts]
 
     def weight_multiplier(self, host_state, default=None):
         """``default``: the configured multiplier when the caller has already read it."""
@@ -64,18 +75,39 @@ def load_weighers(conf, names):
 
 def weigh_hosts(weighers, hosts, spec):
     """Hosts sorted best first (stable for equal weights), with their weights."""
-    totals = [0.0] * len(hosts)
+    totals = _totals(weighers, hosts, spec)
+    if totals is None:
+        return [(0.0, h) for h in hosts]
+    order = sorted(range(len(hosts)), key=totals.__getitem__, reverse=True)
+    return [(totals[i], hosts[i]) for i in order]
+
+
+def weighed_hosts(weighers, hosts, spec):
+    """``weigh_hosts`` without the weights: the hosts, best first."""
+    totals = _totals(weighers, hosts, spec)
+    if totals is None:
+        return list(hosts)  # every host weighs 0: placement's order stands
+    return [hosts[i] for i in sorted(range(len(hosts)), key=totals.__getitem__, reverse=True)]
+
+
+def _totals(weighers, hosts, spec):
+    """Each host's total weight, or None when every host weighs 0 (every
+    weigher skipped or weighing all hosts alike). ``reverse=True`` keeps
+    the order of equal totals, as sorting on the negated totals did."""
+    totals = None
     if hosts:
         # Only a host in an aggregate can override a multiplier.
-        in_aggregates = any(h.aggregates for h in hosts)
+        in_aggregates = any(map(_AGGREGATES, hosts))
         for w in weighers:
             if not w.applies(spec):
                 continue
-            values = [float(w.weigh(h, spec)) for h in hosts]
+            values = w.weigh_all(hosts, spec)
             lo, hi = min(values), max(values)
             if hi == lo:
                 continue  # normalised, every host weighs 0
             span = hi - lo
+            if totals is None:
+                totals = [0.0] * len(hosts)
             # The option read once per request, not once per host (oslo.config lookups add up).
             default = getattr(w.conf.filter_scheduler, w.multiplier_option)
             if in_aggregates:
@@ -84,5 +116,4 @@ def weigh_hosts(weighers, hosts, spec):
                     totals[i] += multiplier * ((values[i] - lo) / span)
             else:
                 totals = [t + default * ((v - lo) / span) for t, v in zip(totals, values)]
-    order = sorted(range(len(hosts)), key=lambda i: -totals[i])
-    return [(totals[i], hosts[i]) for i in order]
+    return totals

@@ -21,13 +21,20 @@ def _spec(**kw):
 
 
 def _counting_copies(monkeypatch):
+    """The hosts whose state a request's host state maker makes, in order."""
     made = []
-    real = host_manager.HostState.for_request
+    real = host_manager.HostManager.host_state_maker
 
-    def for_request(self, *args):
-        made.append(self.host)
-        return real(self, *args)
-    monkeypatch.setattr(host_manager.HostState, "for_request", for_request)
+    def host_state_maker(self, *args, **kw):
+        make = real(self, *args, **kw)
+
+        def counted(*a):
+            h = make(*a)
+            if h is not None:
+                made.append(h.host)
+            return h
+        return counted
+    monkeypatch.setattr(host_manager.HostManager, "host_state_maker", host_state_maker)
     return made
 
 
