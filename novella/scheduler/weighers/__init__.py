@@ -32,7 +32,8 @@ class BaseHostWeigher:
         """The raw weights of ``hosts`` as floats, in their order: ``weigh``
         for each. A weigher reading one figure of the host state gives it
         in one pass instead (``weigh_all`` of the weighers in this package),
-        as long as its ``weigh`` is its own."""
+        as long as its ``weigh`` is its own. None: every host weighs the
+        same (the weigher then adds nothing)."""
         weigh = self.weigh
         return [float(weigh(h, spec)) for h in hosts]
 
@@ -102,6 +103,8 @@ def _totals(weighers, hosts, spec):
             if not w.applies(spec):
                 continue
             values = w.weigh_all(hosts, spec)
+            if values is None:
+                continue  # every host weighs the same: 0 once normalised
             lo, hi = min(values), max(values)
             if hi == lo:
                 continue  # normalised, every host weighs 0

@@ -15,5 +15,7 @@ class BuildFailureWeigher(BaseHostWeigher):
     def weigh_all(self, hosts, spec):
         if type(self).weigh is not BuildFailureWeigher.weigh:
             return super().weigh_all(hosts, spec)
+        if not any(map(_FAILED, hosts)):
+            return None  # no recent failure anywhere: every host weighs 0
         # weigh of each host, in one pass
         return list(map(float, map(operator.neg, map(_FAILED, hosts))))

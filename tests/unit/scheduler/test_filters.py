@@ -153,3 +153,15 @@ def test_filter_applies_only_when_it_can_refuse_a_host(conf, host, name, spec, e
         hosts = [host(), host(aggregates=[{"availability_zone": "az9", "ssd": "false"}],
                           cpu_info={"arch": "x86_64"})]
         assert all(f.host_passes(h, spec) for h in hosts)
+
+
+def test_compute_filter_in_one_pass_keeps_what_host_passes_keeps(conf, host):
+    f = _filter(conf, "ComputeFilter")
+    hosts = [host(f"h{i}", disabled=i % 2 == 0, up=i % 3 != 0, forced_down=i % 5 == 0)
+             for i in range(30)]
+    assert f.filter_all(hosts, {}) == [h for h in hosts if f.host_passes(h, {})]
+
+    class Nothing(type(f)):
+        def host_passes(self, host_state, spec):
+            return False
+    assert Nothing(conf).filter_all(hosts, {}) == []

@@ -94,3 +94,48 @@ def test_weigher_applies_only_when_hosts_can_differ(conf, host, name, spec, expe
     if not expected:  # every host weighs the same: skipping changes nothing
         hosts = [host("a", cell_uuid="c1"), host("b", cell_uuid="c2")]
         assert len({w.weigh(h, spec) for h in hosts}) == 1
+
+
+def _per_host_order(ws, hosts, spec):
+    """The order the per-host loop gives: weigh for each host, normalised,
+    summed, sorted on the negated totals (stable)."""
+    totals = [0.0] * len(hosts)
+    for w in ws:
+        if not w.applies(spec):
+            continue
+        values = [float(w.weigh(h, spec)) for h in hosts]
+        lo, hi = min(values), max(values)
+        if hi == lo:
+            continue
+        for i, h in enumerate(hosts):
+            m = w.weight_multiplier(h)
+            totals[i] += m * ((values[i] - lo) / (hi - lo))
+    return [hosts[i] for i in sorted(range(len(hosts)), key=lambda i: -totals[i])]
+
+
+def test_one_pass_weighing_orders_as_the_per_host_loop(conf, host):
+    import random
+    rng = random.Random(7)
+    ws = weighers.load_weighers(conf, ["all"])
+    for trial in range(30):
+        hosts = [host(f"h{i}", free_ram_mb=rng.choice([512, 1024, 4096]),
+                      free_disk_mb=rng.choice([1024, 2048]),
+                      vcpus_used=rng.choice([0, 1, 7]), cpu_allocation_ratio=rng.choice([1.0, 4.0]),
+                      failed_builds=rng.choice([0, 0, 0, 2]) if trial % 2 else 0,
+                      aggregates=[{"ram_weight_multiplier": "-1.0"}] if rng.random() < 0.2
+                      else ())
+                 for i in range(rng.randint(1, 12))]
+        expected = _per_host_order(ws, hosts, {})
+        assert weighers.weighed_hosts(ws, hosts, {}) == expected
+        assert [h for _, h in weighers.weigh_hosts(ws, hosts, {})] == expected
+
+
+def test_a_subclass_overriding_weigh_is_asked_per_host(conf, host):
+    from novella.scheduler.weighers.ram import RAMWeigher
+
+    class Inverse(RAMWeigher):
+        def weigh(self, host_state, spec):
+            return -host_state.free_ram_mb
+    hosts = [host("small", free_ram_mb=1024), host("big", free_ram_mb=4096)]
+    assert [h.host for h in weighers.weighed_hosts([Inverse(conf)], hosts, {})] == [
+        "small", "big"]
