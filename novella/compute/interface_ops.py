@@ -21,7 +21,8 @@ Every part may run again, so a host whose service stopped in the middle
 finds the note as it starts (``recover_interfaces``) and runs the operation
 again from its beginning: an attach whose port was already made on the
 network takes that port (noted once made; else the server's port on that
-network made for it and not in the cache) instead of making a second one. An attach that fails gives
+network that is neither in the cache nor the user's: novella/network/ownership.py)
+instead of making a second one. An attach that fails gives
 back what it took: the port made is deleted, the user's port unbound and
 released, the guest unplugged. A detach that fails keeps its note: it is
 tried again when the host's service next starts (the port stays the
@@ -47,11 +48,12 @@ from novella.compute import cleanup
 from novella.compute import steps
 from novella.db import cell_models as m
 from novella.db import records
+from novella.network import ownership
 from novella.placement import client as placement_client
 from novella.rpc import notifications
 
 LOG = logging.getLogger(__name__)
-INTERFACE_NOTE = "interface_operation"  # system metadata: the attach or detach in progress
+INTERFACE_NOTE = ownership.INTERFACE_NOTE  # system metadata: the attach or detach in progress
 
 
 class InterfaceAttachFailedNoNetwork(Exception):
@@ -80,8 +82,13 @@ class ComputeInterfaces:
                         "compute_attach_interface" if attach else "compute_detach_interface",
                         notifications.INTERFACE_ATTACH if attach
                         else notifications.INTERFACE_DETACH, standalone=True) as st:
-            records.set_system_metadata(self.cell_db, instance_uuid,
-                                        **{INTERFACE_NOTE: json.dumps(note)})
+            noted = {INTERFACE_NOTE: json.dumps(note)}
+            if attach and note.get("port_id"):  # the user's, noted before it is the server's
+                mine = ownership.with_noted(records.system_metadata(self.cell_db, instance_uuid),
+                                            [note["port_id"]])
+                if mine:
+                    noted[ownership.USER_PORTS] = mine
+            records.set_system_metadata(self.cell_db, instance_uuid, **noted)
             if attach:
                 return self._attach(ctxt, st.instance, note)
             self._detach(ctxt, st.instance, note)
@@ -115,23 +122,31 @@ class ComputeInterfaces:
             if (port.get("resource_request") or {}).get("request_groups"):
                 vif = self._claim_port_resources(ctxt, inst, port, note)
             vif["tag"] = note["tag"]
+            # Whose the port is, the server's records know (novella/network/ownership.py):
+            # a port this attach made and takes again (noted, or found) was not given.
+            vif["preserve_on_delete"] = bool(note["port_id"])
             self.driver.attach_interface(ctxt, self.instance_dict(inst),
                                          {"id": inst.image_ref, "properties": {}}, vif)
         except Exception:
             self._attach_failed(ctxt, inst, vif and vif["id"] or port_id or note.get("made"),
-                                sorted(set((note.get("claimed") or {}).values())))
+                                sorted(set((note.get("claimed") or {}).values())),
+                                preserve=bool(note["port_id"]))
             raise
         self._set_vif(uuid, vif)
         records.set_system_metadata(self.cell_db, uuid, **{INTERFACE_NOTE: None})
         return vif
 
     def _made_before(self, ctxt, uuid, network_id, known):
-        """The port an interrupted attach made on ``network_id``, if it did."""
+        """The port an interrupted attach made on ``network_id``, if it did: a port
+        whose device is the server, neither in its info cache (``known``) nor the
+        user's (novella/network/ownership.py). Nothing else makes one between the
+        note and the cache."""
         filters = {"device_id": uuid}
         if network_id:
             filters["network_id"] = network_id
+        users = ownership.user_ports((), records.system_metadata(self.cell_db, uuid))
         for p in self.network_api.list_ports(ctxt, filters):
-            if p["id"] not in known and p.get("created_for_instance"):
+            if p["id"] not in known and p["id"] not in users:
                 return p["id"]
         return None
 
@@ -174,7 +189,9 @@ class ComputeInterfaces:
         mappings = found.allocation_requests[0].get("mappings") or {}
         return {g["id"]: mappings[g["id"]][0] for g in request["request_groups"]}
 
-    def _attach_failed(self, ctxt, inst, port_id, providers=()):
+    def _attach_failed(self, ctxt, inst, port_id, providers=(), preserve=False):
+        """``preserve``: the port is the user's (unbound and released), else made here
+        (deleted)."""
         if port_id is None:
             records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
             return
@@ -183,7 +200,7 @@ class ComputeInterfaces:
         with cleanup.step(f"unplug port {port_id}"):
             self.driver.detach_interface(ctxt, self.instance_dict(inst), {"id": port_id})
         with cleanup.step(f"let port {port_id} go"):
-            self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id)
+            self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id, preserve)
         records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
 
     def _detach(self, ctxt, inst, note):
@@ -194,7 +211,10 @@ class ComputeInterfaces:
                                         **{INTERFACE_NOTE: json.dumps(note)})
         self.driver.detach_interface(ctxt, self.instance_dict(inst), {"id": port_id})
         self._give_back(ctxt, inst, port_id, note["providers"])
-        self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id)
+        users = ownership.user_ports(self.network_info(inst),
+                                     records.system_metadata(self.cell_db, inst.uuid))
+        self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id,
+                                                      port_id in users)
         self._set_vif(inst.uuid, None, drop=port_id)
         records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
 

@@ -41,6 +41,7 @@ from novella.compute import steps
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
+from novella.network import ownership
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
 
@@ -339,6 +340,10 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         in their bindings, in ``security_groups``); returns its network_info."""
         if self.network_api is None:
             return []
+        given = ownership.requested_port_ids(requested_networks)
+        if given:  # the user's before they are the server's (novella/network/ownership.py)
+            records.set_system_metadata(self.cell_db, inst.uuid,
+                                        **{ownership.USER_PORTS: json.dumps(given)})
         return self.network_api.allocate_for_instance(
             ctxt, inst.uuid, inst.project_id, requested_networks=requested_networks,
             host=self.host, availability_zone=inst.availability_zone or "nova",
@@ -356,9 +361,14 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         return self.network_api.sriov_ports(ctxt, instance_uuid=instance_uuid,
                                             port_ids=port_ids)
 
-    def _deallocate_network(self, ctxt, inst):
+    def _deallocate_network(self, ctxt, inst, requested_networks=None):
+        """The server's ports let go: the user's (its records say which, with the ports
+        ``requested_networks`` names) unbound and released, the others deleted."""
         if self.network_api is not None:
-            self.network_api.deallocate_for_instance(ctxt, inst.uuid)
+            keep = ownership.user_ports(self.network_info(inst),
+                                        records.system_metadata(self.cell_db, inst.uuid),
+                                        ownership.requested_port_ids(requested_networks))
+            self.network_api.deallocate_for_instance(ctxt, inst.uuid, keep)
 
     def _attach_volumes(self, ctxt, inst, attached, bdms=None):
         """Attach every volume BDM; record each attachment in ``attached``."""
@@ -507,7 +517,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                     self.volume_api.attachment_delete(ctxt, attachment_id)
         if done["network"]:
             with cleanup.step("deallocate_for_instance"):
-                self._deallocate_network(ctxt, stand_in)
+                self._deallocate_network(ctxt, stand_in, requested_networks)
         if done["claim"] is not None:
             with cleanup.step("abort claim"):
                 done["claim"].abort()

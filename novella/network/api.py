@@ -905,25 +905,27 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
         with self.db.session() as s:
             return [self._vif_dict(s, p) for p in self._instance_ports(s, instance_uuid)]
 
-    def deallocate_for_instance(self, ctxt, instance_uuid):
-        """Delete the ports made for the server; unbind and release the ones it was given."""
+    def deallocate_for_instance(self, ctxt, instance_uuid, preserve):
+        """The server's ports in ``preserve`` (the user's, as the compute side knows
+        them: novella/network/ownership.py) are unbound and released; every other port
+        whose device is the server is deleted."""
         with self.db.session(write=True) as s:
             for p in self._instance_ports(s, instance_uuid, lock=True):
-                if p.created_for_instance:
+                if p.id not in preserve:
                     self._delete_port(s, p)
                     continue
                 self._unbind(s, p)
                 p.device_id, p.device_owner = "", ""
 
-    def deallocate_port_for_instance(self, ctxt, instance_uuid, port_id):
-        """One port of the server let go (an interface detach): deleted if it was made
-        for the server, else unbound and released. A port gone, or no longer the
+    def deallocate_port_for_instance(self, ctxt, instance_uuid, port_id, preserve):
+        """One port of the server let go (an interface detach): unbound and released
+        if ``preserve`` (the user's), else deleted. A port gone, or no longer the
         server's, is left as it is."""
         with self.db.session(write=True) as s:
             p = s.get(models.Port, port_id, with_for_update=True)
             if p is None or p.device_id != instance_uuid:
                 return
-            if p.created_for_instance:
+            if not preserve:
                 self._delete_port(s, p)
                 return
             self._unbind(s, p)

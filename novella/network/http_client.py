@@ -15,10 +15,16 @@ for a server, the bindings made for a move), as Nova does.
 
 The port-binding and ``binding:*`` requests are an administrator's, so they
 go with the service's own credentials; reads for a user go with the user's
-token. A port made for a server is created with the admin-only attribute
-``created_for_instance`` (the database client's flag), which an
-administrator also reads back: the port goes with the server, while one the
-user gave is only unbound and released.
+token. A port made for a server is created with only Neutron's own port
+attributes (its ``device_id`` the server, its ``device_owner``
+``compute:<zone>``): whether a port of a server is the user's (only unbound
+and released when the server lets it go) or was made for it (deleted) is
+not the network service's to say. The compute side decides it from the
+server's records and passes it (``preserve``) to ``deallocate_for_instance``
+and ``deallocate_port_for_instance`` (novella/network/ownership.py). The
+network_info this client composes says ``preserve_on_delete`` of the ports
+``allocate_for_instance`` was given (true) or made (false); of ports it only
+reads, it cannot know, and says null.
 """
 from novella.network import api as net_api
 from novella.network import (auto_allocate, floating_ips, qos, routers, security_groups,
@@ -186,8 +192,10 @@ class NetworkHTTPClient:
     def _instance_ports(self, ctxt, instance_uuid):
         return self._admin(ctxt, "GET", "/ports", device_id=instance_uuid)["ports"]
 
-    def _vifs(self, ctxt, ports):
-        """network_info of ``ports``, in the database client's shape."""
+    def _vifs(self, ctxt, ports, given=None):
+        """network_info of ``ports``, in the database client's shape. ``given``: the ids
+        of those the user gave, when known (an allocation); else ``preserve_on_delete``
+        is null."""
         if not ports:
             return []
         networks, subnets = {}, {}
@@ -197,11 +205,12 @@ class NetworkHTTPClient:
         floating = {(f["port_id"], f["fixed_ip_address"]): f["floating_ip_address"]
                     for f in self._admin(ctxt, "GET", "/floatingips",
                                          port_id=[p["id"] for p in ports])["floatingips"]}
-        return [self._vif(p, networks[p["network_id"]], subnets[p["network_id"]], floating)
+        return [self._vif(p, networks[p["network_id"]], subnets[p["network_id"]], floating,
+                          None if given is None else p["id"] in given)
                 for p in ports]
 
     @staticmethod
-    def _vif(port, network, subnets, floating):
+    def _vif(port, network, subnets, floating, preserve=None):
         out = []
         for sn in subnets:
             ips = [{"address": ip["ip_address"], "type": "fixed", "version": sn["ip_version"],
@@ -217,7 +226,7 @@ class NetworkHTTPClient:
                 "devname": ("tap" + port["id"])[:14], "ovs_interfaceid": port["id"],
                 "vnic_type": port["binding:vnic_type"], "profile": port["binding:profile"],
                 "active": port["status"] == ACTIVE,
-                "preserve_on_delete": not port.get("created_for_instance"),
+                "preserve_on_delete": preserve,
                 "network": {"id": network["id"], "label": network["name"], "bridge": "br-int",
                             "subnets": out,
                             "meta": {"tenant_id": network["project_id"], "mtu": network["mtu"],
@@ -291,7 +300,7 @@ class NetworkHTTPClient:
                     continue
                 body = {"network_id": req["network_id"], "project_id": project_id,
                         "device_id": instance_uuid, "device_owner": owner,
-                        "binding:host_id": host or "", "created_for_instance": True}
+                        "binding:host_id": host or ""}
                 if groups is not None:
                     body["security_groups"] = groups
                 if req.get("address"):
@@ -302,7 +311,7 @@ class NetworkHTTPClient:
                     p = self._admin(ctxt, "PUT", f"/ports/{p['id']}", {"port": {
                         "binding:profile": dict(profiles[p["id"]])}})["port"]
                 ports.append(p)
-            return self._vifs(ctxt, ports)
+            return self._vifs(ctxt, ports, given={p["id"] for p in given})
         except Exception:
             for port_id in made:
                 self._quietly(self._admin, ctxt, "DELETE", f"/ports/{port_id}")
@@ -322,12 +331,13 @@ class NetworkHTTPClient:
     def get_instance_nw_info(self, ctxt, instance_uuid):
         return self._vifs(ctxt, self._instance_ports(ctxt, instance_uuid))
 
-    def deallocate_for_instance(self, ctxt, instance_uuid):
-        """The ports made for the server go; the ones it was given are unbound and
-        released. A port deleted meanwhile (by another delete of the server) is skipped."""
+    def deallocate_for_instance(self, ctxt, instance_uuid, preserve):
+        """As the database client's: the server's ports in ``preserve`` (the user's)
+        are unbound and released, the others deleted. A port deleted meanwhile (by
+        another delete of the server) is skipped."""
         for p in self._instance_ports(ctxt, instance_uuid):
             try:
-                if p.get("created_for_instance"):
+                if p["id"] not in preserve:
                     self._admin(ctxt, "DELETE", f"/ports/{p['id']}")
                     continue
                 self._unbind(ctxt, p)
@@ -336,13 +346,13 @@ class NetworkHTTPClient:
             except net_api.PortNotFound:
                 pass
 
-    def deallocate_port_for_instance(self, ctxt, instance_uuid, port_id):
+    def deallocate_port_for_instance(self, ctxt, instance_uuid, port_id, preserve):
         """As the database client's."""
         try:
             p = self._admin(ctxt, "GET", f"/ports/{port_id}")["port"]
             if p["device_id"] != instance_uuid:
                 return
-            if p.get("created_for_instance"):
+            if not preserve:
                 self._admin(ctxt, "DELETE", f"/ports/{port_id}")
                 return
             self._unbind(ctxt, p)

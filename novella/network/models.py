@@ -102,7 +102,9 @@ class Port(Timestamps, Base):
     qos_policy_id: orm.Mapped[str | None] = orm.mapped_column(sa.ForeignKey("qos_policies.id"))
     # A resource request set directly (simulating a backend that computes it).
     resource_request: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON)
-    # Created by allocate_for_instance: deleted, not just unbound, with the server.
+    # Created by allocate_for_instance. What the network_info of this client says of
+    # preserve_on_delete; which ports go with a server is the compute side's to decide
+    # (novella/network/ownership.py), not read from here.
     created_for_instance: orm.Mapped[bool] = orm.mapped_column(default=False)
 
 

@@ -25,11 +25,12 @@
 
 Lists take Neutron-style filters (any field of the resource; a repeated
 parameter matches any of its values) and ``fields``. Setting ``binding:*``
-fields, shared networks and provider attributes need the admin role. A port
-also has, for administrators only, ``created_for_instance``: Novella's mark
-of a port the compute service made for a server (it goes with the server,
-while a port the user gave is only unbound and released); Nova's
-network client sets it when it creates such a port (novella/network/http_client.py).
+fields, shared networks and provider attributes need the admin role. As
+Neutron does, a port created or updated with an attribute that is not one of
+Neutron's port attributes is refused (400, "Unrecognized attribute(s) ..."),
+and nothing is changed; the network service's own columns (its
+``created_for_instance``) are neither accepted nor shown. Which ports of a
+server go with it is the compute side's to know (novella/network/ownership.py).
 """
 import functools
 
@@ -81,7 +82,7 @@ PORT_EXTRA = {"allowed_address_pairs": [], "extra_dhcp_opts": [], "dns_name": ""
               "propagate_uplink_status": False, "ip_allocation": "immediate"}
 PAGING = {"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"}
 ADMIN_PORT_FIELDS = ("binding:host_id", "binding:profile")
-ADMIN_ONLY_PORT_VIEW = ("created_for_instance",)
+HIDDEN_PORT_FIELDS = ("created_for_instance",)  # the service's own, not Neutron's
 
 
 QOS_RULE_KINDS = {  # collection in the URL: rule type
@@ -141,9 +142,8 @@ def _subnet(sn):
 
 def _port(req, p):
     doc = {**PORT_EXTRA, **p, "updated_at": p.get("updated_at") or p.get("created_at")}
-    if not req.is_admin():
-        for key in ADMIN_ONLY_PORT_VIEW:
-            doc.pop(key, None)
+    for key in HIDDEN_PORT_FIELDS:
+        doc.pop(key, None)
     return doc
 
 
@@ -296,15 +296,30 @@ def list_ports(req):
 CREATE_PORT_FIELDS = {"network_id", "name", "admin_state_up", "mac_address", "fixed_ips",
                       "device_id", "device_owner", "project_id", "tenant_id", "qos_policy_id",
                       "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request",
-                      "security_groups", "created_for_instance"}
+                      "security_groups"}
+# Neutron's port attributes (of its extensions too) a request may carry that are not
+# kept here: accepted, and ignored.
+IGNORED_PORT_FIELDS = {"description", "tags", "port_security_enabled", "allowed_address_pairs",
+                       "extra_dhcp_opts", "dns_name", "dns_domain", "propagate_uplink_status",
+                       "numa_affinity_policy", "hardware_offload_type", "mac_learning_enabled",
+                       "data_plane_status", "trusted", "device_profile"}
+
+
+def _check_port_attributes(body):
+    """400, as Neutron answers, for an attribute that is not a port's."""
+    unknown = sorted(k for k in body if k not in CREATE_PORT_FIELDS | IGNORED_PORT_FIELDS)
+    if unknown:
+        raise rest.bad_request("Unrecognized attribute(s) '"
+                               + ", ".join(unknown) + "'", "HTTPBadRequest")
 
 
 def create_port(req):
     body = req.field("port")
+    _check_port_attributes(body)
     if not body.get("network_id"):
         raise rest.bad_request("A port needs a network_id.", "HTTPBadRequest")
-    _admin_only(req, body, ADMIN_PORT_FIELDS + ADMIN_ONLY_PORT_VIEW
-                + ("resource_request", "mac_address"), "create_port")
+    _admin_only(req, body, ADMIN_PORT_FIELDS + ("resource_request", "mac_address"),
+                "create_port")
     if body.get("project_id", body.get("tenant_id", req.context.project_id)) \
             != req.context.project_id:
         _admin_only(req, {"project_id": 1}, ("project_id",), "create_port")
@@ -320,11 +335,11 @@ def show_port(req, port_id):
 
 def update_port(req, port_id):
     body = req.field("port")
+    _check_port_attributes(body)
     _api(req).get_port(req.context, port_id)  # 404 unless visible
     _admin_only(req, body, ADMIN_PORT_FIELDS + ("resource_request",), "update_port")
-    ignored = {"description", "tags", "port_security_enabled"}
-    port = _api(req).update_port(req.context, port_id,
-                                 {k: v for k, v in body.items() if k not in ignored})
+    port = _api(req).update_port(req.context, port_id, {
+        k: v for k, v in body.items() if k not in IGNORED_PORT_FIELDS})
     return 200, {"port": _port(req, port)}
 
 

@@ -16,6 +16,7 @@ from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
 from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
 from novella.db.engine import insert_rows
+from novella.network import ownership
 
 P = "os_compute_api:servers:"
 
@@ -841,8 +842,13 @@ def _release_without_host(api, cell_db, uuid):
     ctxt = get_admin_context()
     if api.placement is not None:
         api.placement.delete_allocations(uuid)
-    if api.network_api is not None:
-        api.network_api.deallocate_for_instance(ctxt, uuid)
+    if api.network_api is not None:  # the user's ports kept (novella/network/ownership.py)
+        with cell_db.read_session() as s:
+            cache = s.scalars(sa.select(cm.InstanceInfoCache.network_info).where(
+                cm.InstanceInfoCache.instance_uuid == uuid)).first()
+        keep = ownership.user_ports(json.loads(cache or "[]"),
+                                    records.system_metadata(cell_db, uuid))
+        api.network_api.deallocate_for_instance(ctxt, uuid, keep)
     if api.volume_api is not None:
         with cell_db.read_session() as s:
             bdms = s.scalars(sa.select(cm.BlockDeviceMapping).where(
