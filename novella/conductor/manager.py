@@ -237,12 +237,11 @@ class ConductorManager:
     def _move(self, ctxt, instance_uuid, migration_uuid, host=None, flavor=None,
               clean_shutdown=True):
         """The state of a move about to start; ``flavor``: the new one (a resize)."""
-        cell = cells_mod.instance_cell(self.api_db, instance_uuid)
+        cell, spec = request_specs.get_with_cell(self.api_db, instance_uuid)
         migration, row = migration_records.get_with_instance(
             cells_mod.cell_database(cell), migration_uuid, instance_uuid)
         inst = _what_the_conductor_reads(row)
-        return common.Move(self, ctxt, cell, inst, migration,
-                           flavor or inst.flavor, self._request_spec(instance_uuid),
+        return common.Move(self, ctxt, cell, inst, migration, flavor or inst.flavor, spec,
                            target_host=host, clean_shutdown=clean_shutdown)
 
     def _run_move(self, ctxt, move, kind):
@@ -283,9 +282,8 @@ class ConductorManager:
                      notifier_mod.compute_task_payload(move.instance_uuid, spec, state, exc))
 
     def _move_ended(self, ctxt, move):
-        records.finish_action(move.cell_db, ctxt, move.instance_uuid)
-        if common.free_what_a_delete_left(self, ctxt, move.instance_uuid, move.migration_uuid,
-                                          move.places()):
+        if common.end_request(self, ctxt, move.cell, move.instance_uuid, move.migration_uuid,
+                              move.places()):
             return
         if move.moved:  # the events recorded in the source cell join the server's copy
             instance_copy.sync_actions(move.cell_db, move.target_db, move.instance_uuid)
@@ -345,9 +343,8 @@ class ConductorManager:
         self._resized_closed(ctxt, resized)
 
     def _resized_closed(self, ctxt, resized):
-        records.finish_action(resized.instance_db, ctxt, resized.instance_uuid)
-        common.free_what_a_delete_left(self, ctxt, resized.instance_uuid,
-                                       resized.migration_uuid, resized.places())
+        common.end_request(self, ctxt, resized.instance_cell, resized.instance_uuid,
+                           resized.migration_uuid, resized.places())
 
     def poll_unconfirmed_cross_cell_resizes(self, ctxt=None):
         """Confirm cross-cell moves in VERIFY_RESIZE longer than ``resize_confirm_window``.

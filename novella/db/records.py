@@ -233,10 +233,24 @@ _FINISH_ACTION = sa.update(m.InstanceAction).where(
     m.InstanceAction.id == _FIND_ACTION_ID.scalar_subquery())
 
 
-def finish_action(cell_db, ctxt, instance_uuid):
+def finish_action(cell_db, ctxt, instance_uuid, tell_deleted=False):
+    """End the request's action. ``tell_deleted``: also say whether the server was
+    deleted by its user (deleted, or being deleted; False when it is not in this cell),
+    read in the same statement where the database can; None where it cannot (MySQL
+    has no UPDATE ... RETURNING) or when the request has no action here."""
+    params = {"b_uuid": instance_uuid, "b_request_id": ctxt.request_id}
+    q = _FINISH_ACTION.values(finish_time=utcnow())
     with cell_db.connection(write=True) as conn:
-        conn.execute(_FINISH_ACTION.values(finish_time=utcnow()),
-                     {"b_uuid": instance_uuid, "b_request_id": ctxt.request_id})
+        if not (tell_deleted and conn.dialect.update_returning):
+            conn.execute(q, params)
+            return None
+        row = conn.execute(q.returning(_DELETED_BY_USER), params).first()
+        return None if row is None else bool(row[0])
+
+
+_DELETED_BY_USER = sa.select(sa.or_(m.Instance.deleted != 0,
+                                    m.Instance.task_state == "deleting")).where(
+    m.Instance.uuid == sa.bindparam("b_uuid")).scalar_subquery()
 
 
 _LATEST_ACTION_ID = (sa.select(sa.func.max(m.InstanceAction.id))

@@ -18,6 +18,19 @@ _REPLACE = sa.update(am.RequestSpec).where(
     am.RequestSpec.spec == sa.bindparam("b_was")).values(spec=sa.bindparam("b_spec"))
 
 
+def get_with_cell(api_db, instance_uuid):
+    """(the CellMapping holding the server, or None while it has none; its request
+    spec) in one statement."""
+    m = am.InstanceMapping
+    with api_db.read_session() as s:
+        cell, spec = s.execute(
+            sa.select(am.CellMapping, am.RequestSpec.spec).select_from(m)
+            .outerjoin(am.CellMapping, am.CellMapping.id == m.cell_id)
+            .join(am.RequestSpec, am.RequestSpec.instance_uuid == m.instance_uuid)
+            .where(m.instance_uuid == instance_uuid)).one()
+    return cell, json.loads(spec)
+
+
 def update(api_db, instance_uuid, known=None, **values):
     """Later schedulings of the server use ``values`` (its flavor after a resize,
     the zone asked for at unshelve, ...).

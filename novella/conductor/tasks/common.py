@@ -273,7 +273,17 @@ def _being_deleted(move):
         return bool(inst.deleted) or inst.task_state == task_states.DELETING
 
 
-def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, places):
+def end_request(services, ctxt, cell, instance_uuid, migration_uuid, places):
+    """The request's action ends in ``cell`` (the mapping of the server's visible
+    copy), then ``free_what_a_delete_left``; whether that copy was deleted is read
+    in the action's statement. Returns whether the server was deleted."""
+    deleted = records.finish_action(cells_mod.cell_database(cell), ctxt, instance_uuid,
+                                    tell_deleted=True)
+    return free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, places,
+                                   known={} if deleted is None else {cell.uuid: deleted})
+
+
+def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, places, known=None):
     """A delete that came in while the server moved has the last word, once the move
     ended either way: nothing the move held outlives the server.
 
@@ -283,10 +293,16 @@ def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, place
     the server's allocation and its migration's go, the migration ends 'error'
     if it had not ended, and each host removes what is left there
     (ComputeManager.clean_up_deleted). Returns whether the server was deleted.
+    ``known``: {cell uuid: whether deleted there}, for cells the caller has read.
     """
     cells = {cell.uuid: cell for cell, _host in places}
-    deleted = next((cell for cell in cells.values()
-                    if deleted_by_user(cells_mod.cell_database(cell), instance_uuid)), None)
+    known = known or {}
+
+    def deleted_in(cell):
+        if cell.uuid in known:
+            return known[cell.uuid]
+        return deleted_by_user(cells_mod.cell_database(cell), instance_uuid)
+    deleted = next((cell for cell in cells.values() if deleted_in(cell)), None)
     if deleted is None:
         return False
     cells_mod.set_instance_cell(services.api_db, instance_uuid, deleted)
@@ -449,6 +465,11 @@ class Resized(Recorded):
 
     def places(self):
         return [(self.source_cell, self.source_host), (self.cell, self.dest_host)]
+
+    @property
+    def instance_cell(self):
+        """The cell of the server's visible copy."""
+        return self.source_cell if self.mapped_back else self.cell
 
     @property
     def instance_db(self):
