@@ -732,15 +732,8 @@ class PlacementClient:
         raises :class:`AllocationMoveFailed`; a provider-generation race is
         retried ``retries`` times with fresh reads.
         """
-        def attempt():
-            src = self.get_allocations(source_consumer)
-            if not src.get("allocations"):
-                return False
-            dst = self.get_allocations(target_consumer)
-            if dst.get("allocations"):
-                LOG.info("consumer %s already holds allocations; replacing them with %s's",
-                         target_consumer, source_consumer)
-            payload = {
+        def payload(src, dst):
+            return {
                 str(source_consumer): {
                     "allocations": {},
                     "project_id": src["project_id"], "user_id": src["user_id"],
@@ -755,7 +748,25 @@ class PlacementClient:
                                       else None) or target_consumer_type,
                 },
             }
-            self.post_allocations(payload)
+
+        def attempt():
+            src = self.get_allocations(source_consumer)
+            if not src.get("allocations"):
+                return False
+            # The target is a new consumer in nearly every move (a migration's
+            # record, an instance whose allocation went to it): written as one
+            # without being read, and read only when placement says it exists.
+            try:
+                self.post_allocations(payload(src, {}))
+            except ConcurrentUpdate as exc:
+                if not exc.consumer_generation:
+                    raise
+                dst = self.get_allocations(target_consumer)
+                if dst.get("consumer_generation") is None:
+                    raise  # the target is new: the source changed meanwhile
+                LOG.info("consumer %s already holds allocations; replacing them with %s's",
+                         target_consumer, source_consumer)
+                self.post_allocations(payload(src, dst))
             return True
 
         try:

@@ -120,9 +120,10 @@ def test_put_allocations_body_by_microversion():
 def test_move_allocations_posts_one_swap():
     src = {"allocations": {"rp": {"resources": {"VCPU": 2}, "generation": 4}},
            "consumer_generation": 3, "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
-    client, app = make((200, src), (200, {"allocations": {}}), (204, None))
+    client, app = make((200, src), (204, None))
     assert client.move_allocations("inst", "mig") is True
-    post = app.calls[2]
+    assert len(app.calls) == 2  # the target, a new consumer, is not read
+    post = app.calls[1]
     assert post["method"] == "POST" and post["path"] == "/allocations"
     assert post["body"] == {
         "inst": {"allocations": {}, "project_id": "p", "user_id": "u",
@@ -132,14 +133,30 @@ def test_move_allocations_posts_one_swap():
     }
 
 
+def test_move_allocations_replaces_what_an_existing_target_holds():
+    src = {"allocations": {"rp": {"resources": {"VCPU": 2}}}, "consumer_generation": 3,
+           "project_id": "p", "user_id": "u", "consumer_type": "MIGRATION"}
+    dst = {"allocations": {"rp2": {"resources": {"VCPU": 1}}}, "consumer_generation": 7,
+           "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
+    client, app = make((200, src),
+                       error(409, pc.CONCURRENT_UPDATE, "consumer generation conflict"),
+                       (200, dst), (204, None))
+    assert client.move_allocations("mig", "inst", target_consumer_type="INSTANCE") is True
+    assert [c["method"] for c in app.calls] == ["GET", "POST", "GET", "POST"]
+    assert app.calls[3]["body"]["inst"] == {
+        "allocations": {"rp": {"resources": {"VCPU": 2}}}, "project_id": "p", "user_id": "u",
+        "consumer_generation": 7, "consumer_type": "INSTANCE"}
+
+
 def test_move_allocations_nothing_to_move_and_conflict():
     client, app = make((200, {"allocations": {}}))
     assert client.move_allocations("inst", "mig") is False and len(app.calls) == 1
     src = {"allocations": {"rp": {"resources": {"VCPU": 2}}}, "consumer_generation": 1,
            "project_id": "p", "user_id": "u"}
-    client, app = make((200, src), (200, {"allocations": {}}),
-                       error(409, pc.CONCURRENT_UPDATE, "consumer generation conflict"))
-    with pytest.raises(pc.AllocationMoveFailed):
+    client, app = make((200, src),
+                       error(409, pc.CONCURRENT_UPDATE, "consumer generation conflict"),
+                       (200, {"allocations": {}}))
+    with pytest.raises(pc.AllocationMoveFailed):  # the source changed: not retried
         client.move_allocations("inst", "mig", retries=3)
     assert len(app.calls) == 3
 
