@@ -57,9 +57,11 @@ def child(args):
     subprocess.run(control + ["on", str(os.getpid())], check=True, capture_output=True)
     booted = [boot(i) for i in range(args.boots)]
     subprocess.run(control + ["off", str(os.getpid())], check=True, capture_output=True)
-    statuses = {api.expect("GET", f"/servers/{sid}")["server"]["status"] for sid in booted}
+    servers = [api.expect("GET", f"/servers/{sid}")["server"] for sid in booted]
+    statuses = {s["status"] for s in servers}
     if statuses != {"ACTIVE"}:
-        raise SystemExit(f"boots ended in {sorted(statuses)}")
+        faults = {(s.get("fault") or {}).get("message") for s in servers if s["status"] != "ACTIVE"}
+        raise SystemExit(f"boots ended in {sorted(statuses)}: {sorted(map(str, faults))}")
     os._exit(0)  # the count is taken; stopping the fleet is not measured
 
 
