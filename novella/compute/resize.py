@@ -229,7 +229,7 @@ class ComputeResize:
                                           power_state=self._power(instance_uuid), row=inst,
                                           **_zone(availability_zone))
             self._migration(migration_uuid, status=ms.FINISHED)
-            self.rt.refresh_usage()
+            self.rt.move_arrived(inst)
             if updated is not None:
                 st.instance = updated
         return {"host": self.host, "node": self.rt.nodename}

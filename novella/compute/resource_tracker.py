@@ -429,9 +429,10 @@ class ResourceTracker:
                 self._add_usage(conn, flavor)
         return Claim(self, uuid, numa, pci)
 
-    def _add_usage(self, conn, flavor, count=1):
+    def _add_usage(self, conn, flavor, count=1, vms=None):
         """Count ``count`` more (or, negative, fewer) instances of ``flavor`` in
-        the node row's usage columns.
+        the node row's usage columns (``vms``: the change of running_vms, when it
+        is not ``count``: a move's claim counts its flavor, not an instance).
 
         For an instance that holds neither NUMA cells, PCI devices nor a move,
         coming or going changes only the sums: adding to them saves
@@ -440,7 +441,7 @@ class ResourceTracker:
         """
         if self.provider_uuid is not None:
             conn.execute(_ADD_USAGE, {
-                "b_uuid": self.provider_uuid, "b_count": count,
+                "b_uuid": self.provider_uuid, "b_count": count if vms is None else vms,
                 "b_vcpus": count * flavor.get("vcpus", 0),
                 "b_memory_mb": count * flavor.get("memory_mb", 0),
                 "b_local_gb": count * (flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0))})
@@ -456,6 +457,20 @@ class ResourceTracker:
                     inst.host = inst.node = None
                 s.flush()
             self._write_usage(s)
+
+    def move_arrived(self, instance):
+        """The server a move claimed for here now runs here (``instance``: its row as
+        finish_resize left it, its migration context applied). The new flavor was
+        counted here since the claim, so one more running instance is all that
+        changes when it came from another host and the move holds no NUMA cells nor
+        PCI devices; otherwise the usage is written again from the instances."""
+        mc = _loads(instance.extra.migration_context) if instance.extra is not None else None
+        if not mc or mc.get("source_compute") == self.host or any(mc.get(k) for k in (
+                "old_numa_topology", "new_numa_topology", "old_pci_devices",
+                "new_pci_devices")):
+            return self.refresh_usage()
+        with self.lock, self.cell_db.connection(write=True) as conn:
+            self._add_usage(conn, {}, count=0, vms=1)
 
     def refresh_usage(self):
         """Rewrite the node row's usage (after an instance left this node)."""
@@ -566,6 +581,9 @@ class ResourceTracker:
             inst = instance if instance is not None else records.get_instance(s, instance_uuid)
             numa, pci = self._fit(s, new_flavor, ports, port_profiles)
             extra = inst.extra
+            # A claim that holds only the flavor's sizes, where none was held before,
+            # adds them to the node's usage without reading every instance here.
+            adds = not (numa or pci or (extra is not None and extra.migration_context))
             self._set_extra(s, instance_uuid, instance, **_flavor_value(flavors), **_context_values({
                 "migration_uuid": migration.get("uuid"),
                 "source_compute": migration.get("source_compute", inst.host),
@@ -574,7 +592,10 @@ class ResourceTracker:
                 "old_numa_topology": _loads(extra.numa_topology) if extra else None,
                 "old_pci_devices": _loads(extra.pci_devices) if extra else None,
                 "new_numa_topology": numa, "new_pci_devices": pci, "applied": False}))
-            self._write_usage(s)
+            if adds:
+                self._add_usage(s, new_flavor, vms=0)
+            else:
+                self._write_usage(s)
         return Claim(self, instance_uuid, numa, pci, move=True)
 
     def apply_migration_context(self, ctxt, instance_uuid, instance=None):

@@ -274,3 +274,41 @@ def test_api_rules(cloud):
     assert status == 200 and len(body["migrations"]) == 1 and body["migrations"][0]["uuid"]
     assert cloud.api("GET", "/os-migrations", version="2.58")[1]["migrations"][0].get(
         "uuid") is None
+
+
+def _node_rows(cloud):
+    """{host: (vcpus_used, memory_mb_used, local_gb_used, running_vms)} of the cell's nodes."""
+    import sqlalchemy as sa
+    from novella.db import cell_models as cm, cells
+    with cells.cell_database(cloud.aio.cells[0]).session() as s:
+        return {n.host: (n.vcpus_used, n.memory_mb_used, n.local_gb_used, n.running_vms)
+                for n in s.scalars(sa.select(cm.ComputeNode))}
+
+
+def _recounted(cloud):
+    """The node rows as each host writes them again from its instances."""
+    for compute in cloud.aio.computes.values():
+        compute.rt.refresh_usage()
+    return _node_rows(cloud)
+
+
+def test_node_usage_follows_a_resize_exactly(cloud):
+    """The claim and the arrival change the node rows by what they add, without reading
+    every instance; the rows are then what a count of the instances writes."""
+    sid = cloud.boot(flavor="1")
+    src = cloud.host_of(sid)
+    assert _node_rows(cloud) == _recounted(cloud)
+    assert _resize(cloud, sid, "2")[0] == 202
+    dest = cloud.host_of(sid)
+    rows = _node_rows(cloud)
+    # The destination runs the new flavor; the source keeps the old one's sizes (the
+    # migration's claim). The source's running_vms is its own to count again (its
+    # next audit, or the confirm), as nothing ran there to write its row.
+    assert rows[dest] == (1, 2048, 20, 1) and rows[src][:3] == (1, 512, 1)
+    recounted = _recounted(cloud)
+    assert rows[dest] == recounted[dest] and rows[src][:3] == recounted[src][:3]
+    assert cloud.action(sid, {"confirmResize": None})[0] == 204
+    cloud.aio.wait_idle()
+    rows = _node_rows(cloud)
+    assert rows[src] == (0, 0, 0, 0) and rows[dest] == (1, 2048, 20, 1)
+    assert rows == _recounted(cloud)

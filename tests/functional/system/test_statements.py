@@ -25,7 +25,7 @@ from novella.context import get_admin_context
 CELLS = 10
 OPS = 3
 BOOT_LIMIT = 57
-RESIZE_CONFIRM_LIMIT = 98
+RESIZE_CONFIRM_LIMIT = 85
 
 
 class Counter:
