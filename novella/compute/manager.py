@@ -269,7 +269,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         """Replace the instance's info cache. ``read``: the instance row read under its
         lock, whose cache is the one there (written then without being read again)."""
         if read is not None:
-            _keep_tags(self.network_info(read), network_info)
+            _keep_cached(self.network_info(read), network_info)
             text = json.dumps(network_info or [])
             if read.info_cache is None or read.info_cache.network_info != text:
                 records.set_network_info(self.cell_db, instance_uuid, network_info)
@@ -282,7 +282,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             if cache is None:
                 cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
                 s.add(cache)
-            _keep_tags(json.loads(cache.network_info or "[]"), network_info)
+            _keep_cached(json.loads(cache.network_info or "[]"), network_info)
             cache.network_info = json.dumps(network_info or [])
 
     def _bdms(self, instance_uuid):
@@ -631,11 +631,18 @@ class _Gone:
         self.extra = self.info_cache = None
 
 
-def _keep_tags(cached, network_info):
-    """A device tag is kept nowhere else: a port keeps its tag (from ``cached``, the
-    info cache as it was) through the moves and rebinds that write the cache again
-    from the ports."""
-    tags = {vif.get("id"): vif["tag"] for vif in cached or [] if vif.get("tag")}
+def _keep_cached(cached, network_info):
+    """What the ports do not say is kept from ``cached`` (the info cache as it was)
+    through the moves and rebinds that write the cache again from the ports: a
+    device tag (kept nowhere else), and whether the port is the user's
+    (``preserve_on_delete``, which a network client reading ports back from
+    Neutron cannot know and gives as None)."""
+    known = {vif.get("id"): vif for vif in cached or []}
     for vif in network_info or []:
-        if not vif.get("tag") and vif.get("id") in tags:
-            vif["tag"] = tags[vif["id"]]
+        was = known.get(vif.get("id"))
+        if was is None:
+            continue
+        if not vif.get("tag") and was.get("tag"):
+            vif["tag"] = was["tag"]
+        if vif.get("preserve_on_delete") is None and was.get("preserve_on_delete") is not None:
+            vif["preserve_on_delete"] = was["preserve_on_delete"]
