@@ -79,7 +79,8 @@ def child(args):
     servers = [api.expect("GET", f"/servers/{sid}")["server"] for sid in booted]
     statuses = {s["status"] for s in servers}
     if statuses != {"ACTIVE"}:
-        faults = {(s.get("fault") or {}).get("message") for s in servers if s["status"] != "ACTIVE"}
+        faults = {(s.get("fault") or {}).get("message")
+                  for s in servers if s["status"] != "ACTIVE"}
         raise SystemExit(f"boots ended in {sorted(statuses)}: {sorted(map(str, faults))}")
     if args.stages:
         subprocess.run(["callgrind_control", "-d", "boots", str(os.getpid())], check=True,

@@ -120,7 +120,8 @@ def test_one_pass_weighing_orders_as_the_per_host_loop(conf, host):
     for trial in range(30):
         hosts = [host(f"h{i}", free_ram_mb=rng.choice([512, 1024, 4096]),
                       free_disk_mb=rng.choice([1024, 2048]),
-                      vcpus_used=rng.choice([0, 1, 7]), cpu_allocation_ratio=rng.choice([1.0, 4.0]),
+                      vcpus_used=rng.choice([0, 1, 7]),
+                      cpu_allocation_ratio=rng.choice([1.0, 4.0]),
                       failed_builds=rng.choice([0, 0, 0, 2]) if trial % 2 else 0,
                       aggregates=[{"ram_weight_multiplier": "-1.0"}] if rng.random() < 0.2
                       else ())
