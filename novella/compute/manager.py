@@ -349,11 +349,18 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             host=self.host, availability_zone=inst.availability_zone or "nova",
             port_profiles=port_profiles, security_groups=security_groups) or []
 
-    def _sriov_ports(self, ctxt, instance_uuid=None, requested_networks=None):
+    def _sriov_ports(self, ctxt, instance_uuid=None, requested_networks=None, read=None):
         """The server's ports (or those ``requested_networks`` names) that need a
-        device of this host (novella/compute/pci.py)."""
+        device of this host (novella/compute/pci.py). ``read``: the server's row read
+        under its lock: when its info cache names each port's vNIC type and none is
+        SR-IOV's, none needs a device and the network service is not asked."""
         if self.network_api is None:
             return []
+        if read is not None and not requested_networks:
+            vifs = self.network_info(read)
+            if all(vif.get("vnic_type") for vif in vifs) and not any(
+                    vif["vnic_type"] in pci.SRIOV_VNIC_TYPES for vif in vifs):
+                return []
         port_ids = [r.get("port_id") or r.get("port") for r in requested_networks or []
                     if isinstance(r, dict) and (r.get("port_id") or r.get("port"))]
         if not (instance_uuid or port_ids):

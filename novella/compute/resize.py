@@ -134,7 +134,8 @@ class ComputeResize:
                     ctxt, instance_uuid, new_flavor,
                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
                      "source_node": mig["source_node"]},
-                    ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles,
+                    ports=self._sriov_ports(ctxt, instance_uuid, read=st.instance),
+                    port_profiles=port_profiles,
                     instance=st.instance,
                     flavors=records.flavor_doc(cur, old=cur, new=new_flavor))
                 self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
