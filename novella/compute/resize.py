@@ -239,37 +239,44 @@ class ComputeResize:
 
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
         """The move is kept: drop the source copy, its claim and the migration's allocation."""
-        # 'confirming' (as the API left it) only from where a confirm may start: the
-        # check and the write in one statement.
-        mig = migration_records.update(self.cell_db, migration_uuid,
-                                       expected_status=(ms.FINISHED, ms.CONFIRMING),
-                                       status=ms.CONFIRMING)
-        if mig is None:
-            status = self._migration(migration_uuid)["status"]
-            LOG.info("migration %s is %s: nothing to confirm", migration_uuid, status)
-            return status
-        with steps.step(self, ctxt, instance_uuid, "compute_confirm_resize",
-                        notifications.RESIZE_CONFIRM, flavor=records.flavor_of) as st:
-            inst = st.instance
-            flavors = records.flavors_of(inst)
-            self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
-                                          self.network_info(inst))
-            # The old and new flavors are forgotten with the claim, in its statement.
-            doc = records.flavor_doc(flavors["cur"])
-            self.rt.drop_move_claim(ctxt, instance_uuid, flavors=doc)
-            self.placement.delete_allocations(migration_uuid)
-            vm_state = (vm_states.STOPPED if inst.power_state == power_state.SHUTDOWN
-                        else vm_states.ACTIVE)
-            now = records.utcnow()
-            self._update(instance_uuid, vm_state=vm_state, task_state=None, updated_at=now,
-                         reload=False)
-            # The row read under the lock, as the statements left it (for the .end).
-            inst.vm_state, inst.task_state, inst.updated_at = vm_state, None, now
-            if inst.extra is not None:
-                inst.extra.flavor = doc
-                inst.extra.migration_context = inst.extra.move_claim_host = None
-            st.instance = inst
-            self._migration(migration_uuid, status=ms.CONFIRMED)
+        try:
+            with steps.step(self, ctxt, instance_uuid, "compute_confirm_resize",
+                            notifications.RESIZE_CONFIRM, flavor=records.flavor_of,
+                            migration_uuid=migration_uuid,
+                            migration_in=(ms.FINISHED, ms.CONFIRMING)) as st:
+                return self._confirm_resize(ctxt, st, instance_uuid, migration_uuid)
+        except steps.MigrationNotReady as exc:
+            LOG.info("migration %s is %s: nothing to confirm", migration_uuid, exc.status)
+            return exc.status
+
+    def _confirm_resize(self, ctxt, st, instance_uuid, migration_uuid):
+        """confirm_resize's step (``st``), its migration finished or confirming."""
+        mig = st.migration
+        if mig["status"] == ms.FINISHED:  # confirmed other than by the API, which marks it
+            mig = migration_records.update(self.cell_db, migration_uuid,
+                                           expected_status=ms.FINISHED, status=ms.CONFIRMING)
+            if mig is None:  # a revert took it meanwhile
+                raise steps.MigrationNotReady(self._migration(migration_uuid)["status"])
+        inst = st.instance
+        flavors = records.flavors_of(inst)
+        self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
+                                      self.network_info(inst))
+        # The old and new flavors are forgotten with the claim, in its statement.
+        doc = records.flavor_doc(flavors["cur"])
+        self.rt.drop_move_claim(ctxt, instance_uuid, flavors=doc)
+        self.placement.delete_allocations(migration_uuid)
+        vm_state = (vm_states.STOPPED if inst.power_state == power_state.SHUTDOWN
+                    else vm_states.ACTIVE)
+        now = records.utcnow()
+        self._update(instance_uuid, vm_state=vm_state, task_state=None, updated_at=now,
+                     reload=False)
+        # The row read under the lock, as the statements left it (for the .end).
+        inst.vm_state, inst.task_state, inst.updated_at = vm_state, None, now
+        if inst.extra is not None:
+            inst.extra.flavor = doc
+            inst.extra.migration_context = inst.extra.move_claim_host = None
+        st.instance = inst
+        self._migration(migration_uuid, status=ms.CONFIRMED)
         return ms.CONFIRMED
 
     # -- destination, then source: revert ----------------------------------------------------

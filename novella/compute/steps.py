@@ -59,19 +59,30 @@ class Step:
         self.replaced = True
 
 
+class MigrationNotReady(Exception):
+    """The step's migration is not in a status it starts from: nothing was done."""
+    expected = True
+
+    def __init__(self, status):
+        self.status = status
+        super().__init__(f"the migration is {status}")
+
+
 @contextlib.contextmanager
 def step(compute, ctxt, instance_uuid, event, notification=None, flavor=None,
          standalone=False, error_vm_state=None, error_as=None, end_always=False,
-         migration_uuid=None, **payload_extra):
+         migration_uuid=None, migration_in=None, **payload_extra):
     """``notification``: an action of novella/rpc/notifications.py;
     ``flavor``: the payload's flavor, or a function of the row read under the lock
     that gives it;
     ``error_as``/``end_always`` as for ``notifications.action``;
     ``migration_uuid``: the move's migration, read with the row (``Step.migration``);
+    ``migration_in``: the statuses it may be in for the step to start; in any other
+    (or missing) ``MigrationNotReady`` is raised before anything is recorded;
     ``payload_extra``: fields particular to the action's payload class."""
     try:
         with _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
-                   error_vm_state, error_as, end_always, migration_uuid,
+                   error_vm_state, error_as, end_always, migration_uuid, migration_in,
                    payload_extra) as st:
             yield st
     except Exception as exc:
@@ -93,7 +104,7 @@ def _tell_exception(compute, ctxt, exc):
 
 @contextlib.contextmanager
 def _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
-          error_vm_state, error_as, end_always, migration_uuid, payload_extra):
+          error_vm_state, error_as, end_always, migration_uuid, migration_in, payload_extra):
     with compute._locked(instance_uuid):
         if migration_uuid is None:
             read, migration = compute._get(instance_uuid), None
@@ -101,6 +112,8 @@ def _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
             with compute.cell_db.read_session() as s:
                 read, migration = migration_records.instance_and_migration(
                     s, instance_uuid, migration_uuid)
+            if migration_in is not None and (migration or {}).get("status") not in migration_in:
+                raise MigrationNotReady((migration or {}).get("status"))
         if callable(flavor):  # the flavor the row, as read under the lock, says
             flavor = flavor(read)
         st = Step(read, migration_uuid, migration)
