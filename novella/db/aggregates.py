@@ -30,7 +30,7 @@ def _load(api_db):
 
 # The API bumps an aggregate's updated_at on every change to it, its hosts or
 # its metadata; counts and largest ids catch rows added or removed otherwise.
-_cache = TokenCache(token_of(
+CACHE = TokenCache(token_of(
     (am.Aggregate.__table__, [sa.func.count(), sa.func.max(am.Aggregate.id),
                               sa.func.max(am.Aggregate.updated_at)]),
     (am.AggregateHost.__table__, [sa.func.count(), sa.func.max(am.AggregateHost.id)]),
@@ -39,7 +39,7 @@ _cache = TokenCache(token_of(
 
 
 def all_aggregates(api_db):
-    return _cache.get(api_db)
+    return CACHE.get(api_db)
 
 
 def by_host(api_db, hosts=None):

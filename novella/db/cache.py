@@ -41,6 +41,10 @@ class TokenCache:
     def get(self, db):
         with db.reader() as conn:
             token = tuple(conn.execute(self._token_query).one())
+        return self._value(db, token)
+
+    def _value(self, db, token):
+        """The value for ``token``, just read: the one kept, or loaded again."""
         entry = self._entries.get(db.engine)
         if entry is not None and entry[0] == token:
             return entry[1]
@@ -48,3 +52,17 @@ class TokenCache:
         with self._lock:
             self._entries[db.engine] = (token, value)
         return value
+
+
+def get_together(db, *caches):
+    """``[cache.get(db) for cache in caches]``, every token read in one statement
+    (caches of one database wanted together, such as the scheduler's cells and
+    aggregates)."""
+    columns = [list(cache._token_query.selected_columns) for cache in caches]
+    with db.reader() as conn:
+        row = tuple(conn.execute(sa.select(*(c for cols in columns for c in cols))).one())
+    values, start = [], 0
+    for cache, cols in zip(caches, columns):
+        values.append(cache._value(db, row[start:start + len(cols)]))
+        start += len(cols)
+    return values

@@ -37,14 +37,15 @@ def _load_cells(api_db):
 
 # Every request that spans cells starts here; the mappings change only through
 # `novella manage cell_v2` (which bumps updated_at, adds or removes rows).
-_cells = TokenCache(token_of((api_models.CellMapping.__table__, [
+CACHE = TokenCache(token_of((api_models.CellMapping.__table__, [
     sa.func.count(), sa.func.max(api_models.CellMapping.id),
     sa.func.max(api_models.CellMapping.updated_at)])), _load_cells)
 
 
-def list_cells(api_db, include_cell0=True, include_disabled=True):
-    """The cell mappings (shared, read-only objects), in id order."""
-    return [c for c in _cells.get(api_db)
+def list_cells(api_db, include_cell0=True, include_disabled=True, cached=None):
+    """The cell mappings (shared, read-only objects), in id order; ``cached``:
+    ``CACHE.get(api_db)`` when the caller has just read it."""
+    return [c for c in (CACHE.get(api_db) if cached is None else cached)
             if (include_cell0 or c.uuid != CELL0_UUID)
             and (include_disabled or not c.disabled)]
 

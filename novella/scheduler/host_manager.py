@@ -16,6 +16,7 @@ import weakref
 import sqlalchemy as sa
 
 from novella.db import aggregates
+from novella.db import cache
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 
@@ -236,11 +237,18 @@ class HostManager:
         self._lock = threading.Lock()
         self._by_host = None  # (the aggregates it was made from, {host: [aggregate]})
 
-    def cells(self, cell_uuid=None):
-        """Enabled cells that hold compute hosts (never cell0)."""
+    def cells(self, cell_uuid=None, cached=None):
+        """Enabled cells that hold compute hosts (never cell0); ``cached`` as for
+        ``cells_mod.list_cells``."""
         return [c for c in cells_mod.list_cells(self.api_db, include_cell0=False,
-                                                include_disabled=False)
+                                                include_disabled=False, cached=cached)
                 if cell_uuid is None or c.uuid == cell_uuid]
+
+    def _cells_and_aggregates(self, cell_uuid=None):
+        """(``_cells_parts``, ``_aggregates_by_host``), whose change tokens on the API
+        database are read in one statement."""
+        cells, current = cache.get_together(self.api_db, cells_mod.CACHE, aggregates.CACHE)
+        return self._cells_parts(cell_uuid, cells), self._aggregates_by_host(current)
 
     def get_host_states(self, provider_uuids=None, hosts=None, cell_uuid=None):
         """HostStates of the compute nodes whose uuid (or host) is given, from every cell."""
@@ -250,9 +258,9 @@ class HostManager:
             wanted_hosts = None if hosts is None else set(hosts)
             return [h for h in states
                     if h is not None and (wanted_hosts is None or h.host in wanted_hosts)]
-        cells = self._cells_parts(cell_uuid)
+        cells, by_host = self._cells_and_aggregates(cell_uuid)
         wanted_hosts = None if hosts is None else set(hosts)
-        aggs_of = self._aggregates_by_host().get
+        aggs_of = by_host.get
         now = _utcnow()
         states = []
         for cell_uuid_, nodes, service_states, failed in cells:
@@ -277,10 +285,10 @@ class HostManager:
         node's template: the work per request is per candidate, whatever the
         size of the fleet.
         """
-        cells = self._cells_parts(cell_uuid)
+        cells, by_host = self._cells_and_aggregates(cell_uuid)
         where = self._node_index(cells).get
         parts = {cell[0]: cell[2:] for cell in cells}
-        aggs_of = self._aggregates_by_host().get
+        aggs_of = by_host.get
         now = _utcnow()
         new = _new_host_state
 
@@ -325,14 +333,15 @@ class HostManager:
             return hs
         return make
 
-    def _cells_parts(self, cell_uuid=None):
+    def _cells_parts(self, cell_uuid=None, cached=None):
         """[(cell uuid, nodes, {host: service states}, failed builds)] of the
-        enabled cells (``cell_uuid`` only, if given) that answered."""
+        enabled cells (``cell_uuid`` only, if given) that answered; ``cached`` as
+        for ``cells``."""
         # One after the other: each is one token query when nothing changed,
         # cheaper than handing it to a thread.
         max_age = self.conf.update_resources_interval or 60  # 0: the default period
         cells = []
-        for c in self.cells(cell_uuid):
+        for c in self.cells(cell_uuid, cached):
             result = self._try(_cell_hosts.get, cells_mod.cell_database(c), max_age)
             if isinstance(result, Exception):
                 continue  # a cell that does not answer has no host to offer
@@ -340,9 +349,9 @@ class HostManager:
             cells.append((c.uuid, nodes, self._service_states_of(c.uuid, services), failed))
         return cells
 
-    def _aggregates_by_host(self):
-        """{host: [aggregate]}, made again only when the aggregates changed."""
-        current = aggregates.all_aggregates(self.api_db)
+    def _aggregates_by_host(self, current):
+        """{host: [aggregate]} of ``current`` (``aggregates.all_aggregates``), made
+        again only when the aggregates changed."""
         made = self._by_host
         if made is None or made[0] is not current:
             by_host = {}
