@@ -10,6 +10,7 @@ process it started in the background is stopped with it), and then the
 databases show where each server ended up. The page's databases and virtual
 hosts are dropped before (a run that died leaves them) and after.
 """
+import json
 import os
 import re
 import signal
@@ -125,12 +126,18 @@ def test_deploy_doc_runs(tmp_path):
             (servers["first"][0], "cell2-host", 2048), (servers["second"][0], "cell1-host", 512)])
         # Each server's port, made for it through the network API, is bound where the
         # server now runs: one binding, active (the other cell's host's is gone).
-        bindings = _rows("nova_api", "SELECT p.device_id, p.created_for_instance, b.host, "
-                                     "b.status FROM ports p JOIN ml2_port_bindings b "
-                                     "ON b.port_id = p.id WHERE p.device_owner LIKE 'compute:%'")
+        bindings = _rows("nova_api", "SELECT p.device_id, b.host, b.status FROM ports p "
+                                     "JOIN ml2_port_bindings b ON b.port_id = p.id "
+                                     "WHERE p.device_owner LIKE 'compute:%'")
         assert sorted(bindings) == sorted([
-            (servers["first"][0], True, "cell2-host", "ACTIVE"),
-            (servers["second"][0], True, "cell1-host", "ACTIVE")])
+            (servers["first"][0], "cell2-host", "ACTIVE"),
+            (servers["second"][0], "cell1-host", "ACTIVE")])
+        # Made for the server, so deleted with it: its info cache says so, in the cell
+        # it is in now (the first moved there from the other cell).
+        for uuid, cell_db, *_ in servers.values():
+            (cache,), = _rows(cell_db, "SELECT network_info FROM instance_info_caches "
+                                       f"WHERE instance_uuid = '{uuid}'")
+            assert [vif["preserve_on_delete"] for vif in json.loads(cache)] == [False]
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)

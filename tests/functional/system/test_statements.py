@@ -24,8 +24,8 @@ from novella.context import get_admin_context
 
 CELLS = 10
 OPS = 3
-BOOT_LIMIT = 57
-RESIZE_CONFIRM_LIMIT = 85
+BOOT_LIMIT = 56
+RESIZE_CONFIRM_LIMIT = 82
 
 
 class Counter:
