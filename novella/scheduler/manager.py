@@ -112,12 +112,12 @@ class SchedulerManager:
             limit = None  # the forced host must not be cut out by the limit
         rr = ResourceRequest.from_request_spec(spec, limit=limit, in_tree=in_tree,
                                                member_of=self._member_of(spec))
-        if not forced:
-            # Disabled hosts are left out by placement, not only by the ComputeFilter
-            # after it answered: otherwise the first max_placement_results
-            # candidates may all be disabled hosts while enabled ones are left
-            # unasked. A forced host bypasses the filters, disabled or not.
-            rr.root_required.append("!" + os_traits.COMPUTE_STATUS_DISABLED)
+        # Disabled hosts are left out by placement, not only by the ComputeFilter
+        # after it answered: otherwise the first max_placement_results candidates
+        # may all be disabled hosts while enabled ones are left unasked. As the
+        # reference's compute_status_filter, for a forced host too (which bypasses
+        # the filters, not this).
+        rr.root_required.append("!" + os_traits.COMPUTE_STATUS_DISABLED)
         return rr
 
     def _destination_node(self, spec):

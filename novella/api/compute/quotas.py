@@ -200,10 +200,9 @@ def _where_servers_are(api, project_id, user_id=None):
     holding any server of the project (queued for delete or not: a server
     being deleted holds its cores until its host has deleted it), the build
     requests as ``_build_requests`` gives them). Each cell's rows are counted
-    where the mappings say the project has servers; when a mapping without a
-    cell has no build request (a server its conductor is moving into a cell
-    outside one transaction), every cell is counted, as before a mapping
-    could say where.
+    where the mappings say the project has servers. Should a mapping have
+    neither a cell nor a build request (no writer leaves one so between its
+    transactions), nothing says where that server is: every cell is counted.
     """
     m, br, cmap = am.InstanceMapping, am.BuildRequest, am.CellMapping
     live = sa.case((m.queued_for_delete.is_(False), 1), else_=0)
@@ -299,8 +298,8 @@ def usage(api, project_id, user_id=None):
         key_pairs = conn.execute(sa.select(sa.func.count()).select_from(am.KeyPair).where(
             am.KeyPair.user_id == keypair_user)).scalar() if keypair_user else 0
     cores, ram = _cores_ram(api, project_id, user_id, where)[user_id]
-    return {"instances": where[0][user_id], "cores": cores, "ram": ram, "server_groups": groups or 0,
-            "key_pairs": key_pairs or 0}
+    return {"instances": where[0][user_id], "cores": cores, "ram": ram,
+            "server_groups": groups or 0, "key_pairs": key_pairs or 0}
 
 
 # --- checks ---------------------------------------------------------------------------

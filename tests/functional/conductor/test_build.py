@@ -220,14 +220,21 @@ def test_disabled_hosts_do_not_fill_the_candidate_limit(make_cloud):
     assert cloud.computes["off1"].calls == [] and cloud.computes["off2"].calls == []
 
 
-def test_a_forced_host_is_built_on_though_disabled(cloud):
-    """An administrator's forced host bypasses the filters, its disabled service too."""
+def test_a_forced_host_bypasses_the_filters_but_not_its_disabled_service(cloud):
+    """An administrator's forced host bypasses the filters; a disabled one is still left
+    out by placement (the reference's compute_status_filter applies to forced hosts
+    too): no valid host, the server buried in cell0 holding nothing."""
     cloud.add_host("cell1", "off")
     cloud.add_host("cell1", "on")
     _disable(cloud, "cell1", "off")
-    (server,) = cloud.boot(force_hosts=["off"])
-    assert cloud.instance(server).host == "off"
-    assert _resources(cloud.allocations(server)) == {cloud.nodes["off"]: FLAVOR_USAGE}
+    (refused,) = cloud.boot(force_hosts=["off"])
+    assert cloud.mapping_cell(refused) == "cell0"
+    assert cloud.instance(refused).vm_state == states.ERROR
+    assert cloud.allocations(refused) == {}
+    assert cloud.usages("off") == {rc: 0 for rc in FLAVOR_USAGE}
+    (server,) = cloud.boot(force_hosts=["on"])
+    assert cloud.instance(server).host == "on"
+    assert _resources(cloud.allocations(server)) == {cloud.nodes["on"]: FLAVOR_USAGE}
 
 
 def test_requested_destination_host(cloud):
