@@ -107,8 +107,7 @@ _new_host_state = object.__new__
 def _apply_summary(state, summary):
     """Placement's provider summary written into a HostState's attributes
     (``state``: its ``__dict__``). Placement's figures win over the compute
-    node row: they are the ledger. (Written out again in
-    ``HostManager.host_state_maker``: keep the two alike.)"""
+    node row: they are the ledger."""
     res = summary.get("resources")
     if res:
         r = res.get("VCPU")
@@ -290,11 +289,11 @@ class HostManager:
         parts = {cell[0]: cell[2:] for cell in cells}
         aggs_of = by_host.get
         now = _utcnow()
-        new = _new_host_state
+        new, apply_summary = _new_host_state, _apply_summary
 
         def make(uuid, summary=None):
-            # HostState.for_request and _apply_summary written out: this runs
-            # once per candidate (up to [scheduler] max_placement_results).
+            # HostState.for_request written out: this runs once per candidate
+            # (up to [scheduler] max_placement_results).
             hit = where(uuid)
             if hit is None:
                 return None
@@ -312,22 +311,7 @@ class HostManager:
             state["failed_builds"] = failed.get(host, 0)
             state["allocation_requests"] = []
             if summary is not None:
-                res = summary.get("resources")
-                if res:
-                    r = res.get("VCPU")
-                    if r is not None:
-                        state["vcpus_total"] = r["capacity"]
-                        state["vcpus_used"] = r["used"]
-                        state["cpu_allocation_ratio"] = 1.0
-                    r = res.get("MEMORY_MB")
-                    if r is not None:
-                        capacity = state["total_usable_ram_mb"] = r["capacity"]
-                        state["free_ram_mb"] = capacity - r["used"]
-                    r = res.get("DISK_GB")
-                    if r is not None:
-                        capacity = state["total_usable_disk_gb"] = r["capacity"]
-                        state["free_disk_mb"] = (capacity - r["used"]) * 1024
-                state["provider_traits"] = summary.get("traits") or ()
+                apply_summary(state, summary)
             hs = new(HostState)
             hs.__dict__ = state
             return hs
