@@ -450,6 +450,7 @@ class PeriodicScheduler:
     def __init__(self, workers=4, name="periodic"):
         self.name = name
         self._heap = []  # (due time, sequence, task)
+        self._tasks = set()  # every task added and not yet seen cancelled (or running)
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._thread = None
@@ -464,6 +465,7 @@ class PeriodicScheduler:
         task = _Task(self, fn, float(interval), name or getattr(fn, "__name__", "task"))
         offset = (zlib.crc32(task.name.encode()) % 10007) / 10007.0 * task.interval
         with self._cond:
+            self._tasks.add(task)
             self._push(task, time.monotonic() + offset)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -472,7 +474,9 @@ class PeriodicScheduler:
         return task
 
     def __len__(self):
-        return sum(1 for _d, _s, t in self._heap if not t.cancelled)
+        """The tasks added and not cancelled, whether waiting or running."""
+        with self._cond:
+            return sum(1 for t in self._tasks if not t.cancelled)
 
     def _push(self, task, due):
         heapq.heappush(self._heap, (due, next(self._seq), task))
@@ -485,6 +489,7 @@ class PeriodicScheduler:
                     if self._heap and self._heap[0][0] <= now:
                         _due, _seq, task = heapq.heappop(self._heap)
                         if task.cancelled:
+                            self._tasks.discard(task)
                             continue
                         break
                     self._cond.wait(self._heap[0][0] - now if self._heap else None)
@@ -495,9 +500,10 @@ class PeriodicScheduler:
                 return
 
     def _done(self, task):
-        if task.cancelled:
-            return
         with self._cond:
+            if task.cancelled:
+                self._tasks.discard(task)
+                return
             # Next run one interval after this one started, or at once if overdue.
             self._push(task, max(task.started + task.interval, time.monotonic()))
             self._cond.notify()
