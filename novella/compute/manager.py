@@ -441,9 +441,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             image_meta = request_spec.get("image") or {"id": inst.image_ref, "properties": {}}
             done = {"claim": None, "network": False, "attachments": [], "spawned": False}
             try:
-                # The action is finished by the conductor's event around this call.
+                # The action is finished by the conductor when this call returns.
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
-                                          "compute_build_and_run_instance", host=self.host):
+                                          records.BUILD_EVENT, host=self.host):
                     self._notify(ctxt, inst, notifications.event_type(notifications.CREATE,
                                                                       "start"), flavor=flavor)
                     inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,

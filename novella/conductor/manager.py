@@ -195,12 +195,8 @@ class ConductorManager:
         cell0_db = cells_mod.cell_database(cell0)
         build_tasks.create_instance(cell0_db, ctxt, instance_uuid, build_request, spec,
                                     action="create", vm_state=states.ERROR, task_state=None)
-        try:
-            with records.action_event(cell0_db, ctxt, instance_uuid, build_tasks.CONDUCTOR_EVENT):
-                raise exc
-        except Exception:  # noqa: BLE001 - recorded as the event's error
-            pass
-        records.finish_action(cell0_db, ctxt, instance_uuid)
+        records.failed_event(cell0_db, ctxt, instance_uuid, build_tasks.CONDUCTOR_EVENT, exc,
+                             finish_action=True)
         records.add_fault(cell0_db, instance_uuid, exc)
         build_tasks.map_instance(self.api_db, instance_uuid, cell0.id)
         if not build_tasks.delete_build_request(self.api_db, instance_uuid):

@@ -137,6 +137,11 @@ def _guarded_update(instance_uuid, expected_task_state, expected_vm_state, value
     return q, params
 
 
+# The compute's part of a build, under the reference's name (its build method is
+# a private one, hence the double underscore); the scheduler counts its failures.
+BUILD_EVENT = "compute__do_build_and_run_instance"
+
+
 def start_action(cell_db, ctxt, instance_uuid, action):
     """Record that a user asked for ``action`` (e.g. 'create', 'resize'); returns its id."""
     with cell_db.connection(write=True) as conn:
@@ -205,6 +210,25 @@ def action_event(cell_db, ctxt, instance_uuid, event, host=None, finish_action=F
         _finish_event(cell_db, ev, "Error", "".join(tb_mod.format_exception(exc)), finish_action)
         raise
     _finish_event(cell_db, ev, "Success", None, finish_action)
+
+
+def failed_event(cell_db, ctxt, instance_uuid, event, exc, finish_action=False, action_id=None):
+    """Record ``event`` of the current action as started and failed with ``exc``
+    (its traceback kept): a step recorded only when it fails, as the conductor's
+    part of a build is. ``finish_action`` and ``action_id`` as for ``action_event``."""
+    try:
+        with action_event(cell_db, ctxt, instance_uuid, event, finish_action=finish_action,
+                          action_id=action_id):
+            raise exc
+    except BaseException as raised:  # noqa: BLE001 - exc, now recorded
+        if raised is not exc:
+            raise
+
+
+def end_action(cell_db, action_id):
+    """End the action of id ``action_id``."""
+    with cell_db.connection(write=True) as conn:
+        conn.execute(_END_ACTION, {"b_id": action_id, "b_now": utcnow()})
 
 
 _FINISH_EVENT = sa.update(m.InstanceActionEvent).where(

@@ -19,10 +19,7 @@ from novella.db import aggregates
 from novella.db import cache
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-
-# The event the compute service records around a build; its result per host
-# is the build failure count the BuildFailureWeigher reads.
-BUILD_EVENT = "compute_build_and_run_instance"
+from novella.db import records
 
 
 def _utcnow():
@@ -149,14 +146,15 @@ def _load_services(conn):
 
 
 def _failed_builds(conn):
-    """Build failures per host since its last successful build."""
+    """Build failures per host since its last successful build (the compute's
+    ``records.BUILD_EVENT`` events, which the BuildFailureWeigher counts)."""
     ev = cm.InstanceActionEvent
     last_ok = dict(conn.execute(
         sa.select(ev.host, sa.func.max(ev.id))
-        .where(ev.event == BUILD_EVENT, ev.result == "Success").group_by(ev.host)).all())
+        .where(ev.event == records.BUILD_EVENT, ev.result == "Success").group_by(ev.host)).all())
     failed = {}
     for host, event_id in conn.execute(sa.select(ev.host, ev.id).where(
-            ev.event == BUILD_EVENT, ev.result == "Error")):
+            ev.event == records.BUILD_EVENT, ev.result == "Error")):
         if event_id > last_ok.get(host, 0):
             failed[host] = failed.get(host, 0) + 1
     return failed
@@ -180,7 +178,7 @@ _TOKEN = sa.select(*(q.scalar_subquery() for q in (
     sa.select(sa.func.count()).select_from(cm.Service),
     sa.select(sa.func.max(cm.Service.updated_at)),
     # build failures: a new one
-    sa.select(sa.func.max(_ev.id)).where(_ev.event == BUILD_EVENT, _ev.result == "Error"),
+    sa.select(sa.func.max(_ev.id)).where(_ev.event == records.BUILD_EVENT, _ev.result == "Error"),
 )))
 
 

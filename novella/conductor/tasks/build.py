@@ -213,10 +213,16 @@ class BuildOnHost(BuildTask):
     def execute(self):
         build = self.build
         try:
-            with records.action_event(build.cell_db, build.ctxt, build.instance_uuid,
-                                      CONDUCTOR_EVENT, finish_action=True,
-                                      action_id=build.action_id):
+            try:
                 self._build_with_alternates()
+            except Exception as exc:
+                # The conductor's part of a build is an event of the create action
+                # only when it fails (the compute's part is the one a build shows).
+                records.failed_event(build.cell_db, build.ctxt, build.instance_uuid,
+                                     CONDUCTOR_EVENT, exc, finish_action=True,
+                                     action_id=build.action_id)
+                raise
+            records.end_action(build.cell_db, build.action_id)
         except (compute_exc.BuildAbortException, records.InstanceNotFound):
             # Deleted by its user during the build: the delete owns the server now.
             build.placement.delete_allocations(build.instance_uuid)

@@ -57,7 +57,7 @@ def test_build_stop_start_reboot_terminate(env):
                                                  "disk.swap", "domain.json"]
     assert env.usages(env.host1) == {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 11}
     assert env.usages(env.host2) == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
-    assert env.events(inst_uuid) == [("compute_build_and_run_instance", "Success", env.host1)]
+    assert env.events(inst_uuid) == [("compute__do_build_and_run_instance", "Success", env.host1)]
     assert [(p, t) for p, t, _ in env.notifications] == [
         (f"nova-compute:{env.host1}", "instance.create.start"),
         (f"nova-compute:{env.host1}", "instance.create.end")]
@@ -125,7 +125,7 @@ def test_spawn_fault_reschedules_with_everything_cleaned_up(env):
     assert usage["pci"] == [] and usage["running_vms"] == 0
     assert all(c["vcpus"] == 0 for c in usage["numa"].values())
     assert [f.host for f in env.faults(inst_uuid)] == [env.host1]
-    assert env.events(inst_uuid) == [("compute_build_and_run_instance", "Error", env.host1)]
+    assert env.events(inst_uuid) == [("compute__do_build_and_run_instance", "Error", env.host1)]
     assert [t for _, t, _ in env.notifications][-1] == "instance.create.error"
 
     # the conductor frees the claim and tries the alternate

@@ -54,7 +54,7 @@ class FakeCompute:
                            "block_device_mappings": block_device_mappings,
                            "port_profiles": port_profiles})
         with records.action_event(self.cell_db, ctxt, instance_uuid,
-                                  "compute_build_and_run_instance", host=self.host):
+                                  records.BUILD_EVENT, host=self.host):
             if self.abort:
                 raise BuildAbortException(
                     f"Build of instance {instance_uuid} aborted: deleted by its user")

@@ -33,12 +33,13 @@ def test_build_lands_in_chosen_cell_with_allocation(cloud):
     assert cloud.usages("h1") == FLAVOR_USAGE
     call = cloud.computes["h1"].calls[0]
     assert call["node"] == "h1" and _resources(call["allocations"]) == {cloud.nodes["h1"]: FLAVOR_USAGE}
-    # The create action, with the conductor's and the compute's events.
+    # The create action, ended, with the compute's event only (the conductor's
+    # part is an event when it fails), as the reference shows a build.
     (action,) = cloud.rows("cell1", cm.InstanceAction, instance_uuid=server)
     assert action.action == "create" and action.finish_time is not None
+    assert action.message is None
     assert [(e.event, e.result) for e in action.events] == [
-        ("conductor_schedule_and_build_instances", "Success"),
-        ("compute_build_and_run_instance", "Success")]
+        ("compute__do_build_and_run_instance", "Success")]
     assert cloud.rows("cell0", cm.Instance) == []
 
 
@@ -106,10 +107,10 @@ def test_reschedule_frees_failed_claim_and_claims_alternate(cloud):
     assert cloud.usages("h1") == {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
     assert cloud.usages("h2") == FLAVOR_USAGE
     (action,) = cloud.rows("cell1", cm.InstanceAction, instance_uuid=server)
-    assert [(e.event, e.result, e.host) for e in action.events
-            if e.event == "compute_build_and_run_instance"] == [
-        ("compute_build_and_run_instance", "Error", "h1"),
-        ("compute_build_and_run_instance", "Success", "h2")]
+    assert [(e.event, e.result, e.host) for e in action.events] == [
+        ("compute__do_build_and_run_instance", "Error", "h1"),
+        ("compute__do_build_and_run_instance", "Success", "h2")]
+    assert action.finish_time is not None
     # The failure counts against h1 for the next build: BuildFailureWeigher.
     (second,) = cloud.boot()
     assert cloud.instance(second).host in ("h2", "h3")
@@ -132,7 +133,13 @@ def test_max_attempts_exhausted_leaves_error_and_no_allocation(make_cloud):
     for host in ("h1", "h2", "h3"):
         assert cloud.usages(host)["VCPU"] == 0
     (action,) = cloud.rows("cell1", cm.InstanceAction, instance_uuid=server)
-    assert action.message == "Error"
+    assert action.message == "Error" and action.finish_time is not None
+    # The conductor's part failed: its event, after the compute's two, says why.
+    assert [(e.event, e.result, e.host) for e in action.events] == [
+        ("compute__do_build_and_run_instance", "Error", "h1"),
+        ("compute__do_build_and_run_instance", "Error", "h2"),
+        ("conductor_schedule_and_build_instances", "Error", None)]
+    assert "MaxRetriesExceeded" in action.events[-1].traceback
 
 
 def test_affinity_group_lands_on_one_host_and_records_members(cloud):

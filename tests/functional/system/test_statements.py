@@ -24,7 +24,7 @@ from novella.context import get_admin_context
 
 CELLS = 10
 OPS = 3
-BOOT_LIMIT = 56
+BOOT_LIMIT = 54
 RESIZE_CONFIRM_LIMIT = 82
 
 
