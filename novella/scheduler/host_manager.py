@@ -273,9 +273,9 @@ class HostManager:
 
     def host_state_maker(self, cell_uuid=None):
         """A function of a compute node uuid (and placement's summary of its
-        provider, applied when given) giving its HostState for this request,
-        or None when no answering cell (of ``cell_uuid`` only, if
-        given) has that node.
+        provider, applied when given, and the first allocation request for it)
+        giving its HostState for this request, or None when no answering cell
+        (of ``cell_uuid`` only, if given) has that node.
 
         The cells' parts are checked once, here; each call is then a lookup in
         an index of every cell's nodes (``_node_index``) and a copy of the
@@ -289,7 +289,7 @@ class HostManager:
         now = _utcnow()
         new, apply_summary = _new_host_state, _apply_summary
 
-        def make(uuid, summary=None):
+        def make(uuid, summary=None, request=None):
             # HostState.for_request written out: this runs once per candidate
             # (up to [scheduler] max_placement_results).
             hit = where(uuid)
@@ -307,7 +307,7 @@ class HostManager:
             state["aggregates"] = aggs_of(host, _NO_AGGREGATES)
             state["cell_uuid"] = cell_uuid_
             state["failed_builds"] = failed.get(host, 0)
-            state["allocation_requests"] = []
+            state["allocation_requests"] = [] if request is None else [request]
             if summary is not None:
                 apply_summary(state, summary)
             hs = new(HostState)

@@ -191,7 +191,7 @@ class SchedulerManager:
 
         One pass over the allocation requests: each goes to the first of its
         providers' roots that is a compute node (sharing providers are not),
-        whose HostState is made when its first request is met.
+        whose HostState is made with it when its first request is met.
         """
         get_summary = candidates.provider_summaries.get
         dest = spec.get("requested_destination") or {}
@@ -204,10 +204,11 @@ class SchedulerManager:
                 h = states.get(root, _UNSEEN)
                 if h is _UNSEEN:
                     h = states[root] = make(
-                        root, (summary if root == rp else get_summary(root)) or _NO_SUMMARY)
+                        root, (summary if root == rp else get_summary(root)) or _NO_SUMMARY, ar)
                     if h is not None:
                         hosts.append(h)
-                if h is not None:
+                        break
+                elif h is not None:
                     h.allocation_requests.append(ar)
                     break
         ignored = set(spec.get("ignore_hosts") or [])
