@@ -20,7 +20,7 @@ bound of the growth in CPU time.
 With ``--stages`` the child then counts, apart, the scheduler's stages of
 one boot's request (the last one's spec), each run ``--boots`` times: the
 candidates query as placement answers it (``placement``), decoding that
-answer (``decode``, the freeing of it included), the host states
+answer as the scheduler does (``decode``, the freeing of it included), the host states
 (``host states``) and the filters and weighers (``filter+weigh``).
 
     python3 bench/boot_instructions.py                      # 100 and 10,000 hosts
@@ -95,7 +95,6 @@ STAGES = ("placement", "decode", "host states", "filter+weigh")
 def count_stages(aio, repeat):
     """Each stage of the scheduler's work for one request, counted apart
     (one callgrind dump per stage, ``repeat`` runs each)."""
-    import orjson
     from novella.placement import client as placement_client
     sched = aio.scheduler
     spec = sched.last_spec
@@ -111,9 +110,10 @@ def count_stages(aio, repeat):
         return pc.request("GET", "/allocation_candidates", params=params,
                           microversion=pc.microversion).content
     content = query()
-    candidates = placement_client.AllocationCandidates(orjson.loads(content), pc.microversion)
+    candidates = placement_client.AllocationCandidates(content, pc.microversion)
     hosts = sched._candidate_hosts(candidates, spec)
-    runs = {"placement": query, "decode": lambda: orjson.loads(content),
+    runs = {"placement": query,
+            "decode": lambda: placement_client.AllocationCandidates(content, pc.microversion),
             "host states": lambda: sched._candidate_hosts(candidates, spec),
             "filter+weigh": lambda: sched._filter_and_weigh(hosts, spec, len(candidates))}
     for name in STAGES:

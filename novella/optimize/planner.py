@@ -355,7 +355,7 @@ class _Run:
         for h in hosts:
             if self.targets is not None and h.host not in self.targets:
                 continue
-            fitting = [r for r in h.allocation_requests if self._fits(r, summaries)]
+            fitting = [r for r in h.allocation_requests if self._fits(r.decoded(), summaries)]
             if not fitting:
                 full.append(h.host)
                 continue
@@ -374,7 +374,7 @@ class _Run:
         except NoValidHost as exc:
             raise Unfit(str(exc))
         chosen = weighed[0]
-        return chosen, chosen.allocation_requests[0], weighed[1:]
+        return chosen, chosen.allocation_requests[0].decoded(), weighed[1:]
 
     def _count(self, server, spec, host_state, request, new_flavor):
         total = collections.Counter()

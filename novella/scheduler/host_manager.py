@@ -20,6 +20,7 @@ from novella.db import cache
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
+from novella.placement import client as placement_client
 
 
 def _utcnow():
@@ -54,13 +55,12 @@ class HostState:
         self.service = service  # {"disabled", "disabled_reason", "forced_down", "up"}
         self.aggregates = []    # [{"uuid", "name", "metadata": {}}]
         self.failed_builds = 0
-        self.provider_traits = ()  # the provider summary's traits, as placement listed them
+        self.provider_traits = None  # the provider summary's traits, encoded (JSON)
         self.allocation_requests = []
         self.limits = {}
 
-    def for_request(self, service, aggregates, cell_uuid, failed_builds, summary=None):
-        """A copy this request may change (consume, allocation requests) freely,
-        with placement's provider ``summary`` applied when given."""
+    def for_request(self, service, aggregates, cell_uuid, failed_builds):
+        """A copy this request may change (consume, allocation requests) freely."""
         hs = _new_host_state(HostState)  # a shallow copy, without copy.copy's protocol
         state = self.__dict__.copy()
         state["service"] = service
@@ -68,16 +68,16 @@ class HostState:
         state["cell_uuid"] = cell_uuid
         state["failed_builds"] = failed_builds
         state["allocation_requests"] = []
-        if summary is not None:
-            _apply_summary(state, summary)
         hs.__dict__ = state
         return hs
 
     @property
     def traits(self):
-        """The provider's traits as a set, made when asked for (no filter of
+        """The provider's traits as a set, decoded when asked for (no filter of
         the default set reads them)."""
-        return set(self.provider_traits)
+        if self.provider_traits is None:
+            return set()
+        return set(placement_client.traits_of(self.provider_traits))
 
     @property
     def free_vcpus(self):
@@ -102,25 +102,24 @@ _new_host_state = object.__new__
 
 
 def _apply_summary(state, summary):
-    """Placement's provider summary written into a HostState's attributes
-    (``state``: its ``__dict__``). Placement's figures win over the compute
-    node row: they are the ledger."""
-    res = summary.get("resources")
-    if res:
-        r = res.get("VCPU")
-        if r is not None:
-            state["vcpus_total"] = r["capacity"]
-            state["vcpus_used"] = r["used"]
-            state["cpu_allocation_ratio"] = 1.0  # capacity already includes the ratio
-        r = res.get("MEMORY_MB")
-        if r is not None:
-            state["total_usable_ram_mb"] = r["capacity"]
-            state["free_ram_mb"] = r["capacity"] - r["used"]
-        r = res.get("DISK_GB")
-        if r is not None:
-            state["total_usable_disk_gb"] = r["capacity"]
-            state["free_disk_mb"] = (r["capacity"] - r["used"]) * 1024
-    state["provider_traits"] = summary.get("traits") or ()
+    """Placement's provider summary (a ``placement_client.ProviderSummary``)
+    written into a HostState's attributes (``state``: its ``__dict__``).
+    Placement's figures win over the compute node row: they are the ledger."""
+    res = summary.resources
+    r = res.VCPU
+    if r is not None:
+        state["vcpus_total"] = r.capacity
+        state["vcpus_used"] = r.used
+        state["cpu_allocation_ratio"] = 1.0  # capacity already includes the ratio
+    r = res.MEMORY_MB
+    if r is not None:
+        state["total_usable_ram_mb"] = r.capacity
+        state["free_ram_mb"] = r.capacity - r.used
+    r = res.DISK_GB
+    if r is not None:
+        state["total_usable_disk_gb"] = r.capacity
+        state["free_disk_mb"] = (r.capacity - r.used) * 1024
+    state["provider_traits"] = summary.traits
 
 
 def _json(text):

@@ -26,7 +26,7 @@ from novella.scheduler.host_manager import HostManager
 from novella.scheduler.utils import ResourceRequest, selection
 
 LOG = logging.getLogger(__name__)
-_NO_SUMMARY = {}
+_NO_SUMMARY = placement_client.ProviderSummary()
 _UNSEEN = object()
 
 
@@ -93,7 +93,7 @@ class SchedulerManager:
                 zone = self.host_manager.host_availability_zone
                 result.append([selection(chosen, request, version,
                                          availability_zone=zone(chosen))] +
-                              [selection(h, h.allocation_requests[0], version,
+                              [selection(h, h.allocation_requests[0].decoded(), version,
                                          availability_zone=zone(h))
                                for h in alternates])
         except Exception:
@@ -193,14 +193,14 @@ class SchedulerManager:
         providers' roots that is a compute node (sharing providers are not),
         whose HostState is made with it when its first request is met.
         """
-        get_summary = candidates.provider_summaries.get
+        get_summary = candidates.summaries.get
         dest = spec.get("requested_destination") or {}
         make = self.host_manager.host_state_maker(cell_uuid=dest.get("cell_uuid"))
         states, hosts = {}, []
-        for ar in candidates.allocation_requests:
-            for rp in ar["allocations"]:
+        for ar in candidates.requests:
+            for rp in ar.allocations:
                 summary = get_summary(rp)
-                root = summary.get("root_provider_uuid", rp) if summary else rp
+                root = (summary.root_provider_uuid or rp) if summary is not None else rp
                 h = states.get(root, _UNSEEN)
                 if h is _UNSEEN:
                     h = states[root] = make(
@@ -259,7 +259,8 @@ class SchedulerManager:
     def _claim_first(self, weighed, consumer, project_id, user_id):
         """Claim on the best host whose allocation request placement accepts."""
         for host in weighed:
-            for request in host.allocation_requests:
+            for candidate in host.allocation_requests:
+                request = candidate.decoded()
                 try:
                     self.placement.put_allocations(
                         consumer, request["allocations"], project_id, user_id,

@@ -190,6 +190,47 @@ def test_allocation_candidates_query_and_parsing():
     assert cands.allocation_requests[0]["mappings"]["_NET"] == ["pf1"]
 
 
+def test_candidates_are_read_lean_for_the_scheduler_and_whole_when_asked():
+    with_mappings = {"allocations": {"cn1": {"resources": {"VCPU": 1, "MEMORY_MB": 512}},
+                                     "pf1": {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 10}}},
+                     "mappings": {"": ["cn1"], "_NET": ["pf1"]}}
+    without = {"allocations": {"cn2": {"resources": {"VCPU": 1}}}}
+    body = {"allocation_requests": [with_mappings, without], "provider_summaries": {
+        "cn1": {"resources": {"VCPU": {"capacity": 16, "used": 2},
+                              "MEMORY_MB": {"capacity": 4096, "used": 512},
+                              "PCPU": {"capacity": 4, "used": 0}},
+                "traits": ["COMPUTE_NODE", "HW_CPU_X86_AVX2"],
+                "parent_provider_uuid": None, "root_provider_uuid": "cn1"},
+        "pf1": {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": {"capacity": 1000, "used": 0}},
+                "traits": ["CUSTOM_PHYSNET"], "parent_provider_uuid": "cn1",
+                "root_provider_uuid": "cn1"},
+        "cn2": {"resources": {"DISK_GB": {"capacity": 100.0, "used": 1}}, "traits": [],
+                "parent_provider_uuid": None, "root_provider_uuid": "cn2"}}}
+    client, _ = make((200, body))
+    cands = client.get_allocation_candidates({"resources": {"VCPU": 1}})
+    # Each request as placement sent it, mappings only where it sent them.
+    assert [r.decoded() for r in cands.requests] == [with_mappings, without]
+    assert cands.allocation_requests == [with_mappings, without]
+    assert list(cands.requests[0].allocations) == ["cn1", "pf1"]
+    # The summaries: the standard classes' figures, the tree, the traits when asked.
+    cn1, pf1, cn2 = (cands.summaries[rp] for rp in ("cn1", "pf1", "cn2"))
+    assert (cn1.resources.VCPU.capacity, cn1.resources.VCPU.used) == (16, 2)
+    assert (cn1.resources.MEMORY_MB.capacity, cn1.resources.DISK_GB) == (4096, None)
+    assert cn2.resources.DISK_GB.capacity == 100.0 and cn2.resources.VCPU is None
+    assert pc.traits_of(cn1.traits) == ["COMPUTE_NODE", "HW_CPU_X86_AVX2"]
+    assert (pf1.root_provider_uuid, pf1.parent_provider_uuid) == ("cn1", "cn1")
+    assert pc.traits_of(pf1.traits) == ["CUSTOM_PHYSNET"]
+    assert cands.provider_summaries == body["provider_summaries"]
+    assert len(cands) == 2 and cands.providers() == ["cn1", "cn2"]
+
+
+def test_a_candidates_answer_of_the_wrong_shape_is_refused():
+    client, _ = make((200, {"allocation_requests": [{"allocations": {"cn1": 5}}],
+                            "provider_summaries": {"cn1": {"resources": {"VCPU": 1}}}}))
+    with pytest.raises(ValueError, match="provider_summaries"):
+        client.get_allocation_candidates({"resources": {"VCPU": 1}})
+
+
 def test_old_style_candidates_are_normalised():
     body = {"allocation_requests": [{"allocations": [
         {"resource_provider": {"uuid": "cn1"}, "resources": {"VCPU": 1}}]}],
@@ -197,6 +238,8 @@ def test_old_style_candidates_are_normalised():
     client, _ = make((200, body))
     cands = client.get_allocation_candidates({"resources": {"VCPU": 1}}, microversion="1.10")
     assert cands.allocation_requests == [{"allocations": {"cn1": {"resources": {"VCPU": 1}}}}]
+    assert [r.decoded() for r in cands.requests] == cands.allocation_requests
+    assert cands.providers() == ["cn1"]  # no summary before 1.29 names a root
 
 
 def test_ensure_resource_provider_creates_with_parent_and_survives_race():

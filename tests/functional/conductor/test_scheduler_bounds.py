@@ -5,6 +5,7 @@ cell's nodes, kept up to date as the cells' nodes change), and the answer is the
 same as without the bound for the hosts it covers."""
 import uuid
 
+from novella.placement import client as placement_client
 from novella.scheduler import host_manager
 from novella.scheduler.rpcapi import SchedulerAPI
 
@@ -100,7 +101,11 @@ def test_provider_traits_are_read_from_the_summary(cloud):
     cloud.add_host("cell1", "a1")
     make = cloud.scheduler.host_manager.host_state_maker()
     assert make(cloud.nodes["a1"]).traits == set()
-    h = make(cloud.nodes["a1"], {"resources": {"VCPU": {"capacity": 8, "used": 3}},
-                                 "traits": ["COMPUTE_NODE", "HW_CPU_X86_AVX2"]})
+    node = cloud.nodes["a1"]
+    answer = {"allocation_requests": [], "provider_summaries": {node: {
+        "resources": {"VCPU": {"capacity": 8, "used": 3}, "CUSTOM_X": {"capacity": 1, "used": 0}},
+        "traits": ["COMPUTE_NODE", "HW_CPU_X86_AVX2"]}}}
+    summary = placement_client.AllocationCandidates(answer, "1.39").summaries[node]
+    h = make(node, summary)
     assert h.traits == {"COMPUTE_NODE", "HW_CPU_X86_AVX2"}
     assert (h.vcpus_total, h.vcpus_used, h.free_vcpus) == (8, 3, 5)

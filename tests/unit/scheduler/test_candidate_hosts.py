@@ -14,19 +14,27 @@ def _summary(root, parent=None):
             "parent_provider_uuid": parent}
 
 
-def _grouped(candidates, known):
-    """(host, allocation requests) of each HostState, with a maker that knows ``known``."""
+def _scheduler(known, made):
+    """A scheduler whose host state maker knows the compute nodes ``known`` and
+    notes each call in ``made``."""
     def host_state_maker(cell_uuid=None):
         def make(uuid, summary=None, request=None):
+            made.append((uuid, summary.root_provider_uuid, request.decoded()))
             if uuid not in known:
                 return None
-            return types.SimpleNamespace(host=uuid, nodename=uuid, summary=summary,
-                                         allocation_requests=[] if request is None else [request])
+            return types.SimpleNamespace(host=uuid, nodename=uuid,
+                                         allocation_requests=[request])
         return make
-    scheduler = types.SimpleNamespace(
+    return types.SimpleNamespace(
         host_manager=types.SimpleNamespace(host_state_maker=host_state_maker))
-    hosts = SchedulerManager._candidate_hosts(scheduler, candidates, {})
-    return [(h.host, h.allocation_requests) for h in hosts]
+
+
+def _grouped(answer, known, made=None):
+    """(host, allocation requests as placement sent them) of each HostState."""
+    candidates = AllocationCandidates(answer, "1.39")
+    made = [] if made is None else made
+    hosts = SchedulerManager._candidate_hosts(_scheduler(known, made), candidates, {})
+    return [(h.host, [r.decoded() for r in h.allocation_requests]) for h in hosts]
 
 
 def test_each_request_goes_to_its_roots_host_in_placements_order():
@@ -34,28 +42,17 @@ def test_each_request_goes_to_its_roots_host_in_placements_order():
     # cn2's request, and a root that is no compute node (nothing is made for it).
     first, second = _ar("cn1"), _ar("child1")
     shared, stranger = _ar("ss", "cn2"), _ar("other")
-    candidates = AllocationCandidates({
-        "allocation_requests": [first, shared, second, stranger],
-        "provider_summaries": {"cn1": _summary("cn1"), "child1": _summary("cn1", "cn1"),
-                               "cn2": _summary("cn2"), "ss": _summary("ss"),
-                               "other": _summary("other")}}, "1.39")
-    assert _grouped(candidates, {"cn1", "cn2"}) == [("cn1", [first, second]),
-                                                     ("cn2", [shared])]
+    answer = {"allocation_requests": [first, shared, second, stranger],
+              "provider_summaries": {"cn1": _summary("cn1"), "child1": _summary("cn1", "cn1"),
+                                     "cn2": _summary("cn2"), "ss": _summary("ss"),
+                                     "other": _summary("other")}}
+    assert _grouped(answer, {"cn1", "cn2"}) == [("cn1", [first, second]), ("cn2", [shared])]
 
 
 def test_a_host_gets_its_own_summary_whichever_provider_came_first():
-    child_first = _ar("child1")
-    candidates = AllocationCandidates({
-        "allocation_requests": [child_first],
-        "provider_summaries": {"cn1": _summary("cn1"), "child1": _summary("cn1", "cn1")}},
-        "1.39")
+    child_first = dict(_ar("child1"), mappings={"": ["child1"]})
+    answer = {"allocation_requests": [child_first],
+              "provider_summaries": {"cn1": _summary("cn1"), "child1": _summary("cn1", "cn1")}}
     made = []
-    def host_state_maker(cell_uuid=None):
-        def make(uuid, summary=None, request=None):
-            made.append((uuid, summary, request))
-            return types.SimpleNamespace(host=uuid, nodename=uuid, allocation_requests=[request])
-        return make
-    scheduler = types.SimpleNamespace(
-        host_manager=types.SimpleNamespace(host_state_maker=host_state_maker))
-    SchedulerManager._candidate_hosts(scheduler, candidates, {})
-    assert made == [("cn1", _summary("cn1"), child_first)]
+    assert _grouped(answer, {"cn1"}, made) == [("cn1", [child_first])]
+    assert made == [("cn1", "cn1", child_first)]
