@@ -115,13 +115,16 @@ class AllInOne:
                 if interval and interval > 0:
                     self.periodics.append(Periodic(getattr(mgr, name), interval,
                                                    f"{role}-{name}").start())
-        # Heartbeats and resource updates: a few statements per cell per interval
-        # for all its hosts here (each cell's at its own offset in the interval).
+        # Heartbeats, resource updates and power state syncs: a few statements per
+        # cell per interval for all its hosts here (each cell's at its own offset
+        # in the interval).
         from novella.compute import resource_tracker
         per_cell = {"heartbeat": lambda mgrs: functools.partial(
                         type(mgrs[0]).heartbeat_hosts, mgrs),
                     "update_available_resource": lambda mgrs: functools.partial(
-                        resource_tracker.update_available_resources, [m.rt for m in mgrs])}
+                        resource_tracker.update_available_resources, [m.rt for m in mgrs]),
+                    "sync_power_states": lambda mgrs: functools.partial(
+                        type(mgrs[0]).sync_power_states_hosts, mgrs)}
         by_cell = {}
         for host, mgr in self.computes.items():
             by_cell.setdefault(id(mgr.cell_db), []).append(mgr)

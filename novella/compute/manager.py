@@ -60,6 +60,20 @@ BINARY = resource_tracker.SERVICE_BINARY
 TOPIC = "compute"
 
 
+# The statements of a fleet's periodic work, built once: each names its hosts
+# in one expanding parameter (``hosts``), not in a clause made per run.
+_svc = m.Service
+_OF_HOSTS = (_svc.host.in_(sa.bindparam("hosts", expanding=True)), _svc.binary == BINARY,
+             _svc.deleted == 0)
+_HEARTBEAT = sa.update(_svc).where(*_OF_HOSTS).values(
+    report_count=_svc.report_count + 1, last_seen_up=sa.bindparam("now"),
+    updated_at=sa.bindparam("now"), version=SERVICE_VERSION)
+_SERVICES_OF_HOSTS = sa.select(_svc.host).where(*_OF_HOSTS)
+_GUESTS_NOT_IN_A_TASK = sa.select(m.Instance.uuid, m.Instance.host, m.Instance.power_state).where(
+    m.Instance.host.in_(sa.bindparam("hosts", expanding=True)), m.Instance.deleted == 0,
+    m.Instance.task_state.is_(None))
+
+
 class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, ComputeEvacuate,
                      ComputeShelve, ComputeVolumes, ComputeInterfaces, ComputeGuestActions,
                      ComputeRecovery):
@@ -181,14 +195,11 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         if not managers:
             return
         by_host = {mgr.host: mgr for mgr in managers}
-        now = records.utcnow()
-        svc = m.Service
-        where = (svc.host.in_(sorted(by_host)), svc.binary == BINARY, svc.deleted == 0)
-        with managers[0].cell_db.session(write=True) as s:
-            s.execute(sa.update(svc).where(*where).values(
-                report_count=svc.report_count + 1, last_seen_up=now, updated_at=now,
-                version=SERVICE_VERSION).execution_options(synchronize_session=False))
-            present = set(s.scalars(sa.select(svc.host).where(*where)))
+        params = {"hosts": sorted(by_host), "now": records.utcnow()}
+        with managers[0].cell_db.connection(write=True) as conn:
+            if conn.execute(_HEARTBEAT, params).rowcount == len(by_host):
+                return  # a row per host (one live row per host and binary)
+            present = set(conn.scalars(_SERVICES_OF_HOSTS, params))
         for host in sorted(set(by_host) - present):
             by_host[host].heartbeat()
 
@@ -202,15 +213,23 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     def sync_power_states(self, ctxt=None):
         """Record the hypervisor's power state for guests not in the middle of a task."""
-        with self.cell_db.session() as s:
-            rows = s.execute(sa.select(m.Instance.uuid, m.Instance.power_state).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.Instance.task_state.is_(None))).all()
-        for uuid, recorded in rows:
-            actual = self.driver.get_info({"uuid": uuid})["state"]
+        self.sync_power_states_hosts([self])
+
+    @staticmethod
+    def sync_power_states_hosts(managers):
+        """``sync_power_states`` of many hosts of one cell, their guests read in one
+        statement (a process that runs a whole fleet of simulated hosts)."""
+        if not managers:
+            return
+        by_host = {mgr.host: mgr for mgr in managers}
+        cell_db = managers[0].cell_db
+        with cell_db.reader() as conn:
+            rows = conn.execute(_GUESTS_NOT_IN_A_TASK, {"hosts": sorted(by_host)}).all()
+        for uuid, host, recorded in rows:
+            actual = by_host[host].driver.get_info({"uuid": uuid})["state"]
             if actual != recorded:
                 with contextlib.suppress(records.UnexpectedTaskStateError, records.InstanceNotFound):
-                    records.update_instance(self.cell_db, uuid, expected_task_state=None,
+                    records.update_instance(cell_db, uuid, expected_task_state=None,
                                             power_state=actual)
 
     # -- helpers ------------------------------------------------------------------

@@ -250,3 +250,28 @@ def test_restart_destroys_guests_of_servers_deleted_meanwhile(env):
     env.start_host(env.host1)
     assert _files(env, env.host1, gone) == []
     assert _files(env, env.host1, kept) != []
+
+
+def test_power_state_sync_records_what_the_hypervisor_says_unless_a_task_runs(env):
+    """A guest stopped behind the service's back is recorded as the hypervisor
+    says, by each host's sync and by one sync of all the cell's hosts at once;
+    a server in a task is left to its task."""
+    off, busy, other = env.make_instance(), env.make_instance(), env.make_instance()
+    for inst_uuid in (off, busy):
+        env.build(env.host1, inst_uuid)
+    env.build(env.host2, other)
+    for inst_uuid, host in ((off, env.host1), (busy, env.host1), (other, env.host2)):
+        env.managers[host].driver.power_off({"uuid": inst_uuid})
+    with env.cell_db.session(write=True) as s:
+        s.execute(sa.update(m.Instance).where(m.Instance.uuid == busy)
+                  .values(task_state=task_states.REBOOTING))
+
+    env.managers[env.host1].sync_power_states()
+    assert [env.instance(u).power_state for u in (off, busy, other)] == [
+        power_state.SHUTDOWN, power_state.RUNNING, power_state.RUNNING]
+
+    env.managers[env.host1].driver.power_on(None, {"uuid": off})
+    type(env.managers[env.host1]).sync_power_states_hosts(list(env.managers.values()))
+    assert [env.instance(u).power_state for u in (off, busy, other)] == [
+        power_state.RUNNING, power_state.RUNNING, power_state.SHUTDOWN]
+    assert env.instance(busy).task_state == task_states.REBOOTING
