@@ -56,7 +56,7 @@ class HostState:
         self.aggregates = []    # [{"uuid", "name", "metadata": {}}]
         self.failed_builds = 0
         self.provider_traits = None  # the provider summary's traits, encoded (JSON)
-        self.allocation_requests = []
+        self.allocation_requests = []  # placement_client.CandidateRequest, in its order
         self.limits = {}
 
     def for_request(self, service, aggregates, cell_uuid, failed_builds):
