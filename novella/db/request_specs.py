@@ -13,9 +13,18 @@ def get(api_db, instance_uuid):
         return json.loads(row.spec)
 
 
-_REPLACE = sa.update(am.RequestSpec).where(
-    am.RequestSpec.instance_uuid == sa.bindparam("b_uuid"),
-    am.RequestSpec.spec == sa.bindparam("b_was")).values(spec=sa.bindparam("b_spec"))
+def _replace(exact):
+    """The spec of ``b_uuid`` set to ``b_spec`` when it is still ``b_was``;
+    ``exact``: compared byte for byte (MySQL's and MariaDB's text collations
+    ignore letter case and trailing spaces)."""
+    spec, was = am.RequestSpec.spec, sa.bindparam("b_was", type_=sa.Text)
+    same = sa.cast(spec, sa.LargeBinary) == sa.cast(was, sa.LargeBinary) if exact else spec == was
+    return sa.update(am.RequestSpec).where(
+        am.RequestSpec.instance_uuid == sa.bindparam("b_uuid"), same).values(
+        spec=sa.bindparam("b_spec"))
+
+
+_REPLACE = {False: _replace(False), True: _replace(True)}
 
 
 def get_with_cell(api_db, instance_uuid):
@@ -40,8 +49,9 @@ def update(api_db, instance_uuid, known=None, **values):
     read and written again."""
     if known is not None:
         with api_db.connection(write=True) as conn:
-            if conn.execute(_REPLACE, {"b_uuid": instance_uuid, "b_was": json.dumps(known),
-                                       "b_spec": json.dumps(dict(known, **values))}).rowcount:
+            replace = _REPLACE[conn.dialect.name == "mysql"]
+            if conn.execute(replace, {"b_uuid": instance_uuid, "b_was": json.dumps(known),
+                                      "b_spec": json.dumps(dict(known, **values))}).rowcount:
                 return
     with api_db.session(write=True) as s:
         row = s.scalars(sa.select(am.RequestSpec).where(
