@@ -330,8 +330,8 @@ class AllocationCandidates:
     For the scheduler, which reads up to ``[scheduler] max_placement_results``
     candidates on every request, ``requests`` (``CandidateRequest``) and
     ``summaries`` (``ProviderSummary`` by provider uuid) are decoded at once
-    and hold only what it reads: about a third of the work of decoding the
-    whole answer (docs/dependencies.md). The whole answer, as plain JSON
+    and hold only what it reads: about half the work of decoding the whole
+    answer (docs/dependencies.md). The whole answer, as plain JSON
     values, is decoded when first asked for: ``allocation_requests``, a list
     of ``{"allocations": {rp_uuid: {"resources": {...}}}, "mappings": {...}}``
     ready for PUT/POST /allocations, and ``provider_summaries``, each
