@@ -179,15 +179,23 @@ class ConductorManager:
                 LOG.info("server %s was deleted while it was scheduled", build.instance_uuid)
             except Exception as exc:  # noqa: BLE001 - undone; the server must still show why
                 LOG.exception("build of %s failed", build.instance_uuid)
-                self._bury_in_cell0(ctxt, build.instance_uuid, build.request_spec,
-                                    build.build_request, exc)
+                self._bury_in_cell0_or_log(ctxt, build, exc)
 
     def _build_failed(self, ctxt, tasks, exc):
         """A build that got no host: its claim (if any) freed, then buried in cell0."""
         build = tasks.tasks[0].build
         tasks.undo([(0, tasks.tasks[0])], exc)
-        self._bury_in_cell0(ctxt, build.instance_uuid, build.request_spec, build.build_request,
-                            exc)
+        self._bury_in_cell0_or_log(ctxt, build, exc)
+
+    def _bury_in_cell0_or_log(self, ctxt, build, exc):
+        """Bury a failed build; a failure to do so is logged, never raised: the other
+        servers of the request must still be built (their claims are held)."""
+        try:
+            self._bury_in_cell0(ctxt, build.instance_uuid, build.request_spec,
+                                build.build_request, exc)
+        except Exception:  # noqa: BLE001 - its build request stays: the server shows BUILD
+            LOG.exception("could not record the failed build of %s in cell0",
+                          build.instance_uuid)
 
     def _bury_in_cell0(self, ctxt, instance_uuid, spec, build_request, exc):
         """A server that got no host: in cell0, ERROR, with a fault, mapped there."""

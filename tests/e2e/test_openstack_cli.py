@@ -503,3 +503,39 @@ def test_openstack_cli_evacuate(cloud):
     osc("server", "delete", sid, fmt=False)
     _wait("server deleted", lambda: admin.compute.find_server(sid) is None)
     assert _allocations(admin, sid) == {}
+
+
+def test_openstack_cli_multi_create(cloud):
+    """`openstack server create --min N --max N` at 2, and up to the instances quota
+    (the client sends the image as a block device mapping for each server); one more
+    than the quota is refused and changes nothing; the books after, and after delete."""
+    admin = cloud.connect()
+    project = admin.current_project_id
+    quota = _quota(cloud.osc("quota", "show", "--compute"), "instances")
+    already = len(list(admin.compute.servers(project_id=project)))
+
+    def usage_by_rp():
+        return {rp.id: admin.placement.get(
+            f"/resource_providers/{rp.id}/usages").json()["usages"].get("VCPU", 0)
+            for rp in admin.placement.resource_providers() if ":" not in rp.name}
+
+    before = usage_by_rp()
+    for count in (2, quota - already):
+        name = f"many{count}"
+        cloud.osc("server", "create", "--image", "cirros", "--network", "private",
+                  "--flavor", "m1.tiny", "--min", str(count), "--max", str(count), name)
+        ids = [s.id for s in admin.compute.servers(name=f"^{name}-")]
+        assert len(ids) == count
+        for sid in ids:
+            _server_status(admin, sid, "ACTIVE")
+            (resources,) = _allocations(admin, sid).values()
+            assert resources == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+        assert sum(usage_by_rp().values()) == sum(before.values()) + count
+        refused = cloud.run("server", "create", "--image", "cirros", "--network", "private",
+                            "--flavor", "m1.tiny", "--min", str(quota - already - count + 1),
+                            "--max", str(quota), "over")
+        assert refused.returncode != 0 and "Quota exceeded" in refused.stderr, refused.stderr
+        assert not list(admin.compute.servers(name="^over"))
+        cloud.osc("server", "delete", "--wait", *ids, fmt=False)
+        assert all(_allocations(admin, sid) == {} for sid in ids)
+        assert usage_by_rp() == before

@@ -561,6 +561,12 @@ def _bounded_count(min_count, max_count):
     return min_count, min(max_count, MAX_SERVERS_PER_REQUEST)
 
 
+def _own_mappings(bdms):
+    """The request's block device mappings for one of its servers: a mapping's uuid
+    names one row of one server, so each server of a multi-create gets its own."""
+    return [dict(bdm, uuid=str(uuid_mod.uuid4())) for bdm in bdms]
+
+
 def create(req):
     body = req.body_json(schemas.create)
     ctxt = req.context
@@ -662,7 +668,7 @@ def create(req):
         insert_rows(conn, am.BuildRequest, [
             {"instance_uuid": inst["uuid"], "project_id": ctxt.project_id,
              "instance": json.dumps(inst), "tags": json.dumps(tags),
-             "block_device_mappings": json.dumps(bdms), "created_at": now}
+             "block_device_mappings": json.dumps(_own_mappings(bdms)), "created_at": now}
             for inst in build_requests])
         insert_rows(conn, am.RequestSpec, [
             {"instance_uuid": u, "spec": json.dumps(spec)} for u, spec in zip(uuids, specs)])
