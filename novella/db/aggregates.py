@@ -56,3 +56,61 @@ def host_availability_zone(api_db, host, default_zone):
     zones = sorted({agg["metadata"]["availability_zone"] for agg in all_aggregates(api_db)
                     if host in agg["hosts"] and "availability_zone" in agg["metadata"]})
     return ",".join(zones) if zones else default_zone
+
+
+# --- the os-aggregates API's reads and writes (ORM rows, in the caller's session) -------
+def get(s, aggregate_id):
+    """The Aggregate of that id, or None."""
+    return s.get(am.Aggregate, aggregate_id)
+
+
+def every(s):
+    """Every Aggregate, in id order."""
+    return list(s.scalars(sa.select(am.Aggregate).order_by(am.Aggregate.id)))
+
+
+def named(s, name, other_than=None):
+    """The Aggregate of that name (not the one of id ``other_than``), or None."""
+    q = sa.select(am.Aggregate).where(am.Aggregate.name == name)
+    if other_than is not None:
+        q = q.where(am.Aggregate.id != other_than)
+    return s.scalars(q).first()
+
+
+def zones_of_hosts(s, hosts, other_than):
+    """The availability zones aggregates other than ``other_than`` (an id) give ``hosts``."""
+    return set(s.scalars(
+        sa.select(am.AggregateMetadata.value)
+        .join(am.AggregateHost, am.AggregateHost.aggregate_id == am.AggregateMetadata.aggregate_id)
+        .where(am.AggregateMetadata.key == "availability_zone",
+               am.AggregateHost.host.in_(hosts), am.AggregateMetadata.aggregate_id != other_than)))
+
+
+def add(s, uuid, name, zone=None):
+    agg = am.Aggregate(uuid=uuid, name=name)
+    s.add(agg)
+    if zone:
+        agg.metadata_items.append(am.AggregateMetadata(key="availability_zone", value=zone))
+    s.flush()
+    return agg
+
+
+def set_metadata(agg, metadata):
+    """Change an Aggregate's metadata; a value of None removes its key."""
+    items = {m.key: m for m in agg.metadata_items}
+    for key, value in metadata.items():
+        if value is None:
+            if key in items:
+                agg.metadata_items.remove(items.pop(key))
+        elif key in items:
+            items[key].value = value
+        else:
+            agg.metadata_items.append(am.AggregateMetadata(key=key, value=value))
+
+
+def add_host(agg, host):
+    agg.hosts.append(am.AggregateHost(host=host))
+
+
+def delete(s, agg):
+    s.delete(agg)

@@ -96,11 +96,10 @@ class Fleet:
 
     def flavor(self, name_or_id):
         """A flavor by name or flavor id, as it travels with requests; None if unknown."""
-        from novella.api.compute.handlers.servers import flavor_dict
+        from novella.db import flavors
         with self.api_db.session() as s:
-            row = s.scalars(sa.select(am.Flavor).where(sa.or_(
-                am.Flavor.name == name_or_id, am.Flavor.flavorid == name_or_id))).first()
-            return None if row is None else flavor_dict(row)
+            row = flavors.by_name_or_id(s, name_or_id)
+            return None if row is None else flavors.as_dict(row)
 
 
 Server = collections.namedtuple(

@@ -1,8 +1,13 @@
-"""Helpers every handler shares: paging, query values, timestamps."""
+"""What the Compute API's handlers share: paging, query values, timestamps, and
+the server helpers more than one handler needs (flavor and image checks, the
+notifications the API sends, a compute host's status)."""
 import datetime
+import logging
 import secrets
 
-from novella.api.compute import errors, validation
+from novella.api.compute import errors, hosts, validation
+
+LOG = logging.getLogger(__name__)
 
 
 def limit_and_marker(req, max_limit=None):
@@ -111,3 +116,16 @@ def generate_password(length=12):
     chars += [secrets.choice(alphabet) for _ in range(length - len(chars))]
     secrets.SystemRandom().shuffle(chars)
     return "".join(chars)
+
+
+# --- compute hosts ----------------------------------------------------------------------
+def tell_host(req, cell, svc):
+    """Let an up compute host mirror its status as the COMPUTE_STATUS_DISABLED trait."""
+    if svc.binary != hosts.COMPUTE or not hosts.is_up(req.api.conf, svc):
+        return
+    try:
+        from novella.compute.rpcapi import ComputeAPI
+        ComputeAPI(cell.transport_url).set_host_enabled(req.context, svc.host, not svc.disabled)
+    except Exception:  # noqa: BLE001 - the periodic sync catches up; never fail the request
+        LOG.warning("Could not tell %s it is now %s", svc.host,
+                    "disabled" if svc.disabled else "enabled", exc_info=True)

@@ -8,9 +8,11 @@ from novella.db import api_models as am, cell_models as cm, cells as cells_mod
 COMPUTE = "nova-compute"
 
 
-def _rows(api, model, *where):
-    """Rows of a cell model from every cell (down cells skipped), with their cell."""
+def _rows(api, model, equal):
+    """Rows of a cell model from every cell (down cells skipped), with their cell;
+    ``equal``: {column: value} the rows have."""
     cells = cells_mod.list_cells(api.api_db, include_cell0=False)
+    where = [getattr(model, column) == value for column, value in equal.items()]
 
     def fetch(cell, db):
         with db.session() as s:
@@ -26,12 +28,15 @@ def _rows(api, model, *where):
     return out
 
 
-def services(api, *where):
-    return _rows(api, cm.Service, *where)
+def services(api, **equal):
+    """(cell, Service) of every cell's services with the values ``equal`` gives
+    (e.g. ``host=``, ``binary=``, ``disabled=``)."""
+    return _rows(api, cm.Service, equal)
 
 
-def compute_nodes(api, *where):
-    return _rows(api, cm.ComputeNode, *where)
+def compute_nodes(api, **equal):
+    """(cell, ComputeNode) of every cell's nodes with the values ``equal`` gives."""
+    return _rows(api, cm.ComputeNode, equal)
 
 
 def compute_service(cell, host):

@@ -20,7 +20,7 @@ class PlacementSync:
         self.client = client
 
     def node_uuids(self, host):
-        return [n.uuid for _c, n in hosts.compute_nodes(self.api, cm.ComputeNode.host == host)]
+        return [n.uuid for _c, n in hosts.compute_nodes(self.api, host=host)]
 
     def __call__(self, event, aggregate_uuid, host):
         """The aggregate hook: ``add_host`` / ``remove_host``."""

@@ -486,11 +486,6 @@ def check_count(api, ctxt, resource, used, adding=1, user_id=None, message=None)
         raise over_quota([resource], {resource: adding}, {resource: used}, limits)
 
 
-def count_rows(api, model, *where):
-    with api.api_db.connection() as conn:
-        return conn.execute(sa.select(sa.func.count()).select_from(model).where(*where)).scalar()
-
-
 def check_metadata(quota, metadata):
     if not enforced(quota.api) or metadata is None:
         return

@@ -7,10 +7,8 @@ aggregates).
 """
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, hosts, validation as v
-from novella.db import api_models as am, cell_models as cm
+from novella.db import aggregates as aggregates_db
 from novella.db.timestamps import utcnow
 
 P = "os_compute_api:os-aggregates:"
@@ -49,7 +47,7 @@ def view(req, agg, full=True):
 
 def _get(s, aggregate_id):
     try:
-        agg = s.get(am.Aggregate, int(aggregate_id))
+        agg = aggregates_db.get(s, int(aggregate_id))
     except ValueError:
         agg = None
     if agg is None:
@@ -66,29 +64,13 @@ def _zone_conflicts(s, agg, hosts_, zone):
     """Zones other aggregates give ``hosts_`` that differ from ``zone``."""
     if zone is None or not hosts_:
         return set()
-    q = (sa.select(am.AggregateMetadata.value)
-         .join(am.AggregateHost, am.AggregateHost.aggregate_id == am.AggregateMetadata.aggregate_id)
-         .where(am.AggregateMetadata.key == "availability_zone",
-                am.AggregateHost.host.in_(hosts_), am.AggregateMetadata.aggregate_id != agg.id))
-    return {z for z in s.scalars(q) if z != zone}
-
-
-def _set_metadata(s, agg, metadata):
-    items = {m.key: m for m in agg.metadata_items}
-    for key, value in metadata.items():
-        if value is None:
-            if key in items:
-                agg.metadata_items.remove(items.pop(key))
-        elif key in items:
-            items[key].value = value
-        else:
-            agg.metadata_items.append(am.AggregateMetadata(key=key, value=value))
+    return {z for z in aggregates_db.zones_of_hosts(s, hosts_, agg.id) if z != zone}
 
 
 def index(req):
     req.authorize(P + "index")
     with req.api.api_db.session() as s:
-        rows = s.scalars(sa.select(am.Aggregate).order_by(am.Aggregate.id))
+        rows = aggregates_db.every(s)
         return 200, {"aggregates": [view(req, a) for a in rows]}
 
 
@@ -98,13 +80,9 @@ def create(req):
     name, zone = body["name"].strip(), body.get("availability_zone")
     _check_zone_name(req, zone)
     with req.api.api_db.session(write=True) as s:
-        if s.scalars(sa.select(am.Aggregate).where(am.Aggregate.name == name)).first():
+        if aggregates_db.named(s, name):
             raise errors.Conflict(f"Aggregate {name} already exists.")
-        agg = am.Aggregate(uuid=str(uuid_mod.uuid4()), name=name)
-        s.add(agg)
-        if zone:
-            agg.metadata_items.append(am.AggregateMetadata(key="availability_zone", value=zone))
-        s.flush()
+        agg = aggregates_db.add(s, str(uuid_mod.uuid4()), name, zone)
         return 200, {"aggregate": view(req, agg, full=False)}
 
 
@@ -121,9 +99,7 @@ def update(req, aggregate_id):
         agg = _get(s, aggregate_id)
         if "name" in body:
             name = body["name"].strip()
-            other = s.scalars(sa.select(am.Aggregate).where(am.Aggregate.name == name,
-                                                            am.Aggregate.id != agg.id)).first()
-            if other is not None:
+            if aggregates_db.named(s, name, other_than=agg.id) is not None:
                 raise errors.Conflict(f"Aggregate {name} already exists.")
             agg.name = name
         if "availability_zone" in body:
@@ -133,7 +109,7 @@ def update(req, aggregate_id):
             if conflicts:
                 raise errors.BadRequest(f"Cannot update aggregate {agg.id}. Reason: One or more "
                                         f"hosts already in availability zone(s) {sorted(conflicts)}.")
-            _set_metadata(s, agg, {"availability_zone": zone})
+            aggregates_db.set_metadata(agg, {"availability_zone": zone})
         agg.updated_at = utcnow()
         s.flush()
         return 200, {"aggregate": view(req, agg)}
@@ -145,7 +121,7 @@ def delete(req, aggregate_id):
         agg = _get(s, aggregate_id)
         if agg.hosts:
             raise errors.BadRequest(f"Cannot remove aggregate {agg.id}. Reason: Host list is not empty.")
-        s.delete(agg)
+        aggregates_db.delete(s, agg)
     return 200, None
 
 
@@ -162,8 +138,7 @@ def action(req, aggregate_id):
         members = [h.host for h in agg.hosts]
         if name == "add_host":
             host = body["add_host"]["host"]
-            if not hosts.services(req.api, cm.Service.host == host,
-                                  cm.Service.binary == hosts.COMPUTE):
+            if not hosts.services(req.api, host=host, binary=hosts.COMPUTE):
                 raise errors.NotFound(f"Compute host {host} could not be found.")
             if host in members:
                 raise errors.Conflict(f"Aggregate {agg.id} already has host {host}.")
@@ -171,7 +146,7 @@ def action(req, aggregate_id):
             if conflicts:
                 raise errors.Conflict(f"Cannot add host to aggregate {agg.id}. Reason: One or more "
                                       f"hosts already in availability zone(s) {sorted(conflicts)}.")
-            agg.hosts.append(am.AggregateHost(host=host))
+            aggregates_db.add_host(agg, host)
         elif name == "remove_host":
             host = body["remove_host"]["host"]
             entry = next((h for h in agg.hosts if h.host == host), None)
@@ -187,7 +162,7 @@ def action(req, aggregate_id):
                     raise errors.BadRequest(f"Cannot update metadata of aggregate {agg.id}. Reason: "
                                             f"One or more hosts already in availability zone(s) "
                                             f"{sorted(conflicts)}.")
-            _set_metadata(s, agg, metadata)
+            aggregates_db.set_metadata(agg, metadata)
             # A host joining or leaving changes the membership, not the
             # aggregate: its updated_at stays (as the reference's).
             agg.updated_at = utcnow()

@@ -2,13 +2,10 @@
 import re
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
-
 from novella.api.compute import common, errors, validation
 from novella.api.router import clip
 from novella.api.compute.schemas import flavors as schemas
-from novella.db import api_models as am
+from novella.db import flavors as flavors_db
 
 P = "os_compute_api:os-flavor-"
 SORT_KEYS = ("created_at", "description", "disabled", "ephemeral_gb", "flavorid", "id",
@@ -41,7 +38,7 @@ def _visible(req, fl):
 
 
 def _get(req, s, flavor_id, check_access=True):
-    fl = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == flavor_id)).first()
+    fl = flavors_db.get(s, flavor_id)
     if fl is None or (check_access and not _visible(req, fl)):
         raise errors.NotFound(f"Flavor {flavor_id} could not be found.")
     return fl
@@ -60,43 +57,32 @@ def _list(req, detail):
     if sort_key not in SORT_KEYS or sort_dir not in ("asc", "desc") or (
             sort_key == "rxtx_factor" and req.at_least("2.102")):
         raise errors.BadRequest("Invalid sort_key or sort_dir")
-    admin = req.is_admin()
-    with req.api.api_db.session() as s:
-        q = sa.select(am.Flavor)
-        is_public = req.GET.get("is_public")
-        if admin:
-            if is_public is not None and is_public.lower() != "none":
-                q = q.where(am.Flavor.is_public == validation.to_bool(is_public))
-            elif is_public is None:
-                q = q.where(am.Flavor.is_public.is_(True))
-        else:
-            access = sa.select(am.FlavorProject.flavor_id).where(
-                am.FlavorProject.project_id == req.context.project_id)
-            q = q.where(sa.or_(am.Flavor.is_public.is_(True), am.Flavor.id.in_(access)))
-        for param, col in (("minRam", am.Flavor.memory_mb), ("minDisk", am.Flavor.root_gb)):
-            if req.GET.get(param):
-                try:
-                    q = q.where(col >= common.db_int(req.GET[param]))
-                except ValueError:
-                    raise errors.BadRequest(f"Invalid {param} filter [{clip(req.GET[param])}]")
-        if "name" in req.GET:  # a regular expression, as a server list's name
+    query = {"sort_key": sort_key, "sort_dir": sort_dir}
+    is_public = req.GET.get("is_public")
+    if not req.is_admin():
+        query["project_id"] = req.context.project_id
+    elif is_public is None:
+        query["public"] = True
+    elif is_public.lower() != "none":
+        query["public"] = validation.to_bool(is_public)
+    for param, key in (("minRam", "min_ram"), ("minDisk", "min_disk")):
+        if req.GET.get(param):
             try:
-                re.compile(req.GET["name"])
-            except re.error:
-                raise errors.BadRequest("Invalid input for query parameters name.")
-            q = q.where(am.Flavor.name.regexp_match(req.GET["name"]))
-        col = getattr(am.Flavor, sort_key)
+                query[key] = common.db_int(req.GET[param])
+            except ValueError:
+                raise errors.BadRequest(f"Invalid {param} filter [{clip(req.GET[param])}]")
+    if "name" in req.GET:  # a regular expression, as a server list's name
+        try:
+            re.compile(req.GET["name"])
+        except re.error:
+            raise errors.BadRequest("Invalid input for query parameters name.")
+        query["name"] = req.GET["name"]
+    with req.api.api_db.session() as s:
         if marker:
-            m = s.scalars(sa.select(am.Flavor).where(am.Flavor.flavorid == marker)).first()
-            if m is None:
+            query["marker"] = flavors_db.get(s, marker)
+            if query["marker"] is None:
                 raise errors.BadRequest(f"marker [{marker}] not found")
-            mv = getattr(m, sort_key)
-            after = (col > mv) if sort_dir == "asc" else (col < mv)
-            tie = (am.Flavor.id > m.id) if sort_dir == "asc" else (am.Flavor.id < m.id)
-            q = q.where(sa.or_(after, sa.and_(col == mv, tie)))
-        order = [col.asc(), am.Flavor.id.asc()] if sort_dir == "asc" else [col.desc(), am.Flavor.id.desc()]
-        rows = list(s.scalars(q.order_by(*order).limit(limit)))
-        items = [view(req, fl, detail) for fl in rows]
+        items = [view(req, fl, detail) for fl in flavors_db.page(s, limit, **query)]
     body = {"flavors": items}
     links = common.next_link(req, ["flavors"] + (["detail"] if detail else []), items, limit)
     if links:
@@ -126,20 +112,19 @@ def create(req):
     is_public = validation.to_bool(body.get("os-flavor-access:is_public", True))
     try:
         with req.api.api_db.session(write=True) as s:
-            for col, value, what in ((am.Flavor.name, name, "name"), (am.Flavor.flavorid, flavorid, "ID")):
-                if s.scalar(sa.select(sa.func.count()).select_from(am.Flavor).where(col == value)):
-                    raise errors.Conflict(f"Flavor with {what} {value} already exists.")
-            fl = am.Flavor(flavorid=flavorid, name=name, memory_mb=int(body["ram"]),
-                           vcpus=int(body["vcpus"]), root_gb=int(body["disk"]),
-                           ephemeral_gb=int(body.get("OS-FLV-EXT-DATA:ephemeral", 0) or 0),
-                           swap=int(body.get("swap") or 0),
-                           rxtx_factor=float(body.get("rxtx_factor", 1.0)),  # gone at 2.102
-                           is_public=is_public, description=body.get("description"))
-            s.add(fl)
-            s.flush()
-            s.refresh(fl)
+            what = flavors_db.taken(s, name, flavorid)
+            if what is not None:
+                raise errors.Conflict(f"Flavor with {what} {name if what == 'name' else flavorid} "
+                                      "already exists.")
+            fl = flavors_db.add(
+                s, flavorid=flavorid, name=name, memory_mb=int(body["ram"]),
+                vcpus=int(body["vcpus"]), root_gb=int(body["disk"]),
+                ephemeral_gb=int(body.get("OS-FLV-EXT-DATA:ephemeral", 0) or 0),
+                swap=int(body.get("swap") or 0),
+                rxtx_factor=float(body.get("rxtx_factor", 1.0)),  # gone at 2.102
+                is_public=is_public, description=body.get("description"))
             out = view(req, fl)
-    except sa_exc.IntegrityError:
+    except flavors_db.Duplicate:
         raise errors.Conflict(f"Flavor with name {name} already exists.")
     return 200, {"flavor": out}
 
@@ -159,7 +144,7 @@ def update(req, flavor_id):
 def delete(req, flavor_id):
     req.authorize(P + "manage:delete")
     with req.api.api_db.session(write=True) as s:
-        s.delete(_get(req, s, flavor_id, check_access=False))
+        flavors_db.delete(s, _get(req, s, flavor_id, check_access=False))
     return 202, None
 
 
@@ -171,14 +156,8 @@ def specs_index(req, flavor_id):
         return 200, {"extra_specs": {e.key: e.value for e in fl.extra_specs}}
 
 
-def _set_specs(s, fl, specs):
-    existing = {e.key: e for e in fl.extra_specs}
-    for key, value in specs.items():
-        value = str(value).lower() if isinstance(value, bool) else str(value)
-        if key in existing:
-            existing[key].value = value
-        else:
-            fl.extra_specs.append(am.FlavorExtraSpec(key=key, value=value))
+def _spec_text(value):
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def specs_create(req, flavor_id):
@@ -186,9 +165,8 @@ def specs_create(req, flavor_id):
     body = req.body_json(schemas.extra_specs_create)
     with req.api.api_db.session(write=True) as s:
         fl = _get(req, s, flavor_id, check_access=False)
-        _set_specs(s, fl, body["extra_specs"])
-    return 200, {"extra_specs": {k: (str(v).lower() if isinstance(v, bool) else str(v))
-                                 for k, v in body["extra_specs"].items()}}
+        flavors_db.set_specs(fl, {k: _spec_text(v) for k, v in body["extra_specs"].items()})
+    return 200, {"extra_specs": {k: _spec_text(v) for k, v in body["extra_specs"].items()}}
 
 
 def specs_show(req, flavor_id, key):
@@ -208,9 +186,8 @@ def specs_update(req, flavor_id, key):
         raise errors.BadRequest("Request body and URI mismatch")
     with req.api.api_db.session(write=True) as s:
         fl = _get(req, s, flavor_id, check_access=False)
-        _set_specs(s, fl, body)
-    value = body[key]
-    return 200, {key: str(value).lower() if isinstance(value, bool) else str(value)}
+        flavors_db.set_specs(fl, {k: _spec_text(v) for k, v in body.items()})
+    return 200, {key: _spec_text(body[key])}
 
 
 def specs_delete(req, flavor_id, key):
@@ -252,7 +229,7 @@ def action(req, flavor_id):
             if tenant in {p.project_id for p in fl.projects}:
                 raise errors.Conflict(f"Flavor access already exists for flavor {flavor_id} "
                                       f"and project {tenant} combination.")
-            fl.projects.append(am.FlavorProject(project_id=tenant))
+            flavors_db.share(fl, tenant)
             s.flush()
             return 200, _access(fl)
     if isinstance(body, dict) and "removeTenantAccess" in body:

@@ -2,24 +2,20 @@
 import json
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, hosts
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import cells as cells_mod, services as services_db
 
 P = "os_compute_api:os-hypervisors:"
 
 
 def _services(req):
-    return {(c.uuid, s.host): s for c, s in hosts.services(req.api, cm.Service.binary == hosts.COMPUTE)}
+    return {(c.uuid, s.host): s for c, s in hosts.services(req.api, binary=hosts.COMPUTE)}
 
 
 def _servers(cell, node):
-    with cells_mod.cell_database(cell).session() as s:
-        rows = s.execute(sa.select(cm.Instance.display_name, cm.Instance.uuid).where(
-            cm.Instance.host == node.host, cm.Instance.node == node.hypervisor_hostname,
-            cm.Instance.deleted == 0, cm.Instance.hidden.is_(False)))
-        return [{"name": n, "uuid": u} for n, u in rows]
+    rows = services_db.servers_on_node(cells_mod.cell_database(cell), node.host,
+                                       node.hypervisor_hostname)
+    return [{"name": n, "uuid": u} for n, u in rows]
 
 
 def view(req, cell, node, svc, detail, with_servers=False, show=False):
@@ -109,10 +105,10 @@ def _find(req, hypervisor_id):
             uuid_mod.UUID(hypervisor_id)
         except ValueError:
             raise errors.BadRequest(f"Invalid uuid {hypervisor_id}")
-        found = hosts.compute_nodes(req.api, cm.ComputeNode.uuid == hypervisor_id)
+        found = hosts.compute_nodes(req.api, uuid=hypervisor_id)
     else:
         try:
-            found = hosts.compute_nodes(req.api, cm.ComputeNode.id == int(hypervisor_id))
+            found = hosts.compute_nodes(req.api, id=int(hypervisor_id))
         except ValueError:
             found = []
     if not found:

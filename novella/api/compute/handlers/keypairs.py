@@ -2,10 +2,8 @@
 import base64
 import hashlib
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, quotas, validation as v
-from novella.db import api_models as am
+from novella.db import keypairs as keypairs_db
 
 P = "os_compute_api:os-keypairs:"
 _name = {"type": "string", "minLength": 1, "maxLength": 255,
@@ -102,15 +100,9 @@ def index(req):
     paged = req.at_least("2.35")
     limit, marker = common.limit_and_marker(req) if paged else (None, None)
     with req.api.api_db.session() as s:
-        query = sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id)
-        if marker is not None:
-            if s.scalars(query.where(am.KeyPair.name == marker)).first() is None:
-                raise errors.BadRequest(f"Marker {marker} could not be found.")
-            query = query.where(am.KeyPair.name > marker)
-        query = query.order_by(am.KeyPair.name)
-        if limit is not None:
-            query = query.limit(limit)
-        items = [view(req, kp) for kp in s.scalars(query)]
+        if marker is not None and keypairs_db.get(s, user_id, marker) is None:
+            raise errors.BadRequest(f"Marker {marker} could not be found.")
+        items = [view(req, kp) for kp in keypairs_db.page(s, user_id, limit, after=marker)]
     out = {"keypairs": [{"keypair": kp} for kp in items]}
     if paged:
         links = common.next_link(req, ["os-keypairs"], items, limit, id_key="name")
@@ -130,16 +122,13 @@ def create(req):
         private, public = _generate_x509(user_id) if key_type == "x509" else _generate()
     fp = fingerprint(public) if key_type == "ssh" else x509_fingerprint(public)
     quotas.check_count(req.api, req.context, "key_pairs",
-                       quotas.count_rows(req.api, am.KeyPair, am.KeyPair.user_id == user_id),
+                       keypairs_db.count(req.api.api_db, user_id),
                        user_id=user_id, message="Quota exceeded, too many key pairs.")
     with req.api.api_db.session(write=True) as s:
-        if s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id,
-                                                 am.KeyPair.name == body["name"])).first():
+        if keypairs_db.get(s, user_id, body["name"]):
             raise errors.Conflict(f"Key pair '{body['name']}' already exists.")
-        kp = am.KeyPair(name=body["name"], user_id=user_id, public_key=public,
-                        fingerprint=fp, type=key_type)
-        s.add(kp)
-        s.flush()
+        kp = keypairs_db.add(s, name=body["name"], user_id=user_id, public_key=public,
+                             fingerprint=fp, type=key_type)
         out = view(req, kp)
     out["user_id"] = user_id
     if private is not None:
@@ -149,8 +138,7 @@ def create(req):
 
 def _get(req, s, name):
     user_id = _user(req)
-    kp = s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id,
-                                               am.KeyPair.name == name)).first()
+    kp = keypairs_db.get(s, user_id, name)
     if kp is None:
         raise errors.NotFound(f"Keypair {name} not found for user {user_id}")
     return kp
@@ -165,7 +153,7 @@ def show(req, name):
 def delete(req, name):
     req.authorize(P + "delete", {"user_id": _user(req)})
     with req.api.api_db.session(write=True) as s:
-        s.delete(_get(req, s, name))
+        keypairs_db.delete(s, _get(req, s, name))
     return (204 if req.at_least("2.2") else 202), None
 
 

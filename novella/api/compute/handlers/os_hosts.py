@@ -5,11 +5,8 @@ A host's ``status`` enable/disable is its compute service's (as ``PUT
 shutdown, startup) are not supported by the simulated driver: 501 on a host
 that exists, as the reference's libvirt driver answers.
 """
-import sqlalchemy as sa
-
-from novella.api.compute import errors, hosts
-from novella.api.compute.handlers import services
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.api.compute import common, errors, hosts
+from novella.db import cells as cells_mod, services as services_db
 
 P = "os_compute_api:os-hosts:"
 _API_SERVICES = ("nova-osapi_compute", "nova-metadata")
@@ -28,7 +25,7 @@ def _authorize(req, rule):
 
 def _compute(req, host):
     """(cell, compute service) of a host, or 404 as the reference words it."""
-    found = hosts.services(req.api, cm.Service.host == host, cm.Service.binary == hosts.COMPUTE)
+    found = hosts.services(req.api, host=host, binary=hosts.COMPUTE)
     if not found:
         raise errors.NotFound(f"Compute host {host} could not be found.")
     return found[0]
@@ -39,7 +36,7 @@ def index(req):
     zone = req.GET.get("zone")
     zones = hosts.host_zones(req.api)
     out = []
-    for _cell, svc in hosts.services(req.api, cm.Service.disabled.is_(False)):
+    for _cell, svc in hosts.services(req.api, disabled=False):
         svc_zone = hosts.zone_of(req.api, svc, zones)
         if svc.binary in _API_SERVICES or (zone and svc_zone != zone):
             continue
@@ -56,14 +53,7 @@ def _resource(host, project, cpu, memory_mb, disk_gb):
 def show(req, host_name):
     _authorize(req, "show")
     cell, _svc = _compute(req, host_name)
-    with cells_mod.cell_database(cell).read_session() as s:
-        node = s.scalars(sa.select(cm.ComputeNode).where(
-            cm.ComputeNode.host == host_name, cm.ComputeNode.deleted == 0)).first()
-        servers = s.execute(sa.select(cm.Instance.project_id, cm.Instance.vcpus,
-                                      cm.Instance.memory_mb, cm.Instance.root_gb,
-                                      cm.Instance.ephemeral_gb)
-                            .where(cm.Instance.host == host_name,
-                                   cm.Instance.deleted == 0)).all()
+    node, servers = services_db.host_usage(cells_mod.cell_database(cell), host_name)
     if node is None:
         raise errors.NotFound(f"Compute host {host_name} could not be found.")
     used = {}
@@ -86,9 +76,9 @@ def update(req, host_name):
     if "maintenance_mode" in body:
         raise errors.APIError("The requested functionality is not supported.", 501)
     disabled = body["status"].lower() == "disable"
-    svc = services._save(cell, svc.id, disabled=disabled,
-                         disabled_reason=svc.disabled_reason if disabled else None)
-    services._tell_host(req, cell, svc)
+    svc = services_db.save(cells_mod.cell_database(cell), svc.id, disabled=disabled,
+                           disabled_reason=svc.disabled_reason if disabled else None)
+    common.tell_host(req, cell, svc)
     return 200, {"host": host_name, "status": "disabled" if disabled else "enabled"}
 
 

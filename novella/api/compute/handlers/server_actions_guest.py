@@ -140,10 +140,10 @@ def _host_traits(req, rec):
     """The traits of the compute node the server is on (none known without placement)."""
     if req.api.placement is None or not rec.get("host"):
         return set()
-    where = [cm.ComputeNode.host == rec["host"], cm.ComputeNode.deleted == 0]
+    where = {"host": rec["host"]}
     if rec.get("node"):
-        where.append(cm.ComputeNode.hypervisor_hostname == rec["node"])
-    nodes = hosts.compute_nodes(req.api, *where)
+        where["hypervisor_hostname"] = rec["node"]
+    nodes = hosts.compute_nodes(req.api, **where)
     if not nodes:
         return set()
     _cell, node = nodes[0]

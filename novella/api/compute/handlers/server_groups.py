@@ -2,10 +2,8 @@
 import json
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, quotas, validation as v
-from novella.db import api_models as am
+from novella.db import server_groups as server_groups_db
 
 P = "os_compute_api:os-server-groups:"
 _POLICIES = ["affinity", "anti-affinity"]
@@ -35,10 +33,7 @@ def _not_deleted(req, groups):
     uuids = {m.instance_uuid for g in groups for m in g.members}
     if not uuids:
         return set()
-    with req.api.api_db.read_session() as s:
-        return set(s.scalars(sa.select(am.InstanceMapping.instance_uuid).where(
-            am.InstanceMapping.instance_uuid.in_(uuids),
-            am.InstanceMapping.queued_for_delete.is_(False))))
+    return server_groups_db.not_deleted(req.api.api_db, uuids)
 
 
 def view(req, g, not_deleted=None):
@@ -72,10 +67,8 @@ def index(req):
     if limit < 0 or offset < 0:
         raise errors.BadRequest("limit and offset must be positive")
     with req.api.api_db.session() as s:
-        q = sa.select(am.InstanceGroup).order_by(am.InstanceGroup.id)
-        if not all_projects:
-            q = q.where(am.InstanceGroup.project_id == req.context.project_id)
-        rows = list(s.scalars(q.offset(offset).limit(min(limit, req.api.conf.api.max_limit))))
+        rows = server_groups_db.page(s, offset, min(limit, req.api.conf.api.max_limit),
+                                     None if all_projects else req.context.project_id)
         not_deleted = _not_deleted(req, rows)
         return 200, {"server_groups": [view(req, g, not_deleted) for g in rows]}
 
@@ -90,20 +83,18 @@ def create(req):
             raise errors.BadRequest("Only anti-affinity policy supports rules.")
         rules["max_server_per_host"] = int(rules["max_server_per_host"])
     ctxt = req.context
-    quotas.check_count(req.api, ctxt, "server_groups", quotas.count_rows(
-        req.api, am.InstanceGroup, am.InstanceGroup.project_id == ctxt.project_id),
+    quotas.check_count(req.api, ctxt, "server_groups",
+                       server_groups_db.count(req.api.api_db, ctxt.project_id),
         message="Quota exceeded, too many server groups.")
     with req.api.api_db.session(write=True) as s:
-        g = am.InstanceGroup(uuid=str(uuid_mod.uuid4()), name=body["name"],
-                             project_id=ctxt.project_id, user_id=ctxt.user_id,
-                             policy=policy, rules=json.dumps(rules))
-        s.add(g)
-        s.flush()
+        g = server_groups_db.add(s, uuid=str(uuid_mod.uuid4()), name=body["name"],
+                                 project_id=ctxt.project_id, user_id=ctxt.user_id,
+                                 policy=policy, rules=json.dumps(rules))
         return 200, {"server_group": view(req, g)}
 
 
 def _get(req, s, group_id):
-    g = s.scalars(sa.select(am.InstanceGroup).where(am.InstanceGroup.uuid == group_id)).first()
+    g = server_groups_db.get(s, group_id)
     if g is None or (g.project_id != req.context.project_id and not req.is_admin()):
         raise errors.NotFound(f"Instance group {group_id} could not be found.")
     return g
@@ -120,7 +111,7 @@ def delete(req, group_id):
     with req.api.api_db.session(write=True) as s:
         g = _get(req, s, group_id)
         req.authorize(P + "delete", {"project_id": g.project_id, "user_id": g.user_id})
-        s.delete(g)
+        server_groups_db.delete(s, g)
     return 204, None
 
 

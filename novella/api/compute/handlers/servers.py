@@ -504,10 +504,10 @@ def _availability_zone(req, server):
 
 def _check_requested_destination(req, host, node):
     """2.74: the requested host and/or node must exist as a compute node."""
-    where = [cm.ComputeNode.host == host] if host else []
+    where = {"host": host} if host else {}
     if node:
-        where.append(cm.ComputeNode.hypervisor_hostname == node)
-    if not hosts.compute_nodes(req.api, *where):
+        where["hypervisor_hostname"] = node
+    if not hosts.compute_nodes(req.api, **where):
         if host and node:
             raise errors.BadRequest(f"Compute host {host} or hypervisor {node} could not be found.")
         raise errors.BadRequest(f"Compute host {host} could not be found." if host else

@@ -4,14 +4,9 @@ From 2.53 a service is named by its uuid and updated with
 ``PUT /os-services/{uuid}``; before, by host and binary through
 ``PUT /os-services/{enable,disable,disable-log-reason,force-down}``.
 """
-import logging
-
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, hosts, validation as v
-from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
+from novella.db import cells as cells_mod, services as services_db
 
-LOG = logging.getLogger(__name__)
 P = "os_compute_api:os-services:"
 
 _host_binary = {"host": {"type": "string", "minLength": 1, "maxLength": 255},
@@ -45,13 +40,13 @@ def view(req, svc, zones):
 
 def index(req):
     req.authorize(P + "list")
-    where = []
+    where = {}
     if req.GET.get("host"):
-        where.append(cm.Service.host == req.GET["host"])
+        where["host"] = req.GET["host"]
     if req.GET.get("binary"):
-        where.append(cm.Service.binary == req.GET["binary"])
+        where["binary"] = req.GET["binary"]
     zones = hosts.host_zones(req.api)
-    return 200, {"services": [view(req, svc, zones) for _c, svc in hosts.services(req.api, *where)]}
+    return 200, {"services": [view(req, svc, zones) for _c, svc in hosts.services(req.api, **where)]}
 
 
 def _find(req, service_id):
@@ -62,10 +57,10 @@ def _find(req, service_id):
             uuid.UUID(service_id)
         except ValueError:
             raise errors.BadRequest(f"Invalid uuid {service_id}")
-        found = hosts.services(req.api, cm.Service.uuid == service_id)
+        found = hosts.services(req.api, uuid=service_id)
     else:
         try:
-            found = hosts.services(req.api, cm.Service.id == int(service_id))
+            found = hosts.services(req.api, id=int(service_id))
         except ValueError:
             raise errors.BadRequest(f"Invalid service id {service_id}")
         if len(found) > 1:
@@ -73,15 +68,6 @@ def _find(req, service_id):
     if not found:
         raise errors.NotFound(f"Service {service_id} could not be found.")
     return found[0]
-
-
-def _save(cell, svc_id, **values):
-    with cells_mod.cell_database(cell).session(write=True) as s:
-        row = s.get(cm.Service, svc_id)
-        for k, val in values.items():
-            setattr(row, k, val)
-        row.updated_at = records.utcnow()
-        return row
 
 
 def update(req, service_id):
@@ -104,20 +90,16 @@ def update(req, service_id):
         values["forced_down"] = v.to_bool(body["forced_down"])
         if not values["forced_down"]:
             _check_can_force_up(cell, svc)
-    svc = _save(cell, svc.id, **values)
+    svc = services_db.save(cells_mod.cell_database(cell), svc.id, **values)
     if "disabled" in values:
-        _tell_host(req, cell, svc)
+        common.tell_host(req, cell, svc)
     return 200, {"service": view(req, svc, hosts.host_zones(req.api))}
 
 
 def _check_can_force_up(cell, svc):
     """A host servers were evacuated from stays down until its compute service has
     started again and cleaned up after them (their migrations 'completed')."""
-    with cells_mod.cell_database(cell).read_session() as s:
-        pending = s.scalar(sa.select(sa.func.count()).select_from(cm.Migration).where(
-            cm.Migration.source_compute == svc.host, cm.Migration.deleted == 0,
-            cm.Migration.migration_type == "evacuation", cm.Migration.status == "done"))
-    if pending:
+    if services_db.evacuations_to_clean(cells_mod.cell_database(cell), svc.host):
         raise errors.BadRequest(
             f"Unable to force up host {svc.host} as `done` evacuation migration records "
             "remain associated with the host. Ensure the compute service has been "
@@ -125,28 +107,15 @@ def _check_can_force_up(cell, svc):
             "this request.")
 
 
-def _tell_host(req, cell, svc):
-    """Let an up compute host mirror its status as the COMPUTE_STATUS_DISABLED trait."""
-    if svc.binary != hosts.COMPUTE or not hosts.is_up(req.api.conf, svc):
-        return
-    try:
-        from novella.compute.rpcapi import ComputeAPI
-        ComputeAPI(cell.transport_url).set_host_enabled(req.context, svc.host, not svc.disabled)
-    except Exception:  # noqa: BLE001 - the periodic sync catches up; never fail the request
-        LOG.warning("Could not tell %s it is now %s", svc.host,
-                    "disabled" if svc.disabled else "enabled", exc_info=True)
-
-
 def _legacy(req, action):
     schema = LEGACY.get(action)
     if schema is None or (action == "force-down" and not req.at_least("2.11")):
         raise errors.NotFound("Unknown action")
     body = req.body_json(schema)
-    found = hosts.services(req.api, cm.Service.host == body["host"],
-                           cm.Service.binary == body["binary"])
+    found = hosts.services(req.api, host=body["host"], binary=body["binary"])
     if not found:
         raise errors.NotFound("Host %s could not be found." % body["host"] if not
-                              hosts.services(req.api, cm.Service.host == body["host"])
+                              hosts.services(req.api, host=body["host"])
                               else f"Service {body['binary']} on host {body['host']} could not be found.")
     cell, svc = found[0]
     out = {"host": svc.host, "binary": svc.binary}
@@ -154,13 +123,14 @@ def _legacy(req, action):
         forced = v.to_bool(body["forced_down"])
         if not forced:
             _check_can_force_up(cell, svc)
-        _save(cell, svc.id, forced_down=forced)
+        services_db.save(cells_mod.cell_database(cell), svc.id, forced_down=forced)
         out["forced_down"] = forced
     else:
         disabled = action != "enable"
         reason = body.get("disabled_reason") if action == "disable-log-reason" else None
-        svc = _save(cell, svc.id, disabled=disabled, disabled_reason=reason)
-        _tell_host(req, cell, svc)
+        svc = services_db.save(cells_mod.cell_database(cell), svc.id, disabled=disabled,
+                               disabled_reason=reason)
+        common.tell_host(req, cell, svc)
         out["status"] = "disabled" if disabled else "enabled"
         if reason:
             out["disabled_reason"] = reason
@@ -171,16 +141,8 @@ def delete(req, service_id):
     req.authorize(P + "delete")
     cell, svc = _find(req, service_id)
     cell_db = cells_mod.cell_database(cell)
-    now = records.utcnow()
     if svc.binary == hosts.COMPUTE:
-        with cell_db.session() as s:
-            busy = s.scalar(sa.select(sa.func.count()).select_from(cm.Instance).where(
-                cm.Instance.host == svc.host, cm.Instance.deleted == 0))
-            moving = s.scalar(sa.select(sa.func.count()).select_from(cm.Migration).where(
-                sa.or_(cm.Migration.source_compute == svc.host, cm.Migration.dest_compute == svc.host),
-                cm.Migration.deleted == 0,
-                cm.Migration.status.notin_(["confirmed", "reverted", "error", "failed",
-                                            "completed", "cancelled", "done"])))
+        busy, moving = services_db.host_in_use(cell_db, svc.host)
         if busy:
             raise errors.Conflict("Unable to delete compute service that is hosting instances. "
                                   "Migrate or delete the instances first.")
@@ -189,19 +151,9 @@ def delete(req, service_id):
                                   "migrations. Complete the migrations or delete the instances first.")
     sync = req.api.placement_sync
     node_uuids = sync.node_uuids(svc.host) if sync and svc.binary == hosts.COMPUTE else []
-    with cell_db.session(write=True) as s:
-        s.execute(sa.update(cm.Service).where(cm.Service.id == svc.id)
-                  .values(deleted=svc.id, deleted_at=now))
-        if svc.binary == hosts.COMPUTE:
-            s.execute(sa.update(cm.ComputeNode).where(cm.ComputeNode.host == svc.host,
-                                                      cm.ComputeNode.deleted == 0)
-                      .values(deleted=cm.ComputeNode.id, deleted_at=now))
+    services_db.delete(cell_db, svc.id, svc.host if svc.binary == hosts.COMPUTE else None)
     if svc.binary == hosts.COMPUTE:
-        with req.api.api_db.session(write=True) as s:
-            aggs = list(s.scalars(sa.select(am.Aggregate.uuid).join(am.AggregateHost)
-                                  .where(am.AggregateHost.host == svc.host)))
-            s.execute(sa.delete(am.AggregateHost).where(am.AggregateHost.host == svc.host))
-            s.execute(sa.delete(am.HostMapping).where(am.HostMapping.host == svc.host))
+        aggs = services_db.forget_host(req.api.api_db, svc.host)
         if req.api.aggregate_hook is not None and req.api.aggregate_hook is not sync:
             for agg_uuid in aggs:
                 req.api.aggregate_hook("remove_host", agg_uuid, svc.host)

@@ -115,7 +115,7 @@ def _check_host_in_zone(req, rec, host, zone):
     """400 for a host that is not a compute host of the server's cell; 409 for one
     outside the zone the server keeps."""
     if not any(cell.uuid == rec["cell"].uuid for cell, _node in hosts.compute_nodes(
-            req.api, cm.ComputeNode.host == host)):
+            req.api, host=host)):
         raise errors.BadRequest(f"Compute host {host} could not be found.")
     if zone and hosts.host_zones(req.api).get(host, req.api.conf.default_availability_zone) \
             != zone:

@@ -23,7 +23,7 @@ def _period(before):
 def _log(req, before):
     begin, end = _period(before)
     computes = sorted({svc.host for _c, svc in hosts.services(
-        req.api, cm.Service.binary == hosts.COMPUTE)})
+        req.api, binary=hosts.COMPUTE)})
     return {"period_beginning": str(begin), "period_ending": str(end),
             "num_hosts": len(computes), "num_hosts_done": 0, "num_hosts_running": 0,
             "num_hosts_not_run": len(computes), "hosts_not_run": computes,
