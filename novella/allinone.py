@@ -16,6 +16,7 @@ from novella import rpc
 from novella.cmd import manage
 from novella.conf import CONF
 from novella.db import cells as cells_mod
+from novella.endpoints import PORTS, SERVICES
 
 LOG = logging.getLogger(__name__)
 
@@ -25,14 +26,6 @@ SUPER_TRANSPORT = "inproc://super"
 DEMO_QOS_POLICY = "bw-guaranteed"
 DEMO_PHYSNET_NETWORK = "physnet1-net"
 
-# name, offset from --port-base, usual port
-PORTS = [("identity", 0, 5000), ("compute", 1, 8774), ("placement", 2, 8778),
-         ("image", 3, 9292), ("network", 4, 9696), ("volume", 5, 8776), ("optimize", 6, 9322)]
-# The catalog's service type and name for each HTTP API.
-SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", "nova", "/v2.1"),
-            "placement": ("placement", "placement", ""), "image": ("image", "glance", ""),
-            "network": ("network", "neutron", ""), "volume": ("volumev3", "cinderv3", "/v3"),
-            "optimize": ("infra-optim", "watcher", "")}
 
 
 class AllInOne:

@@ -46,7 +46,7 @@ import uuid
 import requests
 import sqlalchemy as sa
 
-from novella.allinone import PORTS, SERVICES
+from novella.endpoints import PORTS, SERVICES
 
 REGION = "RegionOne"
 HTTP_APIS = ("placement", "compute", "image", "network", "volume", "optimize")

@@ -36,7 +36,7 @@ import sys
 import threading
 
 from novella import clients, rpc
-from novella.allinone import PORTS
+from novella.endpoints import PORTS
 from novella.conf import CONF, parse_args
 from novella.db import cells as cells_mod
 from novella.db.migrate import EMBEDDED

@@ -3,6 +3,8 @@
 Placement keeps a private ``cfg.ConfigOpts`` so it can be embedded in a
 process whose other services read a different configuration.
 """
+import os
+
 from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 
@@ -65,3 +67,13 @@ def make_conf(args=None, default_config_files=None, overrides=None):
     conf(args or [], project="placement",
          default_config_files=default_config_files or [])
     return conf
+
+
+def config_files(environ=None):
+    """placement.conf, found as the reference's WSGI script finds it: the file
+    ``NOVELLA_PLACEMENT_CONFIG`` names, else ``placement.conf`` in
+    ``OS_PLACEMENT_CONFIG_DIR`` (default ``/etc/placement``); none if it does not exist."""
+    env = os.environ if environ is None else environ
+    path = env.get("NOVELLA_PLACEMENT_CONFIG") or os.path.join(
+        env.get("OS_PLACEMENT_CONFIG_DIR", "/etc/placement"), "placement.conf")
+    return [path] if os.path.exists(path) else []

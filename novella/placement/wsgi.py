@@ -159,8 +159,7 @@ def make_app(conf, sync_db=True):
 
 
 def _conf_from_env():
-    from novella.wsgi import placement_config_files
-    return conf_mod.make_conf(default_config_files=placement_config_files())
+    return conf_mod.make_conf(default_config_files=conf_mod.config_files())
 
 
 class _LazyApp:

@@ -11,14 +11,9 @@ Rules of APIs Novella does not serve are not registered
 """
 from oslo_policy import policy
 
-ADMIN = "rule:context_is_admin"
-READER = "rule:project_reader_or_admin"
-MEMBER = "rule:project_member_or_admin"
-MANAGER = "rule:project_manager_or_admin"
-SERVICE = "rule:service_or_admin"
-OWNER_USER = "(rule:context_is_admin) or user_id:%(user_id)s"
-NOBODY = "!"
-ANYONE = "@"
+from novella.policies import compute_resources
+from novella.policies.checks import (ADMIN, ANYONE, MANAGER, MEMBER, NOBODY, OWNER_USER,
+                                     READER, SERVICE, deprecated)
 
 _LEGACY_ADMIN = ("rule:admin_api", "is_admin:True")
 _LEGACY_OWNER = ("rule:admin_or_owner", "is_admin:True or project_id:%(project_id)s")
@@ -30,40 +25,35 @@ _HOST_REASON = ("Seeing or choosing hosts became a rule of its own, so that the 
                 "operation may be granted without exposing the infrastructure.")
 
 
-def _deprecated(name, check, since, reason):
-    return policy.DeprecatedRule(name=name, check_str=check,
-                                 deprecated_reason=reason, deprecated_since=since)
-
-
 BASE = [
     ("context_is_admin", "role:admin", "Administrators of the cloud.",
-     _deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
     ("admin_or_owner", "is_admin:True or project_id:%(project_id)s",
      "Legacy: an administrator or anyone of the target's project.", None),
     ("admin_api", "is_admin:True", "Legacy: a context flagged as administrator.", None),
     ("project_manager_api", "role:manager and project_id:%(project_id)s",
      "The manager role on the target's project.",
-     _deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
     ("project_member_api", "role:member and project_id:%(project_id)s",
      "The member role on the target's project.",
-     _deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
     ("project_reader_api", "role:reader and project_id:%(project_id)s",
      "The reader role on the target's project.",
-     _deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
     ("service_api", "role:service", "Other OpenStack services acting on their own behalf.",
-     _deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
     ("project_manager_or_admin", "rule:project_manager_api or rule:context_is_admin",
      "A manager of the target's project, or an administrator.",
-     _deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
     ("project_member_or_admin", "rule:project_member_api or rule:context_is_admin",
      "A member of the target's project, or an administrator.",
-     _deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
     ("project_reader_or_admin", "rule:project_reader_api or rule:context_is_admin",
      "A reader of the target's project, or an administrator.",
-     _deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_OWNER, "21.0.0", _ROLES_REASON)),
     ("service_or_admin", "rule:service_api or rule:context_is_admin",
      "Another service, or an administrator.",
-     _deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
+     deprecated(*_LEGACY_ADMIN, "21.0.0", _ROLES_REASON)),
 ]
 
 _S = "os_compute_api:servers:"
@@ -74,14 +64,14 @@ _AGG = "/os-aggregates/{aggregate_id}"
 _FLAVOR = "/flavors/{flavor_id}"
 _SPEC = _FLAVOR + "/os-extra_specs/{flavor_extra_spec_key}"
 _HYP = "os_compute_api:os-hypervisors"
-_HYP_OLD = _deprecated(_HYP, "rule:admin_api", "21.0.0", _SPLIT_REASON)
-_SERVICES_OLD = _deprecated("os_compute_api:os-services", "rule:admin_api", "21.0.0",
+_HYP_OLD = deprecated(_HYP, "rule:admin_api", "21.0.0", _SPLIT_REASON)
+_SERVICES_OLD = deprecated("os_compute_api:os-services", "rule:admin_api", "21.0.0",
                             _SPLIT_REASON)
-_ACTIONS_OLD = _deprecated("os_compute_api:os-instance-actions", "rule:admin_or_owner",
+_ACTIONS_OLD = deprecated("os_compute_api:os-instance-actions", "rule:admin_or_owner",
                            "21.0.0", _SPLIT_REASON)
-_INTERFACES_OLD = _deprecated("os_compute_api:os-attach-interfaces", "rule:admin_or_owner",
+_INTERFACES_OLD = deprecated("os_compute_api:os-attach-interfaces", "rule:admin_or_owner",
                               "21.0.0", _ROLES_REASON)
-_MIGRATIONS_OLD = _deprecated("os_compute_api:os-migrations:index", ADMIN, "32.0.0",
+_MIGRATIONS_OLD = deprecated("os_compute_api:os-migrations:index", ADMIN, "32.0.0",
                               _HOST_REASON)
 
 # (name, default, description, operations, deprecated rule or None)
@@ -101,7 +91,7 @@ _RULES = [
     (_S + "show:flavor-extra-specs", READER,
      "See the extra specs of a server's flavor in the server's description (2.47).",
      [("GET", "/servers/detail"), ("GET", _SRV), ("PUT", _SRV), ("POST", _ACT % "rebuild")],
-     _deprecated("os_compute_api:os-flavor-extra-specs:index", "rule:admin_or_owner", None,
+     deprecated("os_compute_api:os-flavor-extra-specs:index", "rule:admin_or_owner", None,
                  "The server's flavor extra specs have a rule of their own.")),
     (_S + "show:host_status", ADMIN,
      "See the state of a server's host (host_status, 2.16).", _SHOWN, None),
@@ -151,7 +141,7 @@ _RULES = [
     ("os_compute_api:os-migrate-server:migrate_live:host", ADMIN,
      "Live migrate a server to a host named in the request.",
      [("POST", _ACT % "os-migrateLive")],
-     _deprecated("os_compute_api:os-migrate-server:migrate_live", ADMIN, "32.0.0",
+     deprecated("os_compute_api:os-migrate-server:migrate_live", ADMIN, "32.0.0",
                  _HOST_REASON)),
     ("os_compute_api:os-evacuate", ADMIN, "Rebuild a server of a failed host on another host.",
      [("POST", _ACT % "evacuate")], None),
@@ -207,7 +197,7 @@ _RULES = [
      [("POST", _ACT % "rescue")], None),
     ("os_compute_api:os-unrescue", MEMBER, "Boot a rescued server from its own disk again.",
      [("POST", _ACT % "unrescue")],
-     _deprecated("os_compute_api:os-rescue", "rule:admin_or_owner", "21.0.0",
+     deprecated("os_compute_api:os-rescue", "rule:admin_or_owner", "21.0.0",
                  _SPLIT_REASON)),
     ("os_compute_api:os-admin-password", MEMBER,
      "Change the administrator password of a server.",
@@ -216,11 +206,11 @@ _RULES = [
      [("POST", _ACT % "os-getConsoleOutput")], None),
     ("os_compute_api:os-deferred-delete:restore", MEMBER, "Restore a soft-deleted server.",
      [("POST", _ACT % "restore")],
-     _deprecated("os_compute_api:os-deferred-delete", "rule:admin_or_owner", "21.0.0",
+     deprecated("os_compute_api:os-deferred-delete", "rule:admin_or_owner", "21.0.0",
                  _SPLIT_REASON)),
     ("os_compute_api:os-deferred-delete:force", MEMBER,
      "Delete a soft-deleted server at once.", [("POST", _ACT % "forceDelete")],
-     _deprecated("os_compute_api:os-deferred-delete", "rule:admin_or_owner", "21.0.0",
+     deprecated("os_compute_api:os-deferred-delete", "rule:admin_or_owner", "21.0.0",
                  _SPLIT_REASON)),
     # server records
     ("os_compute_api:os-instance-actions:events:details", ADMIN,
@@ -248,7 +238,7 @@ _RULES = [
     (_S + "migrations:index:host", ADMIN,
      "See the hosts and nodes of a server's in-progress live migrations.",
      [("GET", _SRV + "/migrations")],
-     _deprecated(_S + "migrations:index", ADMIN, "32.0.0", _HOST_REASON)),
+     deprecated(_S + "migrations:index", ADMIN, "32.0.0", _HOST_REASON)),
     (_S + "migrations:force_complete", MANAGER,
      "Force a running live migration of a server to complete at once.",
      [("POST", _SRV + "/migrations/{migration_id}/action (force_complete)")], None),
@@ -311,7 +301,7 @@ _RULES = [
      [("POST", _FLAVOR + "/action (removeTenantAccess)")], None),
     ("os_compute_api:os-flavor-access", ADMIN, "List the projects that may use a private flavor.",
      [("GET", _FLAVOR + "/os-flavor-access")],
-     _deprecated("os_compute_api:os-flavor-access", "rule:admin_or_owner", "21.0.0",
+     deprecated("os_compute_api:os-flavor-access", "rule:admin_or_owner", "21.0.0",
                  _ROLES_REASON)),
     ("os_compute_api:os-flavor-extra-specs:show", READER, "Show one extra spec of a flavor.",
      [("GET", _SPEC)], None),
@@ -345,7 +335,7 @@ _RULES = [
      [("GET", "/limits")], None),
     ("os_compute_api:limits:other_project", ADMIN,
      "Show the limits and usage of another project (tenant_id).", [("GET", "/limits")],
-     _deprecated("os_compute_api:os-used-limits", "rule:admin_api", "21.0.0", _SPLIT_REASON)),
+     deprecated("os_compute_api:os-used-limits", "rule:admin_api", "21.0.0", _SPLIT_REASON)),
     # server groups
     ("os_compute_api:os-server-groups:create", MEMBER, "Create a server group.",
      [("POST", "/os-server-groups")], None),
@@ -421,7 +411,6 @@ _RULES = [
 
 
 def list_rules():
-    from novella.policies import compute_resources  # it builds on this module's names
     rules = [policy.RuleDefault(name, check, description=description, deprecated_rule=old)
              for name, check, description, old in BASE]
     rules += [policy.DocumentedRuleDefault(

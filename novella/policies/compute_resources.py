@@ -5,29 +5,29 @@ extensions list and the proxies to the network and volume services.
 Same form as ``compute._RULES``: (name, default, description, operations,
 deprecated rule or None); ``compute.list_rules()`` registers them.
 """
-from novella.policies.compute import ADMIN, ANYONE, MEMBER, READER, SERVICE, _deprecated
+from novella.policies.checks import ADMIN, ANYONE, MEMBER, READER, SERVICE, deprecated
 
 _SRV = "/servers/{server_id}"
 _SG = "os_compute_api:os-security-groups:"
 _VOL = "os_compute_api:os-volumes:"
 _MD = "os_compute_api:server-metadata:"
-_VOL_OLD = _deprecated("os_compute_api:os-volumes", "rule:admin_or_owner", "22.0.0",
+_VOL_OLD = deprecated("os_compute_api:os-volumes", "rule:admin_or_owner", "22.0.0",
                        "The rule was split into one rule per operation.")
-_HOSTS_OLD = _deprecated("os_compute_api:os-hosts", "rule:admin_api", "22.0.0",
+_HOSTS_OLD = deprecated("os_compute_api:os-hosts", "rule:admin_api", "22.0.0",
                          "The rule was split into one rule per operation.")
-_AUDIT_OLD = _deprecated("os_compute_api:os-instance-usage-audit-log", "rule:admin_api",
+_AUDIT_OLD = deprecated("os_compute_api:os-instance-usage-audit-log", "rule:admin_api",
                          "21.0.0", "The rule was split into one rule per operation.")
-_PASSWORD_OLD = _deprecated("os_compute_api:os-server-password", "rule:admin_or_owner",
+_PASSWORD_OLD = deprecated("os_compute_api:os-server-password", "rule:admin_or_owner",
                             "21.0.0", "The rule was split into one rule per operation.")
-_HYP_OLD = _deprecated("os_compute_api:os-hypervisors", "rule:admin_api", "21.0.0",
+_HYP_OLD = deprecated("os_compute_api:os-hypervisors", "rule:admin_api", "21.0.0",
                        "The rule was split into one rule per operation.")
-_FIP_OLD = _deprecated("os_compute_api:os-floating-ips", "rule:admin_or_owner", "22.0.0",
+_FIP_OLD = deprecated("os_compute_api:os-floating-ips", "rule:admin_or_owner", "22.0.0",
                        "The rule was split into one rule per operation.")
-_NET_OLD = _deprecated("os_compute_api:os-networks:view", "rule:admin_or_owner", "22.0.0",
+_NET_OLD = deprecated("os_compute_api:os-networks:view", "rule:admin_or_owner", "22.0.0",
                        "The rule was split into one rule per operation.")
-_TENANT_NET_OLD = _deprecated("os_compute_api:os-tenant-networks", "rule:admin_or_owner",
+_TENANT_NET_OLD = deprecated("os_compute_api:os-tenant-networks", "rule:admin_or_owner",
                               "22.0.0", "The rule was split into one rule per operation.")
-_SG_OLD = _deprecated("os_compute_api:os-security-groups", "rule:admin_or_owner", "22.0.0",
+_SG_OLD = deprecated("os_compute_api:os-security-groups", "rule:admin_or_owner", "22.0.0",
                       "The rule was split into one rule per operation.")
 
 RULES = [

@@ -34,14 +34,6 @@ def nova_config_files(environ=None):
     return [path for path in paths if os.path.exists(path)]
 
 
-def placement_config_files(environ=None):
-    """Placement's configuration file, from the environment."""
-    env = os.environ if environ is None else environ
-    path = env.get("NOVELLA_PLACEMENT_CONFIG") or os.path.join(
-        env.get("OS_PLACEMENT_CONFIG_DIR", "/etc/placement"), "placement.conf")
-    return [path] if os.path.exists(path) else []
-
-
 def compute_side_application(build_name, *args):
     """Parse nova.conf as the environment says, check it, and build the application
     of ``novella.cmd.serve.<build_name>(*args)``."""
