@@ -18,8 +18,15 @@ import sys
 
 
 def _manage(args):
+    from oslo_config import cfg
+
+    from novella.cmd import manage
     from novella.conf import CONF, parse_args
-    parse_args([], default_config_files=args.config_file)
+    try:
+        parse_args([], default_config_files=args.config_file)
+    except cfg.Error as exc:
+        print(f"error: the configuration cannot be read: {exc}")
+        sys.exit(manage.CONFIG_ERROR)
     api_url = args.api_database_connection or CONF.api_database.connection
     code = args.run(args, api_url)
     if code:
@@ -88,9 +95,14 @@ def build_parser():
     from novella.cmd import drain
     drain.add_parser(sub).set_defaults(fn=_drain)
 
-    m = sub.add_parser("manage", help="database and cell administration")
-    m.add_argument("--config-file", action="append", default=[])
-    m.add_argument("--api-database-connection")
+    m = sub.add_parser("manage", help="database and cell administration (as nova-manage)",
+                       description="Database, cell and placement administration, with "
+                                   "nova-manage's commands, options and exit codes "
+                                   "(docs/manage.md).")
+    m.add_argument("--config-file", action="append", default=[],
+                   help="A nova.conf to read (may be given several times; later files win).")
+    m.add_argument("--api-database-connection",
+                   help="The API database's URL; [api_database] connection if not given.")
     m.set_defaults(fn=_manage)
     from novella.cmd import manage
     manage.add_commands(m.add_subparsers(dest="group", required=True))

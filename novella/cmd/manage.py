@@ -1,5 +1,8 @@
 """`novella manage`: database and cells v2 administration, as nova-manage."""
 import datetime
+import logging
+import os
+import re
 import uuid
 
 import sqlalchemy as sa
@@ -9,6 +12,8 @@ from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import migrate
 from novella.db.cells import CELL0_UUID
+
+LOG = logging.getLogger(__name__)
 
 
 def api_db_sync(api_url, service_urls=None):
@@ -30,6 +35,13 @@ def cell_db_sync(api_url, cell_urls=()):
     for url in dict.fromkeys(urls):
         migrate.sync("cell", url)
     return urls
+
+
+# The exit code of a command whose configuration lacks what it needs (an option
+# unset, a file missing): the reference's "unexpected error" code, which no
+# command gives another meaning (1 means "run again" for archive_deleted_rows
+# and heal_allocations, "not mapped" for verify_instance).
+CONFIG_ERROR = 255
 
 
 class CommandError(Exception):
@@ -101,45 +113,120 @@ def map_cell0(api_url, database_connection):
     return cell0, True
 
 
+def mask_url(url):
+    """``url`` (a database or transport URL, several hosts too:
+    ``rabbit://u:pw@h1,u:pw@h2/``) with each password replaced by ``****``, as the
+    reference prints cells."""
+    scheme, sep, rest = (url or "").partition("://")
+    if not sep:
+        return url
+    hosts, slash, path = rest.partition("/")
+
+    def one(host):
+        creds, at, where = host.rpartition("@")
+        if not at or ":" not in creds:
+            return host
+        return creds.split(":", 1)[0] + ":****@" + where
+    return f"{scheme}://" + ",".join(one(h) for h in hosts.split(",")) + slash + path
+
+
+def mask_url_in(text):
+    """``text`` with the password of every URL in it masked."""
+    return re.sub(r"\b[a-z][a-z0-9+.-]*://\S+", lambda m: mask_url(m.group(0)), text)
+
+
 def create_cell(api_url, name, transport_url, database_connection, disabled=False):
+    """Map a new cell to ``database_connection`` and ``transport_url`` and make its
+    schema; the mapping is written only once the schema is there. CommandError
+    (code 1) when either is missing or no URL, or the database cannot be reached;
+    (code 2) when another cell already uses that database or that combination."""
+    if not transport_url:
+        raise CommandError("Must specify --transport-url if [DEFAULT]/transport_url is not "
+                           "set in the configuration file.", 1)
+    if not database_connection:
+        raise CommandError("Must specify --database_connection if [database]/connection is "
+                           "not set in the configuration file.", 1)
+    if not _valid_url(database_connection):
+        raise CommandError(f"Invalid database connection URL: {mask_url(database_connection)}", 1)
     db = cells_mod.database(api_url)
+    with db.session() as s:
+        taken = s.execute(sa.select(am.CellMapping.uuid, am.CellMapping.name,
+                                    am.CellMapping.transport_url,
+                                    am.CellMapping.database_connection)).all()
+    wanted = _same_database_key(database_connection)
+    for uuid_, other, transport, url in taken:
+        if transport == transport_url and url == database_connection:
+            raise CommandError("The specified transport_url and/or database_connection "
+                               "combination already exists for another cell with uuid "
+                               f"{uuid_}.", 2)
+        if _valid_url(url) and _same_database_key(url) == wanted:
+            raise CommandError(f"The database {mask_url(database_connection)} is already "
+                               f"the database of cell {other or ''} ({uuid_}): each cell "
+                               "needs a database of its own.", 2)
+    try:
+        migrate.sync("cell", database_connection)
+    except sa.exc.SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc.__class__.__name__
+        raise CommandError(f"Unable to reach or create the schema of the cell database "
+                           f"{mask_url(database_connection)}: {reason}. No cell was "
+                           "mapped.", 1) from exc
     with db.session(write=True) as s:
-        existing = s.scalars(sa.select(am.CellMapping).where(
-            am.CellMapping.database_connection == database_connection,
-            am.CellMapping.transport_url == transport_url)).first()
-        if existing is not None:
-            raise ValueError(f"The specified transport_url and/or database_connection "
-                             f"combination already exists for another cell with uuid {existing.uuid}.")
         cell = am.CellMapping(uuid=str(uuid.uuid4()), name=name, transport_url=transport_url,
                               database_connection=database_connection, disabled=disabled)
         s.add(cell)
-    migrate.sync("cell", database_connection)
     return cell
+
+
+def _same_database_key(url):
+    """What names one database whatever the driver, options or credentials: the
+    backend, host, port and database name (a SQLite file by its absolute path)."""
+    parsed = sa.engine.make_url(url)
+    backend = parsed.get_backend_name()
+    name = parsed.database or ""
+    if backend == "sqlite" and name not in ("", ":memory:"):
+        name = os.path.abspath(name)
+    return backend, parsed.host or "", parsed.port, name
 
 
 def list_cells(api_url):
     return cells_mod.list_cells(cells_mod.database(api_url))
 
 
-def discover_hosts(api_url, cell_uuid=None):
-    """Map every compute host found in a cell's services table to that cell."""
+def discover_hosts(api_url, cell_uuid=None, unreachable=None):
+    """Map every compute host found in a cell's services table to that cell.
+
+    A cell whose database cannot be read is passed over (logged, and added to
+    ``unreachable`` as (cell, error) when a list is given): the others are still
+    discovered."""
     api_db = cells_mod.database(api_url)
     added = []
     for cell in cells_mod.list_cells(api_db, include_cell0=False):
         if cell_uuid and cell.uuid != cell_uuid:
             continue
-        cell_db = cells_mod.cell_database(cell)
-        with cell_db.session() as s:
-            hosts = set(s.scalars(sa.select(cm.Service.host).where(
-                cm.Service.binary == "nova-compute", cm.Service.deleted == 0)))
-        with api_db.session(write=True) as s:
-            known = set(s.scalars(sa.select(am.HostMapping.host)))
-            for host in sorted(hosts - known):
-                s.add(am.HostMapping(cell_id=cell.id, host=host))
-                added.append((cell.name, host))
-        with cell_db.session(write=True) as s:
-            s.execute(sa.update(cm.ComputeNode).where(cm.ComputeNode.mapped == 0)
-                      .values(mapped=1))
+        try:
+            added += _discover_in_cell(api_db, cell)
+        except sa.exc.SQLAlchemyError as exc:
+            LOG.warning("cell %s (%s) could not be read: %s", cell.name, cell.uuid,
+                        mask_url_in(str(exc)))
+            if unreachable is not None:
+                unreachable.append((cell, exc))
+    return added
+
+
+def _discover_in_cell(api_db, cell):
+    cell_db = cells_mod.cell_database(cell)
+    with cell_db.session() as s:
+        hosts = set(s.scalars(sa.select(cm.Service.host).where(
+            cm.Service.binary == "nova-compute", cm.Service.deleted == 0)))
+    added = []
+    with api_db.session(write=True) as s:
+        known = set(s.scalars(sa.select(am.HostMapping.host)))
+        for host in sorted(hosts - known):
+            s.add(am.HostMapping(cell_id=cell.id, host=host))
+            added.append((cell.name, host))
+    with cell_db.session(write=True) as s:
+        s.execute(sa.update(cm.ComputeNode).where(cm.ComputeNode.mapped == 0)
+                  .values(mapped=1))
     return added
 
 
@@ -176,7 +263,7 @@ def parse_date(text):
 def require_api(api_url):
     if not api_url:
         raise CommandError("error: [api_database] connection is not set "
-                           "(config file or --api-database-connection)")
+                           "(config file or --api-database-connection)", CONFIG_ERROR)
     return api_url
 
 
@@ -189,13 +276,19 @@ def command(subparsers, name, fn, help_text=None):
         except CommandError as exc:
             print(exc)
             return exc.code
-    p = subparsers.add_parser(name, help=help_text)
+        except sa.exc.SQLAlchemyError as exc:  # a database unreachable or not as expected
+            LOG.debug("%s failed", name, exc_info=True)
+            print(f"An error has occurred: {type(exc).__name__}: "
+                  f"{mask_url_in(str(getattr(exc, 'orig', None) or exc))}")
+            return CONFIG_ERROR
+    p = subparsers.add_parser(name, help=help_text, description=help_text)
     p.set_defaults(run=run)
     return p
 
 
-def _database_option(p):
-    p.add_argument("--database_connection", "--database-connection", dest="database_connection")
+def _database_option(p, help_text):
+    p.add_argument("--database_connection", "--database-connection", dest="database_connection",
+                   help=help_text)
 
 
 def _api_db_sync(args, api_url):
@@ -228,26 +321,42 @@ def _map_cell0(args, api_url):
 
 def _create_cell(args, api_url):
     from novella.conf import CONF
-    try:
-        cell = create_cell(require_api(api_url), args.name, args.transport_url or CONF.transport_url,
-                           args.database_connection or CONF.database.connection)
-    except ValueError as exc:
-        raise CommandError(f"error: {exc}") from exc
-    print(cell.uuid)
+    cell = create_cell(require_api(api_url), args.name, args.transport_url or CONF.transport_url,
+                       args.database_connection or CONF.database.connection,
+                       disabled=args.disabled)
+    if args.verbose:
+        print(cell.uuid)
 
 
 def _list_cells(args, api_url):
-    rows = list_cells(require_api(api_url))
-    print(f"{'Name':<12} {'UUID':<36} {'Transport URL':<40} {'Database Connection':<50} Disabled")
-    for c in rows:
-        print(f"{c.name or '':<12} {c.uuid:<36} {c.transport_url:<40} "
-              f"{c.database_connection:<50} {c.disabled}")
+    shown = (lambda url: url) if args.verbose else mask_url
+    rows = [(c.name or "", c.uuid, shown(c.transport_url), shown(c.database_connection),
+             c.disabled) for c in sorted(list_cells(require_api(api_url)),
+                                         key=lambda c: c.name or "")]
+    print(table(["Name", "UUID", "Transport URL", "Database Connection", "Disabled"], rows))
 
 
 def _discover_hosts(args, api_url):
-    for cell_name, host in discover_hosts(require_api(api_url), args.cell_uuid):
+    say = print if args.verbose else (lambda *_: None)
+    api_url = require_api(api_url)
+    cells = [c for c in cells_mod.list_cells(cells_mod.database(api_url), include_cell0=False)
+             if not args.cell_uuid or c.uuid == args.cell_uuid]
+    if args.cell_uuid and not cells:
+        raise CommandError(f"Cell with uuid {args.cell_uuid} was not found.", 1)
+    say(f"Found {len(cells)} cell mapping(s).")
+    unreachable = []
+    added = discover_hosts(api_url, args.cell_uuid, unreachable)
+    for cell_name, host in added:
         print(f"Mapped host {host} to cell {cell_name}.")
+    for cell, exc in unreachable:
+        print(f"Cell {cell.name or ''} ({cell.uuid}) could not be read, its hosts were not "
+              f"looked for: {type(exc).__name__}: "
+              f"{mask_url_in(str(getattr(exc, 'orig', None) or exc))}")
+    say(f"Mapped {len(added)} new host(s).")
     print("Host discovery complete.")
+    if (args.strict and not added) or unreachable:
+        return 1
+    return 0
 
 
 def add_commands(groups):
@@ -256,17 +365,47 @@ def add_commands(groups):
     command(groups.add_parser("api_db").add_subparsers(dest="action", required=True),
             "sync", _api_db_sync)
     db = groups.add_parser("db").add_subparsers(dest="action", required=True)
-    _database_option(command(db, "sync", _db_sync))
+    _database_option(command(db, "sync", _db_sync,
+                             "Create or upgrade the schema of every cell database (cell0 and "
+                             "each mapped cell), and of [database] connection."),
+                     "A cell database to sync too.")
     manage_db.add_commands(db)
     cell = groups.add_parser("cell_v2").add_subparsers(dest="action", required=True)
-    _database_option(command(cell, "map_cell0", _map_cell0))
-    p = command(cell, "create_cell", _create_cell)
-    p.add_argument("--name")
-    p.add_argument("--transport-url", "--transport_url", dest="transport_url")
-    _database_option(p)
-    command(cell, "list_cells", _list_cells)
-    command(cell, "discover_hosts", _discover_hosts).add_argument(
-        "--cell_uuid", "--cell-uuid", dest="cell_uuid")
+    _database_option(command(cell, "map_cell0", _map_cell0,
+                             "Map cell0, where servers that got no host are kept, and make "
+                             "its schema."),
+                     "cell0's database connection URL; [database] connection with _cell0 "
+                     "appended to its database name if not given.")
+    p = command(cell, "create_cell", _create_cell,
+                "Create a cell mapping to a database and a message transport, and make the "
+                "cell database's schema. Exit 0: created; 1: the transport URL or database "
+                "connection is missing or unusable; 2: another cell uses that database.")
+    p.add_argument("--name", help="A name for the cell.")
+    p.add_argument("--transport-url", "--transport_url", dest="transport_url",
+                   help="The cell's message transport URL; [DEFAULT] transport_url if not "
+                        "given.")
+    _database_option(p, "The cell's database connection URL; [database] connection if "
+                        "not given.")
+    p.add_argument("--verbose", action="store_true",
+                   help="Print the UUID of the cell mapping created.")
+    p.add_argument("--disabled", action="store_true",
+                   help="Create the cell disabled: the scheduler places no new server in it.")
+    command(cell, "list_cells", _list_cells,
+            "List the cells, their transports and databases (passwords masked).").add_argument(
+        "--verbose", action="store_true",
+        help="Show the transport URLs and database connections with their passwords.")
+    p = command(cell, "discover_hosts", _discover_hosts,
+                "Map the compute hosts of each cell's services table that no host mapping "
+                "names yet. Exit 0, or 1 with --strict when no new host was mapped.")
+    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid",
+                   help="Look in this cell only.")
+    p.add_argument("--verbose", action="store_true",
+                   help="Say what is looked at, as well as what is mapped.")
+    p.add_argument("--strict", action="store_true",
+                   help="Exit 1 unless at least one new host was mapped.")
+    p.add_argument("--by-service", "--by_service", dest="by_service", action="store_true",
+                   help="Find hosts by their nova-compute service records (what discovery "
+                        "always reads here).")
     manage_cells.add_commands(cell)
     manage_placement.add_commands(
         groups.add_parser("placement").add_subparsers(dest="action", required=True))

@@ -33,7 +33,8 @@ def _targets(all_cells, api_db, code):
             raise CommandError(f"Unable to get cell list from API DB. Is it configured? ({exc})",
                                code) from exc
     if not CONF.database.connection:
-        raise CommandError("[database] connection is not set: give it, or use --all-cells.", 1)
+        raise CommandError("[database] connection is not set: give it, or use --all-cells.",
+                           manage.CONFIG_ERROR)
     return [(None, cells_mod.database(CONF.database.connection))]
 
 
@@ -54,7 +55,7 @@ def _api_db(api_url, code):
 
 def archive_deleted_rows(args, api_url):
     """0 nothing archived; 1 rows archived; 2 bad --max_rows; 3 no API database; 4 bad --before."""
-    if args.max_rows < 0 or args.max_rows > MAX_INT:
+    if args.max_rows < 1 or args.max_rows > MAX_INT:
         raise CommandError(f"Must supply a positive value for max_rows, at most {MAX_INT}", 2)
     api_db = _api_db(api_url, 3)
     before = _before(args.before, 4)

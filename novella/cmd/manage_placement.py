@@ -37,7 +37,7 @@ def clients(conf, api_url):
     try:
         placement = service_clients.placement_client(conf)
     except service_clients.MissingOption as exc:
-        raise CommandError(str(exc), 1) from None
+        raise CommandError(str(exc), manage.CONFIG_ERROR) from None
     return placement, NetworkAPI(service_connections(conf, api_url)["network"])
 
 
