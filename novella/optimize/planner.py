@@ -29,7 +29,6 @@ import types
 import sqlalchemy as sa
 
 from novella.db import aggregates as aggregates_mod
-from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import request_specs

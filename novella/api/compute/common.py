@@ -1,11 +1,15 @@
 """What the Compute API's handlers share: paging, query values, timestamps, and
 the server helpers more than one handler needs (flavor and image checks, the
 notifications the API sends, a compute host's status)."""
+import base64
 import datetime
+import ipaddress
 import logging
 import secrets
 
 from novella.api.compute import errors, hosts, validation
+from novella.db import cells as cells_mod, flavors as flavors_db, keypairs as keypairs_db, records
+from novella.rpc import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -129,3 +133,130 @@ def tell_host(req, cell, svc):
     except Exception:  # noqa: BLE001 - the periodic sync catches up; never fail the request
         LOG.warning("Could not tell %s it is now %s", svc.host,
                     "disabled" if svc.disabled else "enabled", exc_info=True)
+
+
+def host_down(api, cell, host):
+    """The host's compute service is forced down or not seen for service_down_time:
+    nothing there will clean up after a deleted server, so the API does."""
+    service = hosts.compute_service(cell, host)
+    return service is not None and not hosts.is_up(api.conf, service)
+
+
+# --- what a create, a rebuild or a resize checks ------------------------------------------
+def last_segment(ref):
+    """The id at the end of a reference (an id, or a link ending with one)."""
+    return str(ref).rstrip("/").rsplit("/", 1)[-1]
+
+
+def not_found(exc):
+    """Whether another service's error says what was asked for is not there."""
+    code = getattr(exc, "code", None)
+    return code == 404 or type(exc).__name__.endswith("NotFound")
+
+
+def flavor(req, flavor_ref):
+    """The flavor document for a create or resize; 400 if unknown or not accessible."""
+    flavorid = last_segment(flavor_ref)
+    found = flavors_db.for_request(req.api.api_db, flavorid, req.context.project_id,
+                                   req.is_admin())
+    if found is None:
+        raise errors.BadRequest(f"Flavor {flavorid} could not be found.")
+    fl, extra = found
+    if fl.disabled:
+        raise errors.BadRequest("Flavor is disabled.")
+    return flavors_db.as_dict(fl, extra)
+
+
+def image(req, image_ref, flavor, is_bfv):
+    """The image a server boots from, checked against its flavor; 400 if unknown,
+    not active or too large."""
+    if not image_ref:
+        return {"id": None, "properties": {}}
+    image_id = last_segment(image_ref)
+    api = req.api.image_api
+    if api is None:
+        return {"id": image_id, "properties": {}}
+    try:  # read once per request (server_actions_image.merge_image_bdms may have)
+        found = (req.environ.get("novella.images", {}).get(image_id)
+                 or api.get(req.context, image_id))
+    except Exception as exc:  # noqa: BLE001 - the image service's not-found error
+        if not_found(exc):
+            raise errors.BadRequest(f"Image {image_id} could not be found.")
+        raise
+    found = dict(found)
+    if found.get("status", "active") != "active":
+        raise errors.BadRequest(f"Image {image_id} is not active.")
+    if (found.get("min_ram") or 0) > flavor["memory_mb"]:
+        raise errors.BadRequest("Flavor's memory is too small for requested image.")
+    if not is_bfv and (found.get("min_disk") or 0) > flavor["root_gb"] and flavor["root_gb"]:
+        raise errors.BadRequest("Flavor's disk is too small for requested image.")
+    size_gb = (found.get("size") or 0) / float(1 << 30)
+    if not is_bfv and flavor["root_gb"] and size_gb > flavor["root_gb"]:
+        raise errors.BadRequest("Flavor's disk is too small for requested image.")
+    return {"id": image_id, "name": found.get("name"), "status": found.get("status", "active"),
+            "min_ram": found.get("min_ram") or 0, "min_disk": found.get("min_disk") or 0,
+            "size": found.get("size") or 0, "properties": dict(found.get("properties") or {})}
+
+
+def disk_config(requested, image_id, image_props, inherit=True):
+    """``OS-DCF:diskConfig`` as the server keeps it: AUTO (True) or MANUAL (False).
+
+    ``requested``: the request's value or None. An image whose
+    ``auto_disk_config`` property is ``disabled`` refuses AUTO (400); with
+    none requested the image's property decides (``inherit``), else MANUAL.
+    """
+    prop = (image_props or {}).get("auto_disk_config")
+    if requested == "AUTO" and str(prop).strip().lower() == "disabled":
+        raise errors.BadRequest(f"Requested image {image_id} has automatic disk resize disabled.")
+    if requested is not None:
+        return requested == "AUTO"
+    return inherit and prop is not None and validation.to_bool(prop)
+
+
+def access_ip(value):
+    """An access address as the reference keeps it: an IPv6 one in its compressed form."""
+    try:
+        return str(ipaddress.ip_address(value)) if value else value
+    except ValueError:
+        return value
+
+
+def key_pair(req, key_name):
+    """The caller's key pair of that name (None for no name); 400 if there is none."""
+    if not key_name:
+        return None
+    with req.api.api_db.session() as s:
+        kp = keypairs_db.get(s, req.context.user_id, key_name)
+    if kp is None:
+        raise errors.BadRequest("Invalid key_name provided.")
+    return kp
+
+
+def check_user_data(value):
+    if value is None:
+        return
+    try:
+        base64.b64decode(value, validate=True)
+    except ValueError:
+        raise errors.BadRequest(f"Invalid input for field/attribute user_data. Value: {value}. "
+                                f"'{value}' is not a 'base64'")
+
+
+# --- what the API says about a server --------------------------------------------------
+def notify(req, rec, event_type):
+    """``event_type`` about the server, from the API (publisher nova-api:<host>)."""
+    try:
+        payload = notifier_mod.instance_payload_from_db(
+            cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"], event_type)
+        notifier_mod.Notifier(req.api.transport, f"nova-api:{req.api.conf.host or 'api'}").notify(
+            req.context, event_type, payload)
+    except Exception:  # noqa: BLE001 - a notification never breaks a request
+        LOG.exception("could not send %s", event_type)
+
+
+def locked_reason(rec):
+    """The reason a locked server was locked with (2.73), or None."""
+    if not rec.get("locked") or rec.get("cell") is None:
+        return None
+    return records.system_metadata(cells_mod.cell_database(rec["cell"]),
+                                   rec["uuid"]).get("locked_reason")

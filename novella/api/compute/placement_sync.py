@@ -9,7 +9,6 @@ as in the reference.
 import logging
 
 from novella.api.compute import hosts
-from novella.db import cell_models as cm
 
 LOG = logging.getLogger(__name__)
 

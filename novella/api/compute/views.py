@@ -2,6 +2,7 @@
 import hashlib
 import logging
 
+from novella.api.compute import common
 from novella.api.compute.common import iso
 from novella.compute import states
 
@@ -267,8 +268,7 @@ def detail(req, rec, show=False, update=False):
     if req.at_least("2.63"):
         out["trusted_image_certificates"] = None
     if req.at_least("2.73"):
-        from novella.api.compute.handlers.server_actions_guest import locked_reason
-        out["locked_reason"] = locked_reason(rec)
+        out["locked_reason"] = common.locked_reason(rec)
     if req.at_least("2.90"):
         out["OS-EXT-SRV-ATTR:hostname"] = rec.get("hostname")
     if everything and req.at_least("2.96"):

@@ -12,8 +12,6 @@ from sqlalchemy import exc as sa_exc
 from novella.api.compute import common, errors, hosts, instances, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
-from novella.api.compute.handlers import servers as servers_mod
-from novella.api.compute.handlers.servers import _flavor
 from novella.compute import states
 from novella.compute.states import migration_status as ms, task_states
 from novella.conductor.rpcapi import ConductorAPI
@@ -22,7 +20,6 @@ from novella.db import migration_records
 from novella.db import records
 from novella.db import request_specs
 from novella.rpc import notifications
-from novella.rpc import notifier as notifier_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -99,7 +96,7 @@ def resize(req, rec, body):
     sa_mod.check_unlocked(req, rec)
     sa_mod.check_state(rec, "resize", vm_states=_MOVABLE)
     old = rec["flavor"]
-    new = _flavor(req, body["resize"]["flavorRef"])
+    new = common.flavor(req, body["resize"]["flavorRef"])
     if new["flavorid"] == old.get("flavorid"):
         raise errors.BadRequest("When resizing, instances must change flavor!")
     # The server was loaded without its volumes (view=False): read them only here.
@@ -109,7 +106,7 @@ def resize(req, rec, body):
         raise errors.BadRequest("Resizing to a smaller disk flavor is not allowed.")
     requested_disk_config = body["resize"].get("OS-DCF:diskConfig")
     # Not inherited: the image's properties matter only to refuse an AUTO asked for.
-    auto_disk_config = servers_mod.disk_config(
+    auto_disk_config = common.disk_config(
         requested_disk_config, rec.get("image_ref"),
         _image_properties(req, rec) if requested_disk_config == "AUTO" else None,
         inherit=False)
@@ -181,22 +178,11 @@ def evacuate(req, rec, body):
     if host:
         _check_target_host(req, rec, host, other_cells=False)
     migration = _accept(req, rec, "evacuate", task_states.REBUILDING, "evacuation")
-    _notify(req, rec, notifications.EVACUATE)
+    common.notify(req, rec, notifications.EVACUATE)
     _conductor(req).evacuate_instance(req.context, rec["uuid"], migration["uuid"], host=host)
     if not req.at_least("2.14") and req.api.conf.api.enable_instance_password:
         return 200, {"adminPass": body["evacuate"].get("adminPass") or common.generate_password()}
     return 200, None
-
-
-def _notify(req, rec, event_type):
-    """``event_type`` about the server, from the API (publisher nova-api:<host>)."""
-    try:
-        payload = notifier_mod.instance_payload_from_db(
-            cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"], event_type)
-        notifier_mod.Notifier(req.api.transport, f"nova-api:{req.api.conf.host or 'api'}").notify(
-            req.context, event_type, payload)
-    except Exception:  # noqa: BLE001 - a notification never breaks a request
-        LOG.exception("could not send %s", event_type)
 
 
 def _accept(req, rec, action_name, task_state, migration_type):
@@ -273,24 +259,6 @@ def revert_resize(req, rec, body):
                                    task_states.RESIZE_REVERTING)
     _conductor(req).revert_resize(req.context, rec["uuid"], migration["uuid"])
     return 202, None
-
-
-def confirm_before_delete(api, ctxt, rec):
-    """A server deleted in VERIFY_RESIZE: confirm first (and wait), so both sides are freed.
-
-    The delete goes on even if the confirmation fails; the error is logged.
-    """
-    cell_db = cells_mod.cell_database(rec["cell"])
-    migration = migration_records.unconfirmed(cell_db, rec["uuid"])
-    if migration is None or migration_records.update(
-            cell_db, migration["uuid"], expected_status=ms.FINISHED,
-            status=ms.CONFIRMING) is None:
-        return
-    try:
-        ConductorAPI(api.transport).confirm_resize(ctxt, rec["uuid"], migration["uuid"],
-                                                   do_cast=False)
-    except Exception:  # noqa: BLE001 - the user asked for a delete: carry on with it
-        LOG.exception("confirming %s before its delete failed", rec["uuid"])
 
 
 ROUTES = []

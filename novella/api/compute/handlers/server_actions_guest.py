@@ -10,19 +10,15 @@ the server's row.
 """
 import logging
 
-import sqlalchemy as sa
-
 from novella import rpc
 from novella.api.compute import common, errors, hosts
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
-from novella.api.compute.handlers import servers as servers_mod
-from novella.api.compute.handlers.migrate import _notify
+from novella.api.compute.handlers import servers
 from novella.compute import guest_actions
 from novella.compute import states
 from novella.compute.states import task_states
-from novella.db import api_models as am
-from novella.db import cell_models as cm
+from novella.db import build_requests as build_requests_db
 from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db import request_specs
@@ -247,7 +243,7 @@ def _set_lock(req, rec, action, locked, reason=None):
             raise errors.instance_not_found(rec["uuid"])
         if reason or not locked:
             records.set_system_metadata(cell_db, rec["uuid"], locked_reason=reason)
-    _notify(req, rec, notifications.LOCK if locked else notifications.UNLOCK)
+    common.notify(req, rec, notifications.LOCK if locked else notifications.UNLOCK)
 
 
 @sa_mod.action("lock", _lock_schema)
@@ -270,45 +266,7 @@ def unlock(req, rec, body):
     return 202, None
 
 
-def locked_reason(rec):
-    """The reason a locked server was locked with (2.73), or None."""
-    if not rec.get("locked") or rec.get("cell") is None:
-        return None
-    return records.system_metadata(cells_mod.cell_database(rec["cell"]),
-                                   rec["uuid"]).get("locked_reason")
-
-
 # --- soft delete -----------------------------------------------------------------------------
-_SOFT_DELETABLE = (states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED,
-                   states.RESCUED, states.ERROR, states.SHELVED)
-
-
-def soft_delete(req, rec):
-    """DELETE with ``reclaim_instance_interval`` above 0: a launched server on a host
-    that is up is powered off and kept (SOFT_DELETED) until restored or reclaimed.
-    Returns False when the server is to be deleted at once instead."""
-    cell = rec["cell"]
-    if (req.api.conf.reclaim_instance_interval <= 0 or cell is None
-            or cell.uuid == cells_mod.CELL0_UUID or not rec.get("host")
-            or not rec.get("launched_at") or rec.get("task_state") is not None
-            or rec["vm_state"] not in _SOFT_DELETABLE
-            or servers_mod._host_down(req.api, cell, rec["host"])):
-        return False
-    cell_db = cells_mod.cell_database(cell)
-    try:
-        records.update_instance(cell_db, rec["uuid"], expected_task_state=None,
-                                task_state=task_states.SOFT_DELETING,
-                                deleted_at=records.utcnow(), reload=False)
-    except records.UnexpectedTaskStateError:
-        return False  # something began meanwhile: the delete wins
-    except records.InstanceNotFound:
-        raise errors.instance_not_found(rec["uuid"])
-    records.start_action(cell_db, req.context, rec["uuid"], "delete")
-    servers_mod._queue_for_delete(req.api.api_db, rec["uuid"])
-    sa_mod.compute_client(rec).soft_delete_instance(req.context, rec["host"], rec["uuid"])
-    return True
-
-
 @sa_mod.action("restore", _schema("restore"))
 def restore(req, rec, body):
     req.authorize("os_compute_api:os-deferred-delete:restore", sa_mod.target(rec))
@@ -323,9 +281,7 @@ def restore(req, rec, body):
     except records.UnexpectedTaskStateError:
         raise errors.invalid_state("restore", rec["uuid"], "task_state", "restoring")
     records.start_action(cell_db, req.context, rec["uuid"], "restore")
-    with req.api.api_db.connection(write=True) as conn:
-        conn.execute(sa.update(am.InstanceMapping).where(
-            am.InstanceMapping.instance_uuid == rec["uuid"]).values(queued_for_delete=False))
+    build_requests_db.queue_for_delete(req.api.api_db, rec["uuid"], queued=False)
     if rec.get("host"):
         sa_mod.compute_client(rec).restore_instance(req.context, rec["host"], rec["uuid"])
     return 202, None
@@ -337,7 +293,7 @@ def force_delete(req, rec, body):
     sa_mod.check_unlocked(req, rec)
     if rec["cell"] is None:
         raise errors.invalid_state("forceDelete", rec["uuid"], "vm_state", states.BUILDING)
-    servers_mod.delete_instance(req.api, req.context, rec)
+    servers.delete_instance(req.api, req.context, rec)
     return 202, None
 
 

@@ -222,7 +222,7 @@ def merge_image_bdms(req, image_ref, bdms, is_bfv):
         image = api.get(req.context, image_id)
     except Exception:  # noqa: BLE001 - an unknown image is refused where it is read
         return bdms, is_bfv
-    # Kept for the request: the create checks the same image next (servers._image).
+    # Kept for the request: the create checks the same image next (common.image).
     req.environ.setdefault("novella.images", {})[image_id] = image
     props = image.get("properties") or {}
     defined = props.get("block_device_mapping") or []

@@ -14,21 +14,19 @@ volume was made from, or from 2.93 with another one, which its host has the
 volume service write onto the root volume (noted before the host acts,
 novella/compute/volume_ops.py); its image stays empty.
 """
-import sqlalchemy as sa
-
-from novella.api.compute import common, errors, quotas
+from novella.api.compute import common, errors, instances, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.schemas import servers as server_schemas
 from novella.api.compute.handlers import server_actions as sa_mod
-from novella.api.compute.handlers import servers as servers_mod
+from novella.api.compute.handlers import servers
 from novella.compute import guest_actions
 from novella.compute import volume_ops
 from novella.compute import states
 from novella.compute.states import task_states
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db import request_specs
+from novella.db import servers as servers_db
 
 
 def _schema(version):
@@ -68,11 +66,11 @@ def rebuild(req, rec, body):
     sa_mod.check_state(rec, "rebuild", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
     if rec["cell"] is None or not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
-    image_id = servers_mod._last_segment(args["imageRef"])
+    image_id = common.last_segment(args["imageRef"])
     reimage = _root_volume_to_reimage(req, rec, image_id)
     image = _image(req, image_id, rec.get("flavor") or {}, is_bfv=not rec.get("image_ref"))
     values = _changes(req, rec, args)
-    values["auto_disk_config"] = servers_mod.disk_config(
+    values["auto_disk_config"] = common.disk_config(
         args.get("OS-DCF:diskConfig"), image_id, image.get("properties"))
     files = args.get("personality")  # before 2.57 only (the schema says)
     if files:
@@ -88,16 +86,9 @@ def rebuild(req, rec, body):
         volume_ops.REIMAGE_ROOT: image_id if reimage else None})
     metadata = args.get("metadata")
     try:
-        with cell_db.connection(write=True) as conn:
-            records.guarded_update(conn, rec["uuid"], expected_task_state=(None,),
-                                   image_ref=image_id if rec.get("image_ref") else "",
-                                   task_state=task_states.REBUILDING, **values)
-            if metadata is not None:  # the server's metadata is replaced
-                conn.execute(sa.delete(cm.InstanceMetadata).where(
-                    cm.InstanceMetadata.instance_uuid == rec["uuid"]))
-                for key, value in metadata.items():
-                    conn.execute(sa.insert(cm.InstanceMetadata).values(
-                        instance_uuid=rec["uuid"], key=key, value=value))
+        servers_db.start_rebuild(cell_db, rec["uuid"], metadata,  # metadata: replaced
+                                 image_ref=image_id if rec.get("image_ref") else "",
+                                 task_state=task_states.REBUILDING, **values)
     except records.UnexpectedTaskStateError:
         raise errors.invalid_state("rebuild", rec["uuid"], "task_state", "rebuilding")
     except records.InstanceNotFound:
@@ -116,11 +107,7 @@ def _root_volume_to_reimage(req, rec, image_id):
     was made from, or (2.93) with another one written onto it. True: reimage it."""
     if rec.get("image_ref"):
         return False
-    with cells_mod.cell_database(rec["cell"]).read_session() as s:
-        root = s.scalars(sa.select(cm.BlockDeviceMapping.volume_id).where(
-            cm.BlockDeviceMapping.instance_uuid == rec["uuid"],
-            cm.BlockDeviceMapping.deleted == 0,
-            cm.BlockDeviceMapping.boot_index == 0)).first()
+    root = servers_db.root_volume(cells_mod.cell_database(rec["cell"]), rec["uuid"])
     volume = {}
     if root and req.api.volume_api is not None:
         volume = req.api.volume_api.get(req.context, root)
@@ -142,10 +129,10 @@ def _image(req, image_id, flavor, is_bfv=False):
     try:
         api.get(req.context, image_id)
     except Exception as exc:  # noqa: BLE001 - the image service's not-found error
-        if servers_mod._not_found(exc):
+        if common.not_found(exc):
             raise errors.BadRequest("Cannot find image for rebuild")
         raise
-    return servers_mod._image(req, image_id, flavor, is_bfv=is_bfv)
+    return common.image(req, image_id, flavor, is_bfv=is_bfv)
 
 
 def _changes(req, rec, args):
@@ -157,12 +144,12 @@ def _changes(req, rec, args):
         values["display_description"] = args["description"]
     for field, column in (("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6")):
         if field in args:
-            values[column] = servers_mod._access_ip(args[field])
+            values[column] = common.access_ip(args[field])
     if req.at_least("2.54") and "key_name" in args:
-        kp = servers_mod._key_pair(req, args["key_name"])
+        kp = common.key_pair(req, args["key_name"])
         values.update(key_name=kp.name if kp else None, key_data=kp.public_key if kp else None)
     if req.at_least("2.57") and "user_data" in args:
-        servers_mod._check_user_data(args["user_data"])
+        common.check_user_data(args["user_data"])
         values["user_data"] = args["user_data"]
     if req.at_least("2.90") and "hostname" in args:
         values["hostname"] = args["hostname"]
@@ -172,11 +159,11 @@ def _changes(req, rec, args):
 def _view(req, rec, password):
     """The answer: the server as show has it (as an update answers before 2.75), with
     its key pair from 2.54, user data from 2.57 and the admin password."""
-    _status, body = servers_mod.show(req, rec["uuid"], update=True)
+    _status, body = servers.show(req, rec["uuid"], update=True)
     server = body["server"]
     server.pop("OS-EXT-SRV-ATTR:user_data", None)  # user_data from 2.57 instead
     if req.at_least("2.54"):
-        fresh = servers_mod.instances.get(req, rec["uuid"], view=False)
+        fresh = instances.get(req, rec["uuid"], view=False)
         server["key_name"] = fresh.get("key_name")
         if req.at_least("2.57"):
             server["user_data"] = fresh.get("user_data")

@@ -1,22 +1,24 @@
 """/servers: create, list (merged across cells), show, update, delete."""
-import base64
 import datetime
-import ipaddress
 import json
+import logging
 import re
 import secrets
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella.api.compute import (common, errors, hosts, instances, quotas, rpcclients,
                                  validation, views)
-from novella.api.compute.handlers import availability_zones, server_actions_image
+from novella.api.compute.handlers import availability_zones, server_actions, server_actions_image
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
-from novella.db import api_models as am, cell_models as cm, cells as cells_mod, records
-from novella.db.engine import insert_rows
+from novella.compute.states import migration_status as ms, task_states
+from novella.conductor.rpcapi import ConductorAPI
+from novella.db import build_requests as build_requests_db, cells as cells_mod
+from novella.db import flavors as flavors_db, migration_records, records
+from novella.db import server_groups as server_groups_db, servers as servers_db
 from novella.network import ownership
+
+LOG = logging.getLogger(__name__)
 
 P = "os_compute_api:servers:"
 
@@ -129,14 +131,13 @@ def _filters(req):
         if task is not None:
             filters["task_states"] = task
     if params.get("image"):
-        filters["image_ref"] = params["image"].rstrip("/").rsplit("/", 1)[-1]
+        filters["image_ref"] = common.last_segment(params["image"])
     if params.get("flavor"):
         with req.api.api_db.session() as s:
-            fid = s.scalars(sa.select(am.Flavor.id).where(
-                am.Flavor.flavorid == params["flavor"].rstrip("/").rsplit("/", 1)[-1])).first()
-        if fid is None:
+            fl = flavors_db.get(s, common.last_segment(params["flavor"]))
+        if fl is None:
             return None
-        filters["instance_type_id"] = fid
+        filters["instance_type_id"] = fl.id
     since, before = common.changes_window(req)
     if since:
         filters["changes-since"] = since
@@ -200,107 +201,18 @@ def show(req, server_id, update=False):
         views.add_pinned_zones(req.api, [rec])
     views.add_network_details(req, [rec])
     if req.at_least("2.71"):
-        with req.api.api_db.session() as s:
-            rec["server_groups"] = list(s.scalars(
-                sa.select(am.InstanceGroup.uuid).join(am.InstanceGroupMember)
-                .where(am.InstanceGroupMember.instance_uuid == server_id)))
+        rec["server_groups"] = server_groups_db.of_server(req.api.api_db, server_id)
     return 200, {"server": views.detail(req, rec, show=True, update=update)}
 
 
 # --- create -------------------------------------------------------------------------
-def _last_segment(ref):
-    return str(ref).rstrip("/").rsplit("/", 1)[-1]
-
-
-def _flavor(req, flavor_ref):
-    """The flavor document for a create or resize; 400 if unknown or not accessible."""
-    flavorid = _last_segment(flavor_ref)
-    ctxt = req.context
-    flavors, specs, access = am.Flavor.__table__, am.FlavorExtraSpec.__table__, am.FlavorProject.__table__
-    with req.api.api_db.reader() as conn:  # Core, no transaction: this runs for every server created
-        # The flavor and its extra specs in one query: a row per spec (or one, with none).
-        rows = conn.execute(
-            sa.select(flavors, specs.c.key.label("spec_key"), specs.c.value.label("spec_value"))
-            .outerjoin(specs, specs.c.flavor_id == flavors.c.id)
-            .where(flavors.c.flavorid == flavorid)).all()
-        fl = rows[0] if rows else None
-        allowed = fl is not None and (fl.is_public or req.is_admin() or conn.execute(
-            sa.select(access.c.id).where(access.c.flavor_id == fl.id,
-                                         access.c.project_id == ctxt.project_id)).first())
-        if not allowed:
-            raise errors.BadRequest(f"Flavor {flavorid} could not be found.")
-        extra = {r.spec_key: r.spec_value for r in rows if r.spec_key is not None}
-    if fl.disabled:
-        raise errors.BadRequest("Flavor is disabled.")
-    return flavor_dict(fl, extra)
-
-
-def flavor_dict(fl, extra_specs=None):
-    """A flavor as it travels with requests and is stored with instances."""
-    return {"id": fl.id, "flavorid": fl.flavorid, "name": fl.name, "memory_mb": fl.memory_mb,
-            "vcpus": fl.vcpus, "root_gb": fl.root_gb, "ephemeral_gb": fl.ephemeral_gb,
-            "swap": fl.swap, "rxtx_factor": fl.rxtx_factor, "vcpu_weight": fl.vcpu_weight,
-            "is_public": fl.is_public, "disabled": fl.disabled, "description": fl.description,
-            "extra_specs": (dict(extra_specs) if extra_specs is not None
-                            else {e.key: e.value for e in fl.extra_specs})}
-
-
-def _not_found(exc):
-    code = getattr(exc, "code", None)
-    return code == 404 or type(exc).__name__.endswith("NotFound")
-
-
-def _image(req, image_ref, flavor, is_bfv):
-    if not image_ref:
-        return {"id": None, "properties": {}}
-    image_id = _last_segment(image_ref)
-    api = req.api.image_api
-    if api is None:
-        return {"id": image_id, "properties": {}}
-    try:  # read once per request (server_actions_image.merge_image_bdms may have)
-        image = (req.environ.get("novella.images", {}).get(image_id)
-                 or api.get(req.context, image_id))
-    except Exception as exc:  # noqa: BLE001 - the image service's not-found error
-        if _not_found(exc):
-            raise errors.BadRequest(f"Image {image_id} could not be found.")
-        raise
-    image = dict(image)
-    if image.get("status", "active") != "active":
-        raise errors.BadRequest(f"Image {image_id} is not active.")
-    if (image.get("min_ram") or 0) > flavor["memory_mb"]:
-        raise errors.BadRequest("Flavor's memory is too small for requested image.")
-    if not is_bfv and (image.get("min_disk") or 0) > flavor["root_gb"] and flavor["root_gb"]:
-        raise errors.BadRequest("Flavor's disk is too small for requested image.")
-    size_gb = (image.get("size") or 0) / float(1 << 30)
-    if not is_bfv and flavor["root_gb"] and size_gb > flavor["root_gb"]:
-        raise errors.BadRequest("Flavor's disk is too small for requested image.")
-    return {"id": image_id, "name": image.get("name"), "status": image.get("status", "active"),
-            "min_ram": image.get("min_ram") or 0, "min_disk": image.get("min_disk") or 0,
-            "size": image.get("size") or 0, "properties": dict(image.get("properties") or {})}
-
-
-def disk_config(requested, image_id, image_props, inherit=True):
-    """``OS-DCF:diskConfig`` as the server keeps it: AUTO (True) or MANUAL (False).
-
-    ``requested``: the request's value or None. An image whose
-    ``auto_disk_config`` property is ``disabled`` refuses AUTO (400); with
-    none requested the image's property decides (``inherit``), else MANUAL.
-    """
-    prop = (image_props or {}).get("auto_disk_config")
-    if requested == "AUTO" and str(prop).strip().lower() == "disabled":
-        raise errors.BadRequest(f"Requested image {image_id} has automatic disk resize disabled.")
-    if requested is not None:
-        return requested == "AUTO"
-    return inherit and prop is not None and validation.to_bool(prop)
-
-
 def _boot_volume_image(req, bdms, flavor):
     """The image a boot volume is made of (a boot mapping with an image source), as
     the image of a server booted from it; else no image."""
     boot = next((b for b in bdms if b["boot_index"] == 0 and b["image_id"]), None)
     if boot is None:
         return {"id": None, "properties": {}}
-    return _image(req, boot["image_id"], flavor, is_bfv=True)
+    return common.image(req, boot["image_id"], flavor, is_bfv=True)
 
 
 _BOOT_SEQ = ("Block Device Mapping is Invalid: Boot sequence for the instance and "
@@ -335,7 +247,7 @@ def _bdms(req, server, image_ref):
             try:
                 volume = req.api.volume_api.get(req.context, ref)
             except Exception as exc:  # noqa: BLE001 - the volume service's not-found error
-                if _not_found(exc):
+                if common.not_found(exc):
                     raise errors.BadRequest(f"Block Device Mapping is Invalid: failed to get volume {ref}.")
                 raise
             if boot_index == 0 and str(volume.get("bootable", True)).lower() in ("false", "0"):
@@ -423,7 +335,7 @@ def _security_groups(req, server):
         try:
             api.find_security_group(req.context, name)
         except Exception as exc:  # noqa: BLE001 - the network service's refusal
-            if _not_found(exc):
+            if common.not_found(exc):
                 raise errors.BadRequest(str(exc))
             if getattr(exc, "code", None) == 409:
                 raise errors.Conflict(str(exc))
@@ -461,22 +373,11 @@ def _check_network(req, api, net_id, port_id):
     except errors.APIError:
         raise
     except Exception as exc:  # noqa: BLE001 - the network service's not-found error
-        if _not_found(exc):
+        if common.not_found(exc):
             if port_id:
                 raise errors.NotFound(f"Port {port_id} could not be found.")
             raise errors.BadRequest(f"Network {net_id} could not be found.")
         raise
-
-
-def _key_pair(req, key_name):
-    if not key_name:
-        return None
-    with req.api.api_db.session() as s:
-        kp = s.scalars(sa.select(am.KeyPair).where(am.KeyPair.user_id == req.context.user_id,
-                                                   am.KeyPair.name == key_name)).first()
-    if kp is None:
-        raise errors.BadRequest("Invalid key_name provided.")
-    return kp
 
 
 def _availability_zone(req, server):
@@ -519,7 +420,7 @@ def _server_group(req, hints):
     if not group_uuid:
         return None
     with req.api.api_db.session() as s:
-        g = s.scalars(sa.select(am.InstanceGroup).where(am.InstanceGroup.uuid == group_uuid)).first()
+        g = server_groups_db.get(s, group_uuid)
         if g is None or (g.project_id != req.context.project_id and not req.is_admin()):
             raise errors.BadRequest(f"Instance group {group_uuid} could not be found.")
         return {"id": g.id, "uuid": g.uuid, "policy": g.policy,
@@ -536,16 +437,6 @@ def _hostname(name):
     host = re.sub(r"[ _.]", "-", host)
     host = re.sub(r"[^\w.-]+", "", host)
     return host.lower().strip(".-")
-
-
-def _check_user_data(value):
-    if value is None:
-        return
-    try:
-        base64.b64decode(value, validate=True)
-    except ValueError:
-        raise errors.BadRequest(f"Invalid input for field/attribute user_data. Value: {value}. "
-                                f"'{value}' is not a 'base64'")
 
 
 # One request creates at most this many servers (docs/limits.md): as many as
@@ -580,8 +471,8 @@ def create(req):
     if server.get("hostname") and max_count > 1:
         raise errors.BadRequest("Unable to allocate a single hostname to multiple instances")
     min_count, max_count = _bounded_count(min_count, max_count)
-    _check_user_data(server.get("user_data"))
-    flavor = _flavor(req, server["flavorRef"])
+    common.check_user_data(server.get("user_data"))
+    flavor = common.flavor(req, server["flavorRef"])
     quota = quotas.Quota(req.api, ctxt.project_id, ctxt.user_id)
     max_count = quotas.servers_that_fit(quota, flavor, min_count, max_count)
     quotas.check_metadata(quota, server.get("metadata"))
@@ -589,17 +480,17 @@ def create(req):
     image_ref = server.get("imageRef") or None
     bdms, is_bfv = _bdms(req, server, image_ref)
     bdms, is_bfv = server_actions_image.merge_image_bdms(req, image_ref, bdms, is_bfv)
-    image = _image(req, image_ref, flavor, is_bfv)
+    image = common.image(req, image_ref, flavor, is_bfv)
     boot_image = image if image["id"] else _boot_volume_image(req, bdms, flavor)
-    auto_disk_config = disk_config(server.get("OS-DCF:diskConfig"), boot_image["id"],
-                                   boot_image["properties"])
+    auto_disk_config = common.disk_config(server.get("OS-DCF:diskConfig"), boot_image["id"],
+                                          boot_image["properties"])
     if not is_bfv and flavor["root_gb"] == 0 and image_ref:
         if not req.can(P + "create:zero_disk_flavor"):
             raise errors.Forbidden("Only volume-backed servers are allowed for flavors with zero disk.")
     networks = _networks(req, server, max_count)
     port_groups = _port_resource_groups(req, networks)
     security_groups = _security_groups(req, server)
-    key_pair = _key_pair(req, server.get("key_name"))
+    key_pair = common.key_pair(req, server.get("key_name"))
     zone, force_host, force_node = _availability_zone(req, server)
     group = _server_group(req, hints)
     if group is not None:
@@ -637,8 +528,8 @@ def create(req):
             "key_data": key_pair.public_key if key_pair else None,
             "user_data": server.get("user_data"),
             "config_drive": "True" if validation.to_bool(server.get("config_drive", False)) else "",
-            "access_ip_v4": _access_ip(server.get("accessIPv4")),
-            "access_ip_v6": _access_ip(server.get("accessIPv6")),
+            "access_ip_v4": common.access_ip(server.get("accessIPv4")),
+            "access_ip_v6": common.access_ip(server.get("accessIPv6")),
             "reservation_id": reservation_id, "launch_index": index, "locked": False,
             "metadata": dict(server.get("metadata") or {}), "flavor": flavor,
             "security_groups": security_groups, "auto_disk_config": auto_disk_config,
@@ -665,23 +556,13 @@ def create(req):
         if room is not None and room < len(build_requests):
             del build_requests[room:], specs[room:]
         uuids = [inst["uuid"] for inst in build_requests]
-        insert_rows(conn, am.BuildRequest, [
-            {"instance_uuid": inst["uuid"], "project_id": ctxt.project_id,
-             "instance": json.dumps(inst), "tags": json.dumps(tags),
-             "block_device_mappings": json.dumps(_own_mappings(bdms)), "created_at": now}
-            for inst in build_requests])
-        insert_rows(conn, am.RequestSpec, [
-            {"instance_uuid": u, "spec": json.dumps(spec)} for u, spec in zip(uuids, specs)])
-        insert_rows(conn, am.InstanceMapping, [
-            {"instance_uuid": u, "cell_id": None, "project_id": ctxt.project_id,
-             "user_id": ctxt.user_id} for u in uuids])
-        if group is not None:
-            insert_rows(conn, am.InstanceGroupMember, [
-                {"group_id": group["id"], "instance_uuid": u} for u in uuids])
+        build_requests_db.add(conn, ctxt.project_id, ctxt.user_id, build_requests, specs,
+                              [_own_mappings(bdms) for _inst in build_requests], tags, now,
+                              None if group is None else group["id"])
     try:
         quotas.recheck_servers(quota, flavor, len(uuids))
     except errors.Forbidden:
-        _forget(req.api.api_db, uuids)
+        build_requests_db.forget(req.api.api_db, uuids)
         raise
     try:
         rpcclients.schedule_and_build_instances(
@@ -690,7 +571,7 @@ def create(req):
             request_specs=specs,
             requested_networks=networks, block_device_mappings=bdms, tags=tags)
     except Exception:
-        _forget(req.api.api_db, [i["uuid"] for i in build_requests])
+        build_requests_db.forget(req.api.api_db, [i["uuid"] for i in build_requests])
         raise
     if validation.to_bool(server.get("return_reservation_id", False)):
         return 202, {"reservation_id": reservation_id}
@@ -703,22 +584,7 @@ def create(req):
     return 202, {"server": out}, {"Location": req.self_link("servers", first)}
 
 
-def _forget(api_db, uuids):
-    """Undo what create wrote when the conductor could not be reached."""
-    with api_db.session(write=True) as s:
-        for model in (am.BuildRequest, am.RequestSpec, am.InstanceMapping, am.InstanceGroupMember):
-            s.execute(sa.delete(model).where(model.instance_uuid.in_(uuids)))
-
-
 # --- update -------------------------------------------------------------------------
-def _access_ip(value):
-    """An access address as the reference keeps it: an IPv6 one in its compressed form."""
-    try:
-        return str(ipaddress.ip_address(value)) if value else value
-    except ValueError:
-        return value
-
-
 def update(req, server_id):
     body = req.body_json(schemas.update)
     rec = instances.get(req, server_id)
@@ -729,7 +595,7 @@ def update(req, server_id):
                           ("accessIPv4", "access_ip_v4"), ("accessIPv6", "access_ip_v6"),
                           ("hostname", "hostname")):
         if field in s_body:
-            changes[column] = _access_ip(s_body[field]) if column.startswith("access_ip") \
+            changes[column] = common.access_ip(s_body[field]) if column.startswith("access_ip") \
                 else s_body[field]
     if "OS-DCF:diskConfig" in s_body:
         changes["auto_disk_config"] = s_body["OS-DCF:diskConfig"] == "AUTO"
@@ -737,14 +603,8 @@ def update(req, server_id):
         _repin(req, rec, s_body["pinned_availability_zone"])
     if changes:
         if rec["cell"] is None:
-            with req.api.api_db.session(write=True) as s:
-                br = s.scalars(sa.select(am.BuildRequest)
-                               .where(am.BuildRequest.instance_uuid == server_id)).first()
-                if br is None:
-                    raise errors.instance_not_found(server_id)
-                inst = json.loads(br.instance)
-                inst.update(changes)
-                br.instance = json.dumps(inst)
+            if not build_requests_db.update_instance(req.api.api_db, server_id, **changes):
+                raise errors.instance_not_found(server_id)
         else:
             records.update_instance(cells_mod.cell_database(rec["cell"]), server_id, **changes)
     return show(req, server_id, update=True)
@@ -776,26 +636,45 @@ def delete(req, server_id):
     if rec["locked"] and not req.is_admin():
         raise errors.Conflict(f"Instance {server_id} is locked")
     api_db = req.api.api_db
-    if rec["cell"] is None and _delete_build_request(api_db, server_id):
+    if rec["cell"] is None and build_requests_db.delete(api_db, server_id):
         return 204, None
     if rec["cell"] is None:  # the conductor placed it meanwhile
         rec = instances.get(req, server_id, view=False)
-    from novella.api.compute.handlers import server_actions_guest
-    if server_actions_guest.soft_delete(req, rec):  # [DEFAULT] reclaim_instance_interval
+    if _soft_delete(req, rec):  # [DEFAULT] reclaim_instance_interval
         return 204, None
     delete_instance(req.api, req.context, rec)
     return 204, None
 
 
-def _delete_build_request(api_db, server_id):
-    with api_db.session(write=True) as s:
-        gone = s.execute(sa.delete(am.BuildRequest)
-                         .where(am.BuildRequest.instance_uuid == server_id)).rowcount
-        if not gone:
-            return False
-        for model in (am.RequestSpec, am.InstanceMapping, am.InstanceGroupMember):
-            s.execute(sa.delete(model).where(model.instance_uuid == server_id))
-        return True
+# Servers a DELETE keeps (SOFT_DELETED) when [DEFAULT] reclaim_instance_interval is set.
+_SOFT_DELETABLE = (states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED,
+                   states.RESCUED, states.ERROR, states.SHELVED)
+
+
+def _soft_delete(req, rec):
+    """DELETE with ``reclaim_instance_interval`` above 0: a launched server on a host
+    that is up is powered off and kept (SOFT_DELETED) until restored or reclaimed.
+    Returns False when the server is to be deleted at once instead."""
+    cell = rec["cell"]
+    if (req.api.conf.reclaim_instance_interval <= 0 or cell is None
+            or cell.uuid == cells_mod.CELL0_UUID or not rec.get("host")
+            or not rec.get("launched_at") or rec.get("task_state") is not None
+            or rec["vm_state"] not in _SOFT_DELETABLE
+            or common.host_down(req.api, cell, rec["host"])):
+        return False
+    cell_db = cells_mod.cell_database(cell)
+    try:
+        records.update_instance(cell_db, rec["uuid"], expected_task_state=None,
+                                task_state=task_states.SOFT_DELETING,
+                                deleted_at=records.utcnow(), reload=False)
+    except records.UnexpectedTaskStateError:
+        return False  # something began meanwhile: the delete wins
+    except records.InstanceNotFound:
+        raise errors.instance_not_found(rec["uuid"])
+    records.start_action(cell_db, req.context, rec["uuid"], "delete")
+    build_requests_db.queue_for_delete(req.api.api_db, rec["uuid"])
+    server_actions.compute_client(rec).soft_delete_instance(req.context, rec["host"], rec["uuid"])
+    return True
 
 
 def delete_instance(api, ctxt, rec):
@@ -807,14 +686,13 @@ def delete_instance(api, ctxt, rec):
         return
     records.start_action(cell_db, ctxt, uuid, "delete")
     if rec.get("vm_state") == states.RESIZED:  # confirm first: both hosts are freed
-        from novella.api.compute.handlers import migrate
-        migrate.confirm_before_delete(api, ctxt, rec)
-    _queue_for_delete(api.api_db, uuid)
+        _confirm_before_delete(api, ctxt, rec)
+    build_requests_db.queue_for_delete(api.api_db, uuid)
     if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host") or \
-            _host_down(api, cell, rec["host"]):
+            common.host_down(api, cell, rec["host"]):
         if cell.uuid != cells_mod.CELL0_UUID:
             _release_without_host(api, cell_db, uuid)
-        _local_delete(cell_db, uuid)
+        servers_db.delete_here(cell_db, uuid)
         return
     try:
         records.update_instance(cell_db, uuid, task_state=states.task_states.DELETING)
@@ -823,20 +701,22 @@ def delete_instance(api, ctxt, rec):
     rpcclients.cast_to_compute(ctxt, cell, rec["host"], "terminate_instance", instance_uuid=uuid)
 
 
-_QUEUE_FOR_DELETE = sa.update(am.InstanceMapping).where(
-    am.InstanceMapping.instance_uuid == sa.bindparam("b_uuid")).values(queued_for_delete=True)
+def _confirm_before_delete(api, ctxt, rec):
+    """A server deleted in VERIFY_RESIZE: confirm first (and wait), so both sides are freed.
 
-
-def _queue_for_delete(api_db, uuid):
-    with api_db.connection(write=True) as conn:
-        conn.execute(_QUEUE_FOR_DELETE, {"b_uuid": uuid})
-
-
-def _host_down(api, cell, host):
-    """The host's compute service is forced down or not seen for service_down_time:
-    nothing there will clean up after a deleted server, so the API does."""
-    service = hosts.compute_service(cell, host)
-    return service is not None and not hosts.is_up(api.conf, service)
+    The delete goes on even if the confirmation fails; the error is logged.
+    """
+    cell_db = cells_mod.cell_database(rec["cell"])
+    migration = migration_records.unconfirmed(cell_db, rec["uuid"])
+    if migration is None or migration_records.update(
+            cell_db, migration["uuid"], expected_status=ms.FINISHED,
+            status=ms.CONFIRMING) is None:
+        return
+    try:
+        ConductorAPI(api.transport).confirm_resize(ctxt, rec["uuid"], migration["uuid"],
+                                                   do_cast=False)
+    except Exception:  # noqa: BLE001 - the user asked for a delete: carry on with it
+        LOG.exception("confirming %s before its delete failed", rec["uuid"])
 
 
 def _release_without_host(api, cell_db, uuid):
@@ -849,18 +729,11 @@ def _release_without_host(api, cell_db, uuid):
     if api.placement is not None:
         api.placement.delete_allocations(uuid)
     if api.network_api is not None:  # the user's ports kept (novella/network/ownership.py)
-        with cell_db.read_session() as s:
-            cache = s.scalars(sa.select(cm.InstanceInfoCache.network_info).where(
-                cm.InstanceInfoCache.instance_uuid == uuid)).first()
-        keep = ownership.user_ports(json.loads(cache or "[]"),
+        keep = ownership.user_ports(servers_db.network_info(cell_db, uuid),
                                     records.system_metadata(cell_db, uuid))
         api.network_api.deallocate_for_instance(ctxt, uuid, keep)
     if api.volume_api is not None:
-        with cell_db.read_session() as s:
-            bdms = s.scalars(sa.select(cm.BlockDeviceMapping).where(
-                cm.BlockDeviceMapping.instance_uuid == uuid, cm.BlockDeviceMapping.deleted == 0,
-                cm.BlockDeviceMapping.destination_type == "volume")).all()
-        for bdm in bdms:
+        for bdm in servers_db.volume_mappings(cell_db, uuid):
             if bdm.attachment_id:
                 api.volume_api.attachment_delete(ctxt, bdm.attachment_id)
             if bdm.delete_on_termination and bdm.volume_id:
@@ -869,25 +742,6 @@ def _release_without_host(api, cell_db, uuid):
     if image_id and api.image_api is not None:
         api.image_api.delete(ctxt, image_id)
         records.set_system_metadata(cell_db, uuid, shelved_image_id=None)
-
-
-def _local_delete(cell_db, uuid):
-    """Soft-delete a server no host knows about (cell0, or never placed)."""
-    now = records.utcnow()
-    with cell_db.session(write=True) as s:
-        inst = s.scalars(sa.select(cm.Instance).where(cm.Instance.uuid == uuid,
-                                                      cm.Instance.deleted == 0)).first()
-        if inst is None:
-            return
-        inst.vm_state = states.DELETED
-        inst.task_state = None
-        inst.terminated_at = now
-        inst.deleted_at = now
-        inst.deleted = inst.id
-        s.execute(sa.update(cm.BlockDeviceMapping)
-                  .where(cm.BlockDeviceMapping.instance_uuid == uuid,
-                         cm.BlockDeviceMapping.deleted == 0)
-                  .values(deleted=cm.BlockDeviceMapping.id, deleted_at=now))
 
 
 ROUTES = [

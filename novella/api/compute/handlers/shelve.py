@@ -15,7 +15,6 @@ from novella.compute import states
 from novella.compute.states import task_states
 from novella.conductor.rpcapi import ConductorAPI
 from novella.db import api_models as am
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db import request_specs

@@ -9,7 +9,6 @@ read it.
 import datetime
 
 from novella.api.compute import errors, hosts
-from novella.db import cell_models as cm
 
 P = "os_compute_api:os-instance-usage-audit-log:"
 
