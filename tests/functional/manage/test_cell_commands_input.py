@@ -52,7 +52,9 @@ def _create(api_url, name, database=None, transport=TRANSPORT, *extra):
     return _run(*argv)
 
 
-def test_create_cell_without_a_database_says_so_and_writes_nothing(api_url, monkeypatch):
+def test_create_cell_without_a_database_says_so_and_writes_nothing(api_url):
+    from novella.conf import CONF
+    CONF.clear_override("connection", group="database")  # as an all-in-one leaves it
     code, out = _create(api_url, "cell1")
     assert code == 1
     assert "Must specify --database_connection" in out
@@ -134,10 +136,10 @@ def test_discover_hosts_verbose_strict_and_a_cell_out_of_reach(api_url, tmp_path
     assert _run("--api-database-connection", api_url, "cell_v2", "discover_hosts")[0] == 0
 
 
-def test_configuration_errors_never_exit_with_a_code_that_means_run_again(tmp_path,
-                                                                          monkeypatch):
-    for var in ("OS_NOVA_CONFIG_DIR",):
-        monkeypatch.delenv(var, raising=False)
+def test_configuration_errors_never_exit_with_a_code_that_means_run_again(tmp_path):
+    from novella.conf import CONF
+    for group in ("api_database", "database"):  # an all-in-one started before sets them
+        CONF.clear_override("connection", group=group)
     # archive_deleted_rows: 1 means "rows were archived, run again".
     code, out = _run("db", "archive_deleted_rows")
     assert code == 3, out  # the reference's "no API database"
