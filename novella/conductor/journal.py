@@ -66,8 +66,25 @@ def conductor_id():
     return f"{socket.gethostname()}:{os.getpid()}:{uuid_mod.uuid4().hex[:8]}"
 
 
-def _json(value):
-    return json.dumps(value, default=str, sort_keys=True)
+def encode(value):
+    """``value`` as JSON, strictly: what is saved comes back equal after a recovery,
+    so a value JSON cannot hold (a datetime, a UUID, a set...) is refused as it is
+    saved (TypeError naming its key), to be converted where it is made."""
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        keys = [key for key, item in value.items() if not _encodes(item)] if isinstance(
+            value, dict) else []
+        raise TypeError(f"the journal cannot save {', '.join(map(repr, keys)) or 'a value'}: "
+                        f"{exc}") from exc
+
+
+def _encodes(value):
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class Journal:
@@ -103,7 +120,7 @@ class Journal:
         run (``Task.acts``): recorded done in the same row, as their boundaries
         would write them."""
         if first_step is None:
-            self._write(steps=_json(self.steps), state=_json(self.state.record()))
+            self._write(steps=encode(self.steps), state=encode(self.state.record()))
         else:
             self.steps = [[name, DONE] for name in done]
             self.step(len(self.steps), first_step, STARTED)
@@ -131,15 +148,15 @@ class Journal:
         if status == DONE or not write:
             self._pending = True
             return
-        self._write(steps=_json(self.steps), state=_json(self.state.record()))
+        self._write(steps=encode(self.steps), state=encode(self.state.record()))
 
     def release(self):
         """Give the running operation up at once, for another turn of recovery."""
-        self._write(steps=_json(self.steps), state=_json(self.state.record()),
+        self._write(steps=encode(self.steps), state=encode(self.state.record()),
                     lease_until=utcnow() - datetime.timedelta(seconds=1))
 
     def end(self, status):
-        self._write(status=status, steps=_json(self.steps), state=_json(self.state.record()),
+        self._write(status=status, steps=encode(self.steps), state=encode(self.state.record()),
                     lease_until=None)
 
     def _write(self, **values):
@@ -161,7 +178,7 @@ class Journal:
                     s.execute(sa.insert(am.Operation).values(
                         uuid=self.uuid, kind=self.kind, instance_uuid=self.instance_uuid,
                         owner=self.owner, status=values.pop("status", RUNNING),
-                        context=_json(self.ctxt.to_dict()), created_at=now, updated_at=now,
+                        context=encode(self.ctxt.to_dict()), created_at=now, updated_at=now,
                         **values))
             except sa.exc.IntegrityError:  # the unique name: a request's claim (see above)
                 raise Taken(f"operation {self.uuid} ({self.kind} of {self.instance_uuid}) "

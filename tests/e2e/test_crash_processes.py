@@ -33,6 +33,9 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from novella.conductor import operations
+from novella.conductor.tasks import cross_cell as cross_cell_tasks
+from novella.conductor.tasks import resize as resize_tasks
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db.timestamps import utcnow
@@ -321,10 +324,13 @@ def _boot(books, image_url, host):
     return sid
 
 
-@pytest.mark.parametrize("cross_cell,step", [
-    (False, "ResizeInstance"),
-    (True, "PrepResizeAtSourceTask"),
-], ids=["in-cell", "cross-cell"])
+# The step that copies the disks, of a resize in a cell and across cells.
+COPY_STEP = {False: resize_tasks.ResizeInstance.__name__,
+             True: cross_cell_tasks.PrepResizeAtSourceTask.__name__}
+
+
+@pytest.mark.parametrize("cross_cell,step", sorted(COPY_STEP.items()),
+                         ids=["in-cell", "cross-cell"])
 def test_sigkill_novella_up_mid_resize(all_in_one, cross_cell, step):
     cloud = all_in_one(cross_cell)
     cloud.start()
@@ -339,7 +345,7 @@ def test_sigkill_novella_up_mid_resize(all_in_one, cross_cell, step):
     assert r.status_code == 202, r.text
     kind = processes.wait(
         f"{step} started", lambda: _step_started(cloud.api_db, sid, step), interval=0.02)[0]
-    assert kind == ("migrate-cross-cell" if cross_cell else "migrate")
+    assert kind == (operations.CROSS_CELL_RESIZE if cross_cell else operations.RESIZE)
 
     # The host is in the middle of the copy: in a cell, the source's guest set
     # aside and nothing yet on the destination; across cells, the guest powered
@@ -408,10 +414,10 @@ def test_sigkill_owning_conductor_mid_cross_cell_resize(two_conductors):
     r = requests.post(f"{api}/servers/{sid}/action", headers=ADMIN,
                       json={"resize": {"flavorRef": "medium"}})
     assert r.status_code == 202, r.text
-    step = "PrepResizeAtSourceTask"
+    step = COPY_STEP[True]
     kind, _status, _steps, owner, _at = processes.wait(
         f"{step} started", lambda: _step_started(api_db, sid, step), interval=0.02)
-    assert kind == "migrate-cross-cell"
+    assert kind == operations.CROSS_CELL_RESIZE
     guest = os.path.join(d["state_path"], "instances", "cell1-host", sid, "domain.json")
 
     def copying():  # the source host powered the guest off for its snapshot

@@ -26,7 +26,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
-from novella.conductor import journal
+from novella.conductor import journal, operations
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from tests.e2e import processes
@@ -143,9 +143,10 @@ def test_a_resize_whose_cast_the_broker_lost_is_settled_by_one_of_two_conductors
     settled = _state(books, d, sid)
     key = journal.request_key("move", migration["uuid"])
     # The server's operations: its build, and the settled resize's claim, one.
-    [(kind, status, owner)] = [op[1:] for op in settled["operations"] if op[1] != "build"]
+    [(kind, status, owner)] = [op[1:] for op in settled["operations"]
+                               if op[1] != operations.BUILD]
     assert [op[0] for op in settled["operations"]][-1] == key
-    assert (kind, status) == ("migrate", "undone")
+    assert (kind, status) == (operations.RESIZE, "undone")
     pids = {str(d["procs"][name].pid) for name in logs}
     assert owner.split(":")[1] in pids, (owner, pids)
     [(claimed_at,)] = _rows(d["db"]["api"], sa.select(am.Operation.created_at).where(

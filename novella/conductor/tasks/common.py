@@ -106,8 +106,9 @@ class Move(Recorded):
     for a move into another cell, ``target_cell`` and what lives there.
     """
 
-    SERVICES = ("conf", "api_db", "placement", "scheduler", "image_api", "volume_api", "ctxt",
-                "cell_db", "compute", "target_db", "target_compute", "notify")
+    SERVICES = ("conf", "api_db", "placement", "scheduler", "image_api", "volume_api",
+                "network_api", "ctxt", "cell_db", "compute", "target_db", "target_compute",
+                "notify")
     CELLS = ("cell", "target_cell")
 
     def __init__(self, services, ctxt, cell, instance, migration, new_flavor, request_spec,

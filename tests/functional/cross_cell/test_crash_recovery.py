@@ -13,13 +13,10 @@ def _resized(cloud, crash, sid):
     assert cloud.migrations(sid)[0]["dest_compute"] != cloud.migrations(sid)[0]["source_compute"]
 
 
-OPERATIONS = {
-    "resize": (None, harness._resize, "migrate-cross-cell"),
-    "confirm": (_resized, lambda cloud, sid: cloud.action(sid, {"confirmResize": None}),
-                "confirm-cross-cell"),
-    "revert": (_resized, lambda cloud, sid: cloud.action(sid, {"revertResize": None}),
-               "revert-cross-cell"),
-}
+OPERATIONS = harness.cases(cross_cell=True, requests=dict(
+    harness.REQUESTS,
+    confirmResize=(_resized, lambda cloud, sid: cloud.action(sid, {"confirmResize": None})),
+    revertResize=(_resized, lambda cloud, sid: cloud.action(sid, {"revertResize": None}))))
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))

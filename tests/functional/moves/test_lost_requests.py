@@ -31,12 +31,10 @@ import pytest
 import sqlalchemy as sa
 
 from novella.conductor import journal
-from novella.conductor import manager as manager_mod
+from novella.conductor import lost_requests
 from novella.conductor.manager import ConductorManager
-from novella.conductor.tasks import evacuate as evacuate_tasks
-from novella.conductor.tasks import live_migrate as live_migrate_tasks
+from novella.conductor.operations import FORWARD as FORWARD_RECOVERY
 from novella.conductor.tasks import resize as resize_tasks
-from novella.conductor.tasks import shelve as shelve_tasks
 from novella.conf import CONF
 from novella.db import api_models as am
 from novella.db import cell_models as cm
@@ -44,15 +42,13 @@ from novella.db import cells as cells_mod
 from tests.functional.moves import test_crash_recovery as harness
 
 BOUND = 300
-OPERATIONS = {name: harness.OPERATIONS[name] for name in harness.OPERATIONS if name != "build"}
-# The user's instance action of each request, and the conductor's event in it.
-ACTIONS = {"resize": ("resize", resize_tasks.CONDUCTOR_EVENT),
-           "migrate": ("migrate", resize_tasks.CONDUCTOR_EVENT),
-           "live-migrate": ("live-migration", live_migrate_tasks.CONDUCTOR_EVENT),
-           "evacuate": ("evacuate", evacuate_tasks.CONDUCTOR_EVENT),
-           "unshelve": ("unshelve", shelve_tasks.CONDUCTOR_EVENT),
-           "confirm": ("confirmResize", None), "revert": ("revertResize", None)}
-FORWARD = ("confirm", "revert")  # carried out when settled; the others are refused
+OPERATIONS = {name: harness.OPERATIONS[name] for name in harness.MOVES}
+# The user's instance action of each request (the case's name), and the conductor's
+# event in it.
+ACTIONS = {name: (name, case[2].event) for name, case in OPERATIONS.items()}
+# Carried out when settled; the others are refused.
+FORWARD = tuple(name for name, case in OPERATIONS.items()
+                if case[2].recovery == FORWARD_RECOVERY)
 
 
 class Casts:
@@ -133,12 +129,12 @@ def _conductor(cloud):
                             image_api=cloud.aio.image_api)
 
 
-_UNPATCHED_NOW = manager_mod._now
+_UNPATCHED_NOW = lost_requests._now
 
 
 def _clock(monkeypatch, seconds):
     """The conductors' clock for lost requests reads ``seconds`` later than now."""
-    monkeypatch.setattr(manager_mod, "_now",
+    monkeypatch.setattr(lost_requests, "_now",
                         lambda: _UNPATCHED_NOW() + datetime.timedelta(seconds=seconds))
 
 
@@ -217,9 +213,14 @@ def _delete_and_check_empty(cloud, sid):
     assert all(not any(used.values()) for used in cloud.usages().values()), cloud.usages()
 
 
+def _migrated(operation):
+    """The API records a request of ``operation`` in a migration (all but an unshelve)."""
+    return bool(OPERATIONS[operation][2].migration_statuses)
+
+
 def _request_id(cloud, sid, operation):
     """What settling the request returns: its migration, or the server (an unshelve)."""
-    return sid if operation == "unshelve" else cloud.migrations(sid)[0]["uuid"]
+    return cloud.migrations(sid)[0]["uuid"] if _migrated(operation) else sid
 
 
 def _check_settled(cloud, operation, sid, source, before, finished):
@@ -232,7 +233,7 @@ def _check_settled(cloud, operation, sid, source, before, finished):
         assert after == finished[0], operation
         assert (message, events) == finished[1], operation
     else:
-        expected = before if operation == "unshelve" else dict(before, migration="error")
+        expected = dict(before, migration="error") if _migrated(operation) else before
         assert after == expected, operation
         assert (message, events) == ("Error", {ACTIONS[operation][1]: "Error"}), operation
         assert "never begun by a conductor" in cloud.fault(sid)
@@ -243,13 +244,13 @@ def _check_settled(cloud, operation, sid, source, before, finished):
 
 
 def _claim_key(cloud, sid, operation):
-    if operation == "unshelve":
+    request = OPERATIONS[operation][2].request
+    if not _migrated(operation):  # an unshelve: named after its action's request id
         status, body = cloud.api("GET", f"/servers/{sid}/os-instance-actions")
         req_id = next(a["request_id"] for a in body["instanceActions"]
-                      if a["action"] == "unshelve")
-        return journal.request_key("unshelve", sid, req_id)
-    what = operation if operation in FORWARD else "move"
-    return journal.request_key(what, cloud.migrations(sid)[0]["uuid"])
+                      if a["action"] == operation)
+        return journal.request_key(request, sid, req_id)
+    return journal.request_key(request, cloud.migrations(sid)[0]["uuid"])
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -357,7 +358,7 @@ def test_a_settler_dying_after_its_claim_is_taken_over(lcloud, monkeypatch, oper
         assert after == finished[0], operation
         assert (message, events) == finished[1], operation
     else:
-        expected = before if operation == "unshelve" else dict(before, migration="error")
+        expected = dict(before, migration="error") if _migrated(operation) else before
         assert after == expected, operation
         assert (message, events) == ("Error", {}), operation
         assert "stopped; the operation was undone" in cloud.fault(sid)
@@ -391,7 +392,7 @@ def test_a_request_whose_server_moved_on_only_ends_its_records(lcloud, monkeypat
 
     # The clock past the bound for the lost request, not yet for the new one.
     at = _migration_created_at(cloud, sid, lost["uuid"]) + datetime.timedelta(seconds=BOUND)
-    monkeypatch.setattr(manager_mod, "_now", lambda: at)
+    monkeypatch.setattr(lost_requests, "_now", lambda: at)
     assert _conductor(cloud).recover_operations() == [lost["uuid"]]
     statuses = {m["uuid"]: m["status"] for m in cloud.migrations(sid)}
     assert statuses.pop(lost["uuid"]) == "error"
@@ -528,10 +529,12 @@ class _Failing:
         return getattr(self._module, attr)
 
 
-# The task state each request leaves when the API never writes its next record.
-STRANDED = {"resize": ("create", "resize_prep", "resize"),
-            "live-migrate": ("create", "migrating", "live-migration"),
-            "revert": ("update", "resize_reverting", "revertResize")}
+# The task state each request leaves when the API never writes its next record (the
+# migration's, which it makes for a move and updates for a revert): (that write, the
+# task state, the action).
+STRANDED = {name: ("create" if case[2].request == "move" else "update",
+                   case[2].task_states[0], name)
+            for name, case in OPERATIONS.items() if case[2].may_strand}
 
 
 @pytest.mark.parametrize("operation", sorted(STRANDED))

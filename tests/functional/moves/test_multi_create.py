@@ -88,7 +88,7 @@ def test_a_server_that_cannot_even_be_buried_does_not_stop_the_others(make_cloud
                                                                       monkeypatch):
     """The first server's build fails and so does recording it in cell0: the others
     of the request are still built (the scheduler claimed for all of them at once)."""
-    from novella.conductor import manager
+    from novella.conductor import ends
     from novella.conductor.tasks import build
 
     cloud = make_cloud(hosts=2)
@@ -104,7 +104,7 @@ def test_a_server_that_cannot_even_be_buried_does_not_stop_the_others(make_cloud
         raise RuntimeError("cell0 refused it too")
 
     monkeypatch.setattr(build, "create_instance", create_instance)
-    monkeypatch.setattr(manager.ConductorManager, "_bury_in_cell0", bury)
+    monkeypatch.setattr(ends, "bury_in_cell0", bury)
     status, body = _create(cloud, 3)
     assert status == 202, body
     cloud.aio.wait_idle()

@@ -16,8 +16,9 @@ from novella.virt import simulated
 from tests.functional.cross_cell import conftest as cross_cell
 from tests.functional.cross_cell.test_crash_recovery import OPERATIONS as CROSS_CELL_OPERATIONS
 from tests.functional.moves import test_compute_crash_recovery as host_death
-from tests.functional.moves.test_crash_recovery import (OPERATIONS, _force_down, _hosts_back_up,
-                                                        arm_crashes, crash_at_every_boundary)
+from tests.functional.moves.test_crash_recovery import (MOVES, OPERATIONS, _force_down,
+                                                        _hosts_back_up, arm_crashes,
+                                                        crash_at_every_boundary)
 
 BW = {"NET_BW_EGR_KILOBIT_PER_SEC": 1000, "NET_BW_IGR_KILOBIT_PER_SEC": 1000}
 BW_RULES = [{"type": "minimum_bandwidth", "min_kbps": 1000, "direction": d}
@@ -437,7 +438,7 @@ def test_a_move_failing_at_any_step_gives_back_exactly_what_it_took(cloud, move,
 
 # -- a conductor dying at every step boundary ------------------------------------------------
 
-@pytest.mark.parametrize("operation", sorted(set(OPERATIONS) - {"build"}))
+@pytest.mark.parametrize("operation", MOVES)
 def test_a_conductor_dying_in_a_move_of_a_server_with_a_direct_port(make_cloud, monkeypatch,
                                                                     operation):
     """The crash harness of every move (test_crash_recovery.py), for a server whose
