@@ -49,6 +49,7 @@ from novella.compute import volume_ops
 from novella.compute.states import task_states
 from novella.context import get_admin_context
 from novella.db import cell_models as m
+from novella.db import host_operations
 from novella.db import records
 from novella.rpc import notifications
 
@@ -160,7 +161,9 @@ class ComputeGuestActions:
                 task_states.REBUILDING, task_states.REBUILD_SPAWNING),
                 task_state=task_states.REBUILD_SPAWNING)
             stopped = inst.vm_state == vm_states.STOPPED
-            reimage = noted.get(volume_ops.REIMAGE_ROOT)
+            reimage = host_operations.of_server(self.cell_db, instance_uuid).get(
+                volume_ops.REIMAGE_ROOT)
+            reimage = reimage and reimage.state["image_id"]
             if reimage:  # a volume-backed server's root volume gets the image (2.93)
                 self.reimage_root_volume(ctxt, inst, reimage)
             guest = self.instance_dict(inst)

@@ -6,35 +6,37 @@ the port or network asked for, and recorded the instance action
 (``compute_attach_interface`` / ``compute_detach_interface``) with
 ``instance.interface_attach`` / ``_detach`` notifications.
 
-Before it acts, the host notes what it is doing in the server's system
-metadata (``INTERFACE_NOTE``: attach or detach, the port or network, the
-address asked for, the tag). Attach then gives the server the port — the
+Before it acts, the host records what it is doing in the server's record of
+in-flight work (novella/db/host_operations.py, kind ``INTERFACE``: attach or
+detach, the port or network, the address asked for, the tag), and an attach
+of the user's port notes it as the user's (novella/network/ownership.py)
+before it is the server's. Attach then gives the server the port — the
 user's port gets ``device_id``/``device_owner`` and is bound to this host,
 or a port is made on the network, bound here — plugs it into the guest
 (``network_info`` in the simulated guest's domain.json), adds it to the
-server's network info cache (what ``addresses`` shows) and drops the note.
+server's network info cache (what ``addresses`` shows) and ends the record.
 Detach unplugs the port, lets it go (a port made for the server is deleted,
-a user's port unbound and released), takes it out of the cache and drops
-the note.
+a user's port unbound and released), takes it out of the cache and ends the
+record.
 
 Every part may run again, so a host whose service stopped in the middle
-finds the note as it starts (``recover_interfaces``) and runs the operation
-again from its beginning: an attach whose port was already made on the
-network takes that port (noted once made; else the server's port on that
-network that is neither in the cache nor the user's: novella/network/ownership.py)
-instead of making a second one. An attach that fails gives
-back what it took: the port made is deleted, the user's port unbound and
-released, the guest unplugged. A detach that fails keeps its note: it is
-tried again when the host's service next starts (the port stays the
-server's until then, and the user may ask again).
+finds the record as it starts (``resume_interface_op``) and runs the
+operation again from its beginning: an attach whose port was already made on
+the network takes that port (recorded once made; else the server's port on
+that network that is neither in the cache nor the user's:
+novella/network/ownership.py) instead of making a second one. An attach that
+fails gives back what it took: the port made is deleted, the user's port
+unbound and released, the guest unplugged. A detach that fails keeps its
+record: it is tried again when the host's service next starts (the port
+stays the server's until then, and the user may ask again).
 
 A port that asks for resources (minimum bandwidth or packet rate QoS rules)
 gets them from providers of this host's tree that Placement offers
-(``in_tree`` the host's node, the port's groups in one subtree), noted
+(``in_tree`` the host's node, the port's groups in one subtree), recorded
 (``claimed``) before the server's allocation on them is set to what all its
 ports ask (this one included), and its binding profile names them
 (``allocation``). None to be had: 400, and the attach is undone. Detach of
-such a port gives its share back: the providers its binding names are noted
+such a port gives its share back: the providers its binding names are recorded
 first, and the server's allocation on them is set to what its other ports
 ask. Setting the allocation from the ports, rather than adding or taking
 away, is what lets either run again.
@@ -47,13 +49,17 @@ import sqlalchemy as sa
 from novella.compute import cleanup
 from novella.compute import steps
 from novella.db import cell_models as m
+from novella.db import host_operations
+from novella.db import journal_rows
 from novella.db import records
 from novella.network import ownership
 from novella.placement import client as placement_client
 from novella.rpc import notifications
 
 LOG = logging.getLogger(__name__)
-INTERFACE_NOTE = ownership.INTERFACE_NOTE  # system metadata: the attach or detach in progress
+# The kind of the host's operation (novella/db/host_operations.py): the attach or
+# detach in progress, named as the system-metadata note it replaced.
+INTERFACE = "interface_operation"
 
 
 class InterfaceAttachFailedNoNetwork(Exception):
@@ -82,19 +88,19 @@ class ComputeInterfaces:
                         "compute_attach_interface" if attach else "compute_detach_interface",
                         notifications.INTERFACE_ATTACH if attach
                         else notifications.INTERFACE_DETACH, standalone=True) as st:
-            noted = {INTERFACE_NOTE: json.dumps(note)}
+            op = host_operations.begin(self.cell_db, instance_uuid, INTERFACE, note)
             if attach and note.get("port_id"):  # the user's, noted before it is the server's
                 mine = ownership.with_noted(records.system_metadata(self.cell_db, instance_uuid),
                                             [note["port_id"]])
                 if mine:
-                    noted[ownership.USER_PORTS] = mine
-            records.set_system_metadata(self.cell_db, instance_uuid, **noted)
+                    records.set_system_metadata(self.cell_db, instance_uuid,
+                                                **{ownership.USER_PORTS: mine})
             if attach:
-                return self._attach(ctxt, st.instance, note)
-            self._detach(ctxt, st.instance, note)
+                return self._attach(ctxt, st.instance, op)
+            self._detach(ctxt, st.instance, op)
 
-    def _attach(self, ctxt, inst, note):
-        uuid = inst.uuid
+    def _attach(self, ctxt, inst, op):
+        uuid, note = inst.uuid, op.state
         known = {v["id"] for v in self.network_info(inst)}
         port_id = (note["port_id"] or note.get("made")
                    or self._made_before(ctxt, uuid, note["network_id"], known))
@@ -114,13 +120,12 @@ class ComputeInterfaces:
                     f"No specific network was requested and none are available for "
                     f"project '{inst.project_id}'.")
             vif = vifs[0]
-            if not port_id:  # the port made here, noted: a run again takes it
+            if not port_id:  # the port made here, recorded: a run again takes it
                 note["made"] = vif["id"]
-                records.set_system_metadata(self.cell_db, uuid,
-                                            **{INTERFACE_NOTE: json.dumps(note)})
+                host_operations.step(self.cell_db, op, "make port", journal_rows.DONE)
             port = self.network_api.get_port(ctxt, vif["id"])
             if (port.get("resource_request") or {}).get("request_groups"):
-                vif = self._claim_port_resources(ctxt, inst, port, note)
+                vif = self._claim_port_resources(ctxt, inst, port, op)
             vif["tag"] = note["tag"]
             # Whose the port is, the server's records know (novella/network/ownership.py):
             # a port this attach made and takes again (noted, or found) was not given.
@@ -133,7 +138,7 @@ class ComputeInterfaces:
                                 preserve=bool(note["port_id"]))
             raise
         self._set_vif(uuid, vif)
-        records.set_system_metadata(self.cell_db, uuid, **{INTERFACE_NOTE: None})
+        host_operations.end(self.cell_db, uuid, INTERFACE)
         return vif
 
     def _made_before(self, ctxt, uuid, network_id, known):
@@ -150,15 +155,14 @@ class ComputeInterfaces:
                 return p["id"]
         return None
 
-    def _claim_port_resources(self, ctxt, inst, port, note):
+    def _claim_port_resources(self, ctxt, inst, port, op):
         """What the port asks for, from providers of this host's tree, added to the
-        server's allocation (the providers noted first); its binding names them.
+        server's allocation (the providers recorded first); its binding names them.
         Returns the port's network_info entry as it then is."""
-        claimed = note.get("claimed")
+        claimed = op.state.get("claimed")
         if not claimed:
-            claimed = note["claimed"] = self._choose_providers(inst, port)
-            records.set_system_metadata(self.cell_db, inst.uuid,
-                                        **{INTERFACE_NOTE: json.dumps(note)})
+            claimed = op.state["claimed"] = self._choose_providers(inst, port)
+            host_operations.step(self.cell_db, op, "claim port resources", journal_rows.STARTED)
         self._set_port_shares(ctxt, inst, sorted(set(claimed.values())),
                               adding=(port, claimed))
         profile = dict(port.get("binding:profile") or {}, allocation=dict(claimed))
@@ -193,7 +197,7 @@ class ComputeInterfaces:
         """``preserve``: the port is the user's (unbound and released), else made here
         (deleted)."""
         if port_id is None:
-            records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
+            host_operations.end(self.cell_db, inst.uuid, INTERFACE)
             return
         with cleanup.step(f"give back what port {port_id} held"):
             self._give_back(ctxt, inst, port_id, providers)
@@ -201,14 +205,15 @@ class ComputeInterfaces:
             self.driver.detach_interface(ctxt, self.instance_dict(inst), {"id": port_id})
         with cleanup.step(f"let port {port_id} go"):
             self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id, preserve)
-        records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
+        host_operations.end(self.cell_db, inst.uuid, INTERFACE)
 
-    def _detach(self, ctxt, inst, note):
+    def _detach(self, ctxt, inst, op):
+        note = op.state
         port_id = note["port_id"]
         if "providers" not in note:  # the providers of the port's share of the allocation
             note["providers"] = self._port_providers(ctxt, port_id)
-            records.set_system_metadata(self.cell_db, inst.uuid,
-                                        **{INTERFACE_NOTE: json.dumps(note)})
+            host_operations.step(self.cell_db, op, "give back port resources",
+                                 journal_rows.STARTED)
         self.driver.detach_interface(ctxt, self.instance_dict(inst), {"id": port_id})
         self._give_back(ctxt, inst, port_id, note["providers"])
         users = ownership.user_ports(self.network_info(inst),
@@ -216,7 +221,7 @@ class ComputeInterfaces:
         self.network_api.deallocate_port_for_instance(ctxt, inst.uuid, port_id,
                                                       port_id in users)
         self._set_vif(inst.uuid, None, drop=port_id)
-        records.set_system_metadata(self.cell_db, inst.uuid, **{INTERFACE_NOTE: None})
+        host_operations.end(self.cell_db, inst.uuid, INTERFACE)
 
     def _port_providers(self, ctxt, port_id):
         from novella.network.api import PortNotFound
@@ -268,21 +273,11 @@ class ComputeInterfaces:
             nw_info = [v for v in json.loads(cache.network_info or "[]") if v["id"] != gone]
             cache.network_info = json.dumps(nw_info + ([vif] if vif else []))
 
-    def recover_interfaces(self, ctxt):
-        """The attaches and detaches of this host's servers its service stopped in the
-        middle of, run again from their beginning. Returns the servers' uuids."""
-        with self.cell_db.read_session() as s:
-            found = list(s.scalars(sa.select(m.Instance.uuid).join(
-                m.InstanceSystemMetadata,
-                m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.InstanceSystemMetadata.key == INTERFACE_NOTE)))
-        for uuid in found:
-            note = json.loads(records.system_metadata(self.cell_db, uuid)[INTERFACE_NOTE])
-            records.finish_open_events(self.cell_db, None, uuid, "Error")
-            with cleanup.step(f"finish the interface {note['op']} of {uuid}"):
-                self._run_interface_op(ctxt, uuid, note)
-        return found
+    def resume_interface_op(self, ctxt, instance_uuid, note):
+        """An attach or detach this host's service stopped in the middle of, run again
+        from its beginning (its action event ended in error first)."""
+        records.finish_open_events(self.cell_db, None, instance_uuid, "Error")
+        self._run_interface_op(ctxt, instance_uuid, note)
 
 
 def _by_group(port):

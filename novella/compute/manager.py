@@ -126,10 +126,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         self._ensure_service()
         self._destroy_deleted_guests(ctxt)
         self._clean_evacuated(ctxt)
+        self.adopt_notes()
         self.recover_interrupted(ctxt or get_admin_context())
-        self.recover_swaps(ctxt or get_admin_context())
-        self.recover_interfaces(ctxt or get_admin_context())
-        self.recover_quiesces(ctxt or get_admin_context())
+        self.recover_host_operations(ctxt or get_admin_context())
         self.reconcile_moves(ctxt or get_admin_context())
         self.update_available_resource(ctxt)
 

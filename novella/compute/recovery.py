@@ -28,6 +28,22 @@ beginning; the moves belong to the conductor that journals them
 
 Each interrupted action event ends ``Error`` before the operation runs again.
 
+The operations a host records in its cell's journal (novella/db/
+host_operations.py) before it acts, because a task state does not say
+enough, are run again next (``recover_host_operations``), each by the one
+function ``RESUME`` names for its kind:
+
+    swap_volume              the swap runs again from its beginning
+    interface_operation      the attach or detach runs again from its beginning
+    quiesced_for_snapshot    the guest is thawed
+    rebuild_reimage_root     nothing (the rebuild, run again for its task
+                             state, wrote the image or failed): the record ends
+
+A note of one of those names left in a server's system metadata (where they
+were recorded before the journal) becomes the journal's row before either
+(``adopt_notes``): a rebuild run again reads its image for the root volume
+from the journal.
+
 A host that was down while the conductor undid a move could not take its own
 part of the undo; it takes it as it starts (``reconcile_moves``):
 
@@ -52,9 +68,12 @@ import sqlalchemy as sa
 
 from novella.compute import cleanup
 from novella.compute import guest_actions
+from novella.compute import interface_ops
+from novella.compute import volume_ops
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.db import cell_models as m
+from novella.db import host_operations
 from novella.db import records
 
 LOG = logging.getLogger(__name__)
@@ -64,6 +83,16 @@ _REBOOTING = {task_states.REBOOTING: "SOFT", task_states.REBOOT_PENDING: "SOFT",
               task_states.REBOOT_STARTED: "SOFT", task_states.REBOOTING_HARD: "HARD",
               task_states.REBOOT_PENDING_HARD: "HARD", task_states.REBOOT_STARTED_HARD: "HARD"}
 _POWER = (task_states.POWERING_OFF, task_states.POWERING_ON) + tuple(_REBOOTING)
+
+# What runs again, for each kind of the host's journal: (manager, ctxt, server, state).
+RESUME = {volume_ops.SWAP: volume_ops.ComputeVolumes.resume_swap,
+          interface_ops.INTERFACE: interface_ops.ComputeInterfaces.resume_interface_op,
+          volume_ops.QUIESCE: volume_ops.ComputeVolumes.resume_quiesce,
+          volume_ops.REIMAGE_ROOT: volume_ops.ComputeVolumes.resume_reimage_root}
+# A system-metadata note of each kind, as written before the journal: its state.
+_NOTE_STATE = {volume_ops.SWAP: json.loads, interface_ops.INTERFACE: json.loads,
+               volume_ops.QUIESCE: lambda since: {"since": since},
+               volume_ops.REIMAGE_ROOT: lambda image_id: {"image_id": image_id}}
 
 
 class InterruptedOnHost(Exception):
@@ -92,6 +121,22 @@ class ComputeRecovery:
         if self.conf.shelved_offload_time == 0:
             # Shelved, but the service died before the offload that follows at once.
             self._offload_shelved(ctxt, 0)
+        return found
+
+    def adopt_notes(self):
+        """The notes of this host's servers written before the journal, made its rows
+        (see above). Returns the operations."""
+        return host_operations.adopt_notes(self.cell_db, self.host, _NOTE_STATE)
+
+    def recover_host_operations(self, ctxt):
+        """Every unfinished operation of this host's journal run again (see above).
+        Returns the operations."""
+        found = host_operations.unfinished(self.cell_db, self.host)
+        for op in found:
+            LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
+                     self.host, op.kind, op.instance_uuid)
+            with cleanup.step(f"finish {op.kind} of {op.instance_uuid}"):
+                RESUME[op.kind](self, ctxt, op.instance_uuid, op.state)
         return found
 
     def reconcile_moves(self, ctxt):

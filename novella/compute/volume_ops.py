@@ -9,15 +9,15 @@ reverse. Each is one action event (``compute_attach_volume`` /
 notifications.
 
 Swap (``swap_volume``): the API has marked the old volume ``detaching``,
-reserved the new one (an attachment of its own) and noted the swap in the
-server's system metadata (``SWAP_NOTE``: old, new, attachment, whether the
-volume service is migrating the old volume, the size to grow to) before it
-casts. The host connects the new attachment, has the hypervisor copy the
+reserved the new one (an attachment of its own) and begun the swap in the
+server's record of in-flight work (novella/db/host_operations.py, kind
+``SWAP``: old, new, attachment, whether the volume service is migrating the
+old volume, the size to grow to) before it casts. The host connects the new attachment, has the hypervisor copy the
 guest's volume to the new one, completes the new attachment, deletes the
 old one, ends the volume service's migration (``migrate_volume_completion``,
 which names the volume id the mapping keeps) and points the block device
-mapping at it; then the note goes. A host whose service stopped in between
-finds the note as it starts and runs the swap again from its beginning:
+mapping at it; then the record ends. A host whose service stopped in between
+finds it as it starts and runs the swap again from its beginning:
 each effect is one the swap may repeat. A swap that fails gives the old
 volume back (``in-use``), deletes the new attachment and leaves the mapping
 as it was.
@@ -28,14 +28,17 @@ attachment of the server's (reserved), its old one goes, the volume service
 writes the image onto it (``reimage``, which needs it reserved) and the new
 attachment is connected here; the block device mapping names it. Each part
 may run again: a live attachment of the server's on that volume other than
-the mapping's is one a stopped service left, and goes first.
+the mapping's is one a stopped service left, and goes first. The API begins
+it (kind ``REIMAGE_ROOT``: the image) before it casts the rebuild; a service
+that stops in the middle runs the rebuild again as it starts (its task
+state), and with it this.
 
 Assisted volume snapshots (``volume_snapshot_create`` / ``_delete``): the
 hypervisor snapshots an attached volume for the volume service.
 
 An image of a volume-backed server (the API snapshots its volumes): the
-guest is quiesced first where the driver can (``quiesce_instance``, noted
-in ``QUIESCE_NOTE`` before the guest freezes) and thawed once the volume
+guest is quiesced first where the driver can (``quiesce_instance``, begun
+as kind ``QUIESCE`` before the guest freezes) and thawed once the volume
 snapshots are made (``unquiesce_instance``, which waits for them); a
 service that stops in between thaws the guest as it starts, and a guest
 whose thaw never came (the API process died between its two calls) is
@@ -55,27 +58,27 @@ import logging
 import time
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella import service
 from novella.compute import cleanup
 from novella.compute import steps
 from novella.context import get_admin_context
 from novella.rpc import notifications
 from novella.db import cell_models as m
+from novella.db import host_operations
 from novella.db import records
 from novella.db.timestamps import utcnow
 
 LOG = logging.getLogger(__name__)
-SWAP_NOTE = "swap_volume"  # system metadata: the swap in progress (JSON)
-QUIESCE_NOTE = "quiesced_for_snapshot"  # system metadata: the guest may be frozen (since when)
+# Kinds of the host's operations (novella/db/host_operations.py), named as the
+# system-metadata notes they replaced.
+SWAP = "swap_volume"  # the swap in progress
+QUIESCE = "quiesced_for_snapshot"  # the guest may be frozen (since when)
+REIMAGE_ROOT = "rebuild_reimage_root"  # the image a rebuild writes on the root volume (2.93)
 # Longer than an image's volume snapshots plus the thaw's own wait for them take:
 # a guest frozen longer was forgotten by the API that froze it.
 FROZEN_AT_MOST = datetime.timedelta(seconds=300)
 # Mappings whose volume the host has made, by source: the field that must be set.
 _MADE_FROM = {"snapshot": "snapshot_id", "image": "image_id", "blank": "volume_size"}
-REIMAGE_ROOT = "rebuild_reimage_root"  # system metadata: the image a rebuild writes on
-                                       # the root volume (2.93), until it is written
 
 
 def next_device_name(used, prefix="/dev/vd"):
@@ -154,7 +157,8 @@ class ComputeVolumes:
 
     def swap_volume(self, ctxt, instance_uuid, old_volume_id, new_volume_id, new_attachment_id):
         """The guest's ``old_volume_id`` replaced by ``new_volume_id`` (see above)."""
-        note = self._swap_note(instance_uuid) or {
+        begun = host_operations.of_server(self.cell_db, instance_uuid).get(SWAP)
+        note = begun.state if begun else {
             "old": old_volume_id, "new": new_volume_id, "attachment": new_attachment_id,
             "migration": False, "resize_to": 0}
         with steps.step(self, ctxt, instance_uuid, "compute_swap_volume",
@@ -162,15 +166,11 @@ class ComputeVolumes:
                         old_volume_id=old_volume_id, new_volume_id=new_volume_id) as st:
             self._swap(ctxt, st.instance, note)
 
-    def _swap_note(self, instance_uuid):
-        raw = records.system_metadata(self.cell_db, instance_uuid).get(SWAP_NOTE)
-        return json.loads(raw) if raw else None
-
     def _swap(self, ctxt, inst, note):
         uuid, att_id = inst.uuid, note["attachment"]
         bdms = [b for b in self._bdms(uuid) if self._is_volume(b)]
         if any(b.attachment_id == att_id for b in bdms):  # it was done
-            records.set_system_metadata(self.cell_db, uuid, **{SWAP_NOTE: None})
+            host_operations.end(self.cell_db, uuid, SWAP)
             return
         bdm = next((b for b in bdms if b.volume_id == note["old"]), None)
         if bdm is None:
@@ -209,7 +209,7 @@ class ComputeVolumes:
             row.connection_info = json.dumps(new_info)
             if note["resize_to"]:
                 row.volume_size = note["resize_to"]
-        records.set_system_metadata(self.cell_db, uuid, **{SWAP_NOTE: None})
+        host_operations.end(self.cell_db, uuid, SWAP)
 
     def _swap_failed(self, ctxt, inst, note, bdm, old_info, swapped):
         """The guest keeps the old volume, in-use again; the new attachment goes."""
@@ -225,23 +225,13 @@ class ComputeVolumes:
             with cleanup.step("end the volume's migration in error"):
                 self.volume_api.migrate_volume_completion(ctxt, note["old"], note["new"],
                                                           error=True)
-        records.set_system_metadata(self.cell_db, inst.uuid, **{SWAP_NOTE: None})
+        host_operations.end(self.cell_db, inst.uuid, SWAP)
 
-    def recover_swaps(self, ctxt):
-        """The swaps of this host's servers its service stopped in the middle of, run
-        again from their beginning. Returns the servers' uuids."""
-        with self.cell_db.read_session() as s:
-            found = list(s.scalars(sa.select(m.Instance.uuid).join(
-                m.InstanceSystemMetadata,
-                m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.InstanceSystemMetadata.key == SWAP_NOTE)))
-        for uuid in found:
-            note = self._swap_note(uuid)
-            records.finish_open_events(self.cell_db, None, uuid, "Error")
-            with cleanup.step(f"finish the volume swap of {uuid}"):
-                self.swap_volume(ctxt, uuid, note["old"], note["new"], note["attachment"])
-        return found
+    def resume_swap(self, ctxt, instance_uuid, note):
+        """A swap this host's service stopped in the middle of, run again from its
+        beginning (its action event ended in error first)."""
+        records.finish_open_events(self.cell_db, None, instance_uuid, "Error")
+        self.swap_volume(ctxt, instance_uuid, note["old"], note["new"], note["attachment"])
 
     def volume_snapshot_create(self, ctxt, instance_uuid, volume_id, create_info):
         """The hypervisor snapshots the attached volume for the volume service."""
@@ -256,15 +246,15 @@ class ComputeVolumes:
                                            snapshot_id, delete_info)
 
     def quiesce_instance(self, ctxt, instance_uuid):
-        """Freeze the guest's filesystems (noted first); a driver that cannot raises."""
+        """Freeze the guest's filesystems (recorded first); a driver that cannot raises."""
         inst = self._get(instance_uuid)
         since = utcnow()
-        records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: since.isoformat()})
+        host_operations.begin(self.cell_db, inst.uuid, QUIESCE, {"since": since.isoformat()})
         try:
             self.driver.quiesce(ctxt, self.instance_dict(inst),
                                 {"id": inst.image_ref, "properties": {}})
         except BaseException:
-            records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
+            host_operations.end(self.cell_db, inst.uuid, QUIESCE)
             raise
         self._note_frozen(inst.uuid, since)
 
@@ -285,22 +275,12 @@ class ComputeVolumes:
         inst = self._get(instance_uuid)
         self.driver.unquiesce(ctxt, self.instance_dict(inst),
                               {"id": inst.image_ref, "properties": {}})
-        records.set_system_metadata(self.cell_db, inst.uuid, **{QUIESCE_NOTE: None})
+        host_operations.end(self.cell_db, inst.uuid, QUIESCE)
         self._note_frozen(inst.uuid, None)
 
-    def recover_quiesces(self, ctxt):
-        """The guests of this host left frozen by a service that stopped, thawed.
-        Returns the servers' uuids."""
-        with self.cell_db.read_session() as s:
-            found = list(s.scalars(sa.select(m.Instance.uuid).join(
-                m.InstanceSystemMetadata,
-                m.InstanceSystemMetadata.instance_uuid == m.Instance.uuid).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.InstanceSystemMetadata.key == QUIESCE_NOTE)))
-        for uuid in found:
-            with cleanup.step(f"thaw {uuid}"):
-                self.unquiesce_instance(ctxt, uuid)
-        return found
+    def resume_quiesce(self, ctxt, instance_uuid, note):
+        """A guest left frozen by a service that stopped, thawed."""
+        self.unquiesce_instance(ctxt, instance_uuid)
 
     def thaw_forgotten_guests(self, ctxt=None):
         """Thaw the guests this service froze longer than ``FROZEN_AT_MOST`` ago,
@@ -395,5 +375,11 @@ class ComputeVolumes:
         with self.cell_db.session(write=True) as s:
             s.get(m.BlockDeviceMapping, root.id).connection_info = json.dumps(
                 dict(att.get("connection_info") or {}, volume_id=root.volume_id))
-        records.set_system_metadata(self.cell_db, inst.uuid, **{REIMAGE_ROOT: None})
+        host_operations.end(self.cell_db, inst.uuid, REIMAGE_ROOT)
+
+    def resume_reimage_root(self, ctxt, instance_uuid, note):
+        """Run again with the rebuild it is a part of, which the server's task state
+        resumes (novella/compute/recovery.py) before this: one still unfinished is
+        of a rebuild that ended without it, and is over."""
+        host_operations.end(self.cell_db, instance_uuid, REIMAGE_ROOT)
 

@@ -4,8 +4,8 @@ A batch moves, in one transaction, at most about ``max_rows`` rows:
 
 1. deleted instances (``deleted != 0``), oldest first, each with every row
    that hangs off it (metadata, extra, info cache, tags, system metadata,
-   migrations, block device mappings, faults, actions and their events),
-   deleted or not;
+   migrations, block device mappings, faults, actions and their events,
+   operations a host left unfinished on it), deleted or not;
 2. then the soft-deleted rows of the other tables (events, actions, faults,
    block device mappings, migrations, services, compute nodes).
 
@@ -26,7 +26,7 @@ INSTANCE_KEY = {
     "instance_info_caches": "instance_uuid", "tags": "resource_id",
     "instance_system_metadata": "instance_uuid", "migrations": "instance_uuid",
     "block_device_mapping": "instance_uuid", "instance_faults": "instance_uuid",
-    "instance_actions": "instance_uuid",
+    "instance_actions": "instance_uuid", "host_operations": "instance_uuid",
 }
 # Soft-deleted tables archived on their own, children before parents.
 SOFT_DELETED = ("instance_actions_events", "instance_actions", "instance_faults",

@@ -133,6 +133,19 @@ class InstanceSystemMetadata(Base):
     value: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
 
 
+class HostOperation(Timestamps, Base):
+    """An operation a compute host runs on a server, from before it acts until it
+    ends (novella/db/host_operations.py); at most one of each kind per server."""
+    __tablename__ = "host_operations"
+    __table_args__ = (sa.UniqueConstraint("instance_uuid", "kind",
+                                          name="uniq_host_operations0instance_uuid0kind"),)
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    kind: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    steps: orm.Mapped[str] = orm.mapped_column(sa.Text)  # JSON list of [name, status]
+    state: orm.Mapped[str] = orm.mapped_column(sa.Text)  # JSON
+
+
 class Migration(Timestamps, SoftDelete, Base):
     __tablename__ = "migrations"
     __table_args__ = (sa.Index("ix_migrations_instance_status", "instance_uuid", "status"),

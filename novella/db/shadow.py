@@ -14,6 +14,7 @@ ARCHIVED_TABLES = (
     "instances", "instance_metadata", "instance_extra", "instance_info_caches", "tags",
     "instance_system_metadata", "migrations", "block_device_mapping", "instance_actions",
     "instance_actions_events", "instance_faults", "services", "compute_nodes",
+    "host_operations",
 )
 
 

@@ -12,11 +12,12 @@ it from the server's own records, the same whichever network client is used
   ``preserve_on_delete`` (the network client says so of the ports it was given
   when it allocates them), those noted in the server's system metadata
   (``USER_PORTS``) and those the operation in flight names (a build's
-  requested ports, an attach's port).
+  requested ports).
 
 A port the user gave is noted before it becomes the server's: a build notes
-its requested ports (``USER_PORTS``) before it asks for them, an attach notes
-the port with the operation (``interface_operation``). A port the compute
+its requested ports (``USER_PORTS``) before it asks for them, an attach its
+port (once it has recorded the attach, novella/compute/interface_ops.py,
+and before it asks for the port). A port the compute
 service makes cannot be noted before it exists, and need not be: it is made
 with the server's ``device_id``, so a process that dies after making it and
 before the info cache names it leaves a port that the server's delete, or the
@@ -27,7 +28,6 @@ deletes the user's.
 import json
 
 USER_PORTS = "user_ports"  # system metadata: the ports the user gave the server (JSON list)
-INTERFACE_NOTE = "interface_operation"  # system metadata: the attach or detach in progress
 
 
 def requested_port_ids(requested_networks):
@@ -61,11 +61,5 @@ def user_ports(network_info, system_metadata=None, also=()):
     server lets them go; every other port whose device is the server is deleted."""
     out = {vif["id"] for vif in network_info or [] if vif.get("preserve_on_delete")}
     out.update(noted(system_metadata))
-    try:  # an attach of the user's port, in progress
-        note = json.loads((system_metadata or {}).get(INTERFACE_NOTE) or "{}")
-    except ValueError:
-        note = {}
-    if note.get("op") == "attach" and note.get("port_id"):
-        out.add(note["port_id"])
     out.update(p for p in also if p)
     return out

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from novella.allinone import AllInOne
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db import records
+from novella.db import host_operations
 from novella.virt import simulated
 from tests.functional.api_services.test_volume_attachments import ADMIN, _call
 
@@ -233,7 +233,7 @@ def test_swap_of_a_volume_the_service_had_moved_before(cloud):
     assert domain["volume_copies"] == {new: {"from": old, "size_gb": 2}}
     status, body = cloud.compute("GET", f"/servers/{sid}/os-volume_attachments")
     assert [a["volumeId"] for a in body["volumeAttachments"]] == [new]
-    assert records.system_metadata(cloud.cell_db(), sid).get("swap_volume") is None
+    assert host_operations.of_server(cloud.cell_db(), sid).get("swap_volume") is None
     actions = cloud.compute("GET", f"/servers/{sid}/os-instance-actions")[1]["instanceActions"]
     assert actions[0]["action"] == "swap_volume"
     detail = cloud.compute("GET", f"/servers/{sid}/os-instance-actions/"
@@ -281,7 +281,7 @@ def test_a_failed_swap_leaves_the_old_volume_attached(cloud):
     assert cloud.live_attachments(new) == []
     assert cloud.domain(sid)["volumes"] == {old: before[0][1]}
     assert cloud.volume(old)["migration_status"] == "error"
-    assert records.system_metadata(cloud.cell_db(), sid).get("swap_volume") is None
+    assert host_operations.of_server(cloud.cell_db(), sid).get("swap_volume") is None
     assert cloud.server(sid)["status"] == "ACTIVE"
 
 

@@ -14,7 +14,7 @@ from novella.compute import volume_ops
 from novella.context import get_admin_context
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db import records
+from novella.db import host_operations
 from novella.virt import simulated
 from tests.functional.moves import test_compute_crash_recovery as host_death
 from tests.functional.moves.conftest import make_cloud  # noqa: F401 - fixture
@@ -95,7 +95,7 @@ def test_an_image_of_a_volume_backed_server_maps_snapshots_of_its_volumes(cloud)
     # The running guest was frozen while its volume was snapshotted, and thawed.
     guest = _guest(cloud, sid)
     assert (guest["quiesces"], guest["quiesced"]) == (1, False)
-    assert "quiesced_for_snapshot" not in records.system_metadata(
+    assert "quiesced_for_snapshot" not in host_operations.of_server(
         cells_mod.cell_database(cells_mod.instance_cell(cloud.aio.api_db, sid)), sid)
     server = cloud.server(sid)
     assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
@@ -161,7 +161,7 @@ def test_a_guest_that_cannot_be_quiesced(cloud):
     status, body = _create_image(cloud, sid)
     assert status == 400 and "Quiescing is not supported" in body["badRequest"]["message"]
     assert (len(_snapshots(cloud)), len(cloud.aio.image_api.list(None))) == (1, images)
-    assert "quiesced_for_snapshot" not in records.system_metadata(
+    assert "quiesced_for_snapshot" not in host_operations.of_server(
         cells_mod.cell_database(cells_mod.instance_cell(cloud.aio.api_db, sid)), sid)
 
 
@@ -176,7 +176,7 @@ def test_a_compute_service_dying_while_a_guest_is_frozen_thaws_it_when_it_starts
     death = host_death.arm_host_deaths(cloud, monkeypatch)
     host_death._restart(cloud, death, host)
     assert _guest(cloud, sid)["quiesced"] is False
-    assert "quiesced_for_snapshot" not in records.system_metadata(compute.cell_db, sid)
+    assert "quiesced_for_snapshot" not in host_operations.of_server(compute.cell_db, sid)
 
 
 def test_a_guest_whose_thaw_never_came_is_thawed_by_the_periodic_task(cloud, monkeypatch):
@@ -189,13 +189,13 @@ def test_a_guest_whose_thaw_never_came_is_thawed_by_the_periodic_task(cloud, mon
     assert compute._thaw_watch is not None
     assert compute.thaw_forgotten_guests() == []   # frozen moments ago: a snapshot may be on
     assert _guest(cloud, sid)["quiesced"] is True
-    assert "quiesced_for_snapshot" in records.system_metadata(compute.cell_db, sid)
+    assert "quiesced_for_snapshot" in host_operations.of_server(compute.cell_db, sid)
 
     later = volume_ops.utcnow() + volume_ops.FROZEN_AT_MOST + datetime.timedelta(seconds=1)
     monkeypatch.setattr(volume_ops, "utcnow", lambda: later)
     assert compute.thaw_forgotten_guests() == [sid]
     assert _guest(cloud, sid)["quiesced"] is False
-    assert "quiesced_for_snapshot" not in records.system_metadata(compute.cell_db, sid)
+    assert "quiesced_for_snapshot" not in host_operations.of_server(compute.cell_db, sid)
     assert cloud.server(sid)["status"] == "ACTIVE"
     assert compute.thaw_forgotten_guests() == [] and compute._thaw_watch is None
 

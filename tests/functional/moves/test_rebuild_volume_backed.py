@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db import records
+from novella.db import host_operations
 from tests.functional.moves import test_compute_crash_recovery as host_death
 
 
@@ -42,7 +42,7 @@ def _books(cloud, sid, root):
             "volume": (volume["status"], volume["volume_image_metadata"]["image_id"]),
             "attachments": [(a["status"], a["attached_host"] == host) for a in attachments],
             "guest": (guest["power_state"], list(guest["volumes"]) == [root]),
-            "noted": records.system_metadata(cell_db, sid).get("rebuild_reimage_root")}
+            "noted": host_operations.of_server(cell_db, sid).get("rebuild_reimage_root")}
 
 
 def test_rebuild_of_a_volume_backed_server(cloud):

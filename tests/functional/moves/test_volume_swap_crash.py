@@ -10,7 +10,7 @@ and disks starts, and the books must be those of the clean run: the block
 device mapping (the volume id it keeps, its device, its attachment live and
 attached on the server's host), both volumes (status, migration status,
 live attachments), the guest's volumes in domain.json, the server's state,
-and no swap left noted on the server.
+and no swap left recorded for the server.
 """
 import json
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db import records
+from novella.db import host_operations
 from novella.virt import simulated
 from tests.functional.moves import test_compute_crash_recovery as host_death
 
@@ -73,7 +73,7 @@ def _books(cloud, sid, old, new):
     return {"server": (server["status"], server["OS-EXT-STS:task_state"]),
             "mappings": mapped, "volumes": volumes,
             "attachments": {k: v[1:] for k, v in attachments.items()}, "guest": guest,
-            "noted": records.system_metadata(cell_db, sid).get("swap_volume")}
+            "noted": host_operations.of_server(cell_db, sid).get("swap_volume")}
 
 
 def _swap(cloud, death, at):

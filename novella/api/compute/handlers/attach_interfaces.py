@@ -15,7 +15,6 @@ Both need the server ``ACTIVE``, ``PAUSED`` or ``STOPPED`` with no task
 state, and unlocked (409). A port that asks for resources (minimum
 bandwidth) gets them on the server's host, or the attach fails with 400.
 """
-import json
 
 from novella import rpc
 from novella.api.compute import errors, instances
@@ -25,6 +24,7 @@ from novella.compute import interface_ops
 from novella.compute import rpcapi as compute_rpcapi
 from novella.compute import states
 from novella.db import cells as cells_mod
+from novella.db import host_operations
 from novella.db import records
 
 _RULE = "os_compute_api:os-attach-interfaces:"
@@ -146,10 +146,10 @@ def delete(req, server_id, port_id):
         raise errors.NotFound(f"Port {port_id} is not attached")
     cell_db = cells_mod.cell_database(rec["cell"])
     records.start_action(cell_db, req.context, rec["uuid"], "detach_interface")
-    # Noted before the cast: a host that stops before or while it detaches finishes it
-    # as it starts again.
-    records.set_system_metadata(cell_db, rec["uuid"], **{interface_ops.INTERFACE_NOTE: json.dumps(
-        {"op": "detach", "port_id": port_id})})
+    # Recorded before the cast: a host that stops before or while it detaches finishes
+    # it as it starts again.
+    host_operations.begin(cell_db, rec["uuid"], interface_ops.INTERFACE,
+                          {"op": "detach", "port_id": port_id})
     compute_rpcapi.ComputeAPI(rec["cell"].transport_url).detach_interface(
         req.context, rec["host"], rec["uuid"], port_id)
     return 202, None

@@ -24,6 +24,7 @@ from novella.compute import volume_ops
 from novella.compute import states
 from novella.compute.states import task_states
 from novella.db import cells as cells_mod
+from novella.db import host_operations
 from novella.db import records
 from novella.db import request_specs
 from novella.db import servers as servers_db
@@ -82,8 +83,12 @@ def rebuild(req, rec, body):
     # Noted before the host acts: a host that dies rebuilding runs it again alike.
     records.set_system_metadata(cell_db, rec["uuid"], **{
         guest_actions.REBUILD_PRESERVE_EPHEMERAL:
-            v.to_bool(args["preserve_ephemeral"]) if args.get("preserve_ephemeral") else None,
-        volume_ops.REIMAGE_ROOT: image_id if reimage else None})
+            v.to_bool(args["preserve_ephemeral"]) if args.get("preserve_ephemeral") else None})
+    if reimage:
+        host_operations.begin(cell_db, rec["uuid"], volume_ops.REIMAGE_ROOT,
+                              {"image_id": image_id})
+    else:  # one an earlier rebuild left is not this one's
+        host_operations.end(cell_db, rec["uuid"], volume_ops.REIMAGE_ROOT)
     metadata = args.get("metadata")
     try:
         servers_db.start_rebuild(cell_db, rec["uuid"], metadata,  # metadata: replaced

@@ -16,10 +16,9 @@ Update (PUT) changes ``delete_on_termination`` from 2.85; a different
 ``volumeId`` (any PUT before 2.85) is a swap, which the volume service asks
 for while it migrates the old volume (``os_compute_api:os-volumes-attachments:swap``,
 the service role): the old volume is marked ``detaching``, the new one gets
-an attachment, the swap is noted on the server (novella/compute/volume_ops.py)
+an attachment, the swap is recorded for the host (novella/compute/volume_ops.py)
 and cast to its host.
 """
-import json
 import uuid as uuid_mod
 
 import sqlalchemy as sa
@@ -32,6 +31,7 @@ from novella.compute import states
 from novella.compute import volume_ops
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
+from novella.db import host_operations
 from novella.db import records
 
 _RULE = "os_compute_api:os-volumes-attachments:"
@@ -363,11 +363,11 @@ def _swap(req, rec, old_id, new_id):
             raise errors.BadRequest(f"Invalid volume: {exc}")
         raise
     cell_db = cells_mod.cell_database(rec["cell"])
-    # Noted before the host acts: a host that stops in the middle runs it again.
-    records.set_system_metadata(cell_db, rec["uuid"], **{volume_ops.SWAP_NOTE: json.dumps({
+    # Recorded before the host acts: a host that stops in the middle runs it again.
+    host_operations.begin(cell_db, rec["uuid"], volume_ops.SWAP, {
         "old": old_id, "new": new_id, "attachment": attachment["id"],
         "migration": old["migration_status"] == "migrating",
-        "resize_to": new["size"] if int(new["size"]) > int(old["size"]) else 0})})
+        "resize_to": new["size"] if int(new["size"]) > int(old["size"]) else 0})
     records.start_action(cell_db, req.context, rec["uuid"], "swap_volume")
     try:
         compute_rpcapi.ComputeAPI(rec["cell"].transport_url).swap_volume(
@@ -375,7 +375,7 @@ def _swap(req, rec, old_id, new_id):
     except Exception:
         volume_api.roll_detaching(req.context, old_id)
         volume_api.attachment_delete(req.context, attachment["id"])
-        records.set_system_metadata(cell_db, rec["uuid"], **{volume_ops.SWAP_NOTE: None})
+        host_operations.end(cell_db, rec["uuid"], volume_ops.SWAP)
         raise
 
 
