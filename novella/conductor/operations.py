@@ -190,10 +190,18 @@ def _lost_unshelve(conductor, request):
 
 # -- the operations ------------------------------------------------------------------------
 
-BUILD, RESIZE, CROSS_CELL_RESIZE = "build", "migrate", "migrate-cross-cell"
-LIVE_MIGRATION, EVACUATION, UNSHELVE = "live-migrate", "evacuate", "unshelve"
-CONFIRM, CROSS_CELL_CONFIRM = "confirm", "confirm-cross-cell"
-REVERT, CROSS_CELL_REVERT = "revert", "revert-cross-cell"
+# One name per operation (docs/architecture.md, "Names"): a move's is its migration
+# type (a cold migration is a resize to the same flavor, as its compute steps are).
+BUILD, UNSHELVE = "build", "unshelve"
+RESIZE, CROSS_CELL_RESIZE = "resize", "cross-cell-resize"
+LIVE_MIGRATION, EVACUATION = "live-migration", "evacuation"
+CONFIRM, CROSS_CELL_CONFIRM = "confirm-resize", "confirm-cross-cell-resize"
+REVERT, CROSS_CELL_REVERT = "revert-resize", "revert-cross-cell-resize"
+# The names journal rows were written under before: read as the operation's.
+ALIASES = {"migrate": RESIZE, "migrate-cross-cell": CROSS_CELL_RESIZE,
+           "live-migrate": LIVE_MIGRATION, "evacuate": EVACUATION,
+           "confirm": CONFIRM, "confirm-cross-cell": CROSS_CELL_CONFIRM,
+           "revert": REVERT, "revert-cross-cell": CROSS_CELL_REVERT}
 
 _MOVE = dict(state=common.Move, request="move", end=ends.end_move, lost=_lost_move)
 _RESIZE = dict(_MOVE, actions={"resize": "resize", "migration": "migrate"},
@@ -235,13 +243,15 @@ OPERATIONS = {operation.name: operation for operation in (
 
 
 def named(kind):
-    """The operation a journal row of ``kind`` is of."""
-    return OPERATIONS[kind]
+    """The operation a journal row of ``kind`` is of (its name, or a former one)."""
+    return OPERATIONS[ALIASES.get(kind, kind)]
 
 
 def kinds_of(request):
-    """The journal kinds of the operations that may have begun a ``request``."""
-    return tuple(op.name for op in OPERATIONS.values() if op.request == request)
+    """The journal kinds (names and former names) of the operations that may have
+    begun a ``request``."""
+    names = tuple(op.name for op in OPERATIONS.values() if op.request == request)
+    return names + tuple(alias for alias, name in ALIASES.items() if name in names)
 
 
 def of_request(request):

@@ -373,3 +373,27 @@ def crash_at_every_boundary(cloud, crash, operation, operations, boot=_boot):
         assert after["task_state"] is None
         assert after["migration"] in FINAL_MIGRATION | {None}
         _delete_and_check_empty(cloud, crash, sid)
+
+
+def test_an_operation_journaled_under_its_former_name_is_recovered(cloud, crashing):
+    """A resize whose row was written under its former kind ('migrate') and whose
+    conductor died: a fresh conductor reads it as a resize and undoes it."""
+    sid, source, before = _start(cloud, crashing, "resize", at=(1, "started"))
+    crashing.wait(cloud)
+    assert crashing.reached.is_set()
+    cloud.aio.wait_idle()
+    with cloud.aio.api_db.session(write=True) as s:
+        s.execute(sa.update(am.Operation).where(am.Operation.instance_uuid == sid)
+                  .values(kind="migrate"))
+    fresh = ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
+                             network_api=cloud.aio.network_api, volume_api=cloud.aio.volume_api,
+                             image_api=cloud.aio.image_api)
+    journal.expire_others(cloud.aio.api_db, fresh.owner)
+    assert fresh.recover_operations()
+    cloud.aio.wait_idle()
+    with cloud.aio.api_db.read_session() as s:
+        row = s.scalars(sa.select(am.Operation).where(am.Operation.instance_uuid == sid)
+                        .order_by(am.Operation.id.desc())).first()
+    assert (row.kind, row.status) == ("migrate", "undone")
+    assert books(cloud, sid, source) == dict(before, migration="error")
+    _delete_and_check_empty(cloud, crashing, sid)

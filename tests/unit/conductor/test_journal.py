@@ -56,3 +56,10 @@ def test_a_request_recorded_in_a_migration_is_carried_out_by_its_operation(name)
             assert operations.of_migration({
                 "status": status, "migration_type": migration_type,
                 "cross_cell_move": op.cross_cell}) is op
+
+
+@pytest.mark.parametrize("former", sorted(operations.ALIASES))
+def test_a_row_journaled_under_a_former_name_is_read_as_its_operation(former):
+    op = operations.named(former)
+    assert op is operations.OPERATIONS[operations.ALIASES[former]]
+    assert former in operations.kinds_of(op.request)
