@@ -17,6 +17,7 @@ from novella.cmd import manage
 from novella.conf import CONF
 from novella.db import cells as cells_mod
 from novella.endpoints import PORTS, SERVICES
+from novella.service import check_port_free
 
 LOG = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class AllInOne:
         if self.http:
             self.urls = {name: f"http://{self.bind}:{self.port(offset, default)}"
                          for name, offset, default in PORTS}
+            for name, offset, default in PORTS:  # said before any database is written
+                check_port_free(self.bind, self.port(offset, default), name)
             config_files = [self._write_auth_config()]
         self.config_files = config_files + self.user_config_files
         CONF([], project="nova", default_config_files=self.config_files)

@@ -349,6 +349,24 @@ class _ThreadingServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
                 pass
 
 
+class PortInUse(Exception):
+    """An API's port is taken: said before anything is started or written."""
+
+
+def check_port_free(host, port, name):
+    """Raise PortInUse naming ``name``'s ``host:port`` if it cannot be listened on
+    (as the server will bind it: address reuse on, so a closing socket is no
+    obstacle)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise PortInUse(f"the {name} API cannot listen on {host}:{port}: "
+                            f"{exc.strerror or exc}. Another process has that port: stop "
+                            "it, or choose other ports.") from None
+
+
 class HTTPServer:
     """A threaded HTTP/1.1 server for one WSGI application (keep-alive)."""
 

@@ -280,9 +280,25 @@ def _split(bind, default_port):
     return host or "127.0.0.1", int(port)
 
 
+# The HTTP API each `novella serve` service listens for.
+HTTP_APIS = {"placement": "placement", "api": "compute", "optimize": "optimize",
+             **{name: name for name in EMBEDDED}}
+
+
+def _check_port(args):
+    """A taken port is said before any database is opened or written."""
+    from novella.service import check_port_free
+    name = HTTP_APIS.get(args.service)
+    if name is not None:
+        host, port = _split(args.bind, next(p for key, _o, p in PORTS if key == name))
+        check_port_free(host, port, name)
+
+
 def main(args):
+    from novella.service import PortInUse
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
+        _check_port(args)
         if args.service == "placement":
             from novella.placement import conf as placement_conf
             conf = placement_conf.make_conf(default_config_files=args.config_file)
@@ -296,5 +312,5 @@ def main(args):
             return _serve_http(embedded_api_builder(args.service), args, args.service)
         {"conductor": serve_conductor, "scheduler": serve_scheduler,
          "compute": serve_compute}[args.service](args)
-    except ConfigError as exc:
+    except (ConfigError, PortInUse) as exc:
         sys.exit(f"error: {exc}")

@@ -10,9 +10,11 @@ tunnel, and packet rate, and have two SR-IOV NICs on ``physnet1``
 """
 import logging
 import signal
+import sys
 import threading
 
 from novella.allinone import AllInOne
+from novella.service import PortInUse
 
 # {group: {option: default}} of `novella up`: 10 Gbit/s each way on physnet1 and on
 # the tunnel, 1000 kpps per host, and two SR-IOV NICs of 4 VFs with 10 Gbit/s each
@@ -43,10 +45,13 @@ def main(args):
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     print(f"Starting Novella: {args.cells} cells x {args.hosts_per_cell} simulated hosts ...", flush=True)
     set_defaults(CONF)
-    cloud = AllInOne(args.data_dir, cells=args.cells, hosts_per_cell=args.hosts_per_cell,
-                     http=True, bind=args.host, port_base=args.port_base,
-                     log=lambda msg: print("  " + msg, flush=True),
-                     config_files=getattr(args, "config_file", None) or (), qos_demo=True)
+    try:
+        cloud = AllInOne(args.data_dir, cells=args.cells, hosts_per_cell=args.hosts_per_cell,
+                         http=True, bind=args.host, port_base=args.port_base,
+                         log=lambda msg: print("  " + msg, flush=True),
+                         config_files=getattr(args, "config_file", None) or (), qos_demo=True)
+    except PortInUse as exc:
+        sys.exit(f"error: {exc}")
     cloud.start()
     print("Novella is up. Endpoints:", flush=True)
     for name, url in cloud.endpoints().items():

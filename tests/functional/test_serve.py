@@ -245,3 +245,40 @@ def test_serve_says_when_keystone_refuses_or_misses_the_placement_credentials(tm
         f"error: Keystone at http://127.0.0.1:{closed}/v3, or the Placement its catalog names, "
         "does not answer ([placement] auth_url, region_name, valid_interfaces): start them first")
 
+
+
+@pytest.fixture
+def taken_port():
+    """A port another process (here: a listening socket) holds."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_serve_on_a_taken_port_names_it_before_writing_anything(tmp_path, taken_port):
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = noauth2\n"
+                    f"[placement_database]\nconnection = sqlite:///{tmp_path}/placement.db\n")
+    ran = _run(["placement", "--config-file", str(conf), "--bind", f"127.0.0.1:{taken_port}"])
+    assert ran.returncode == 1
+    assert "Traceback" not in ran.stderr
+    assert ran.stderr.strip().splitlines()[-1].startswith(
+        f"error: the placement API cannot listen on 127.0.0.1:{taken_port}: "
+        "Address already in use")
+    assert not (tmp_path / "placement.db").exists()
+
+
+def test_up_on_a_taken_port_names_it_before_writing_anything(tmp_path, taken_port):
+    # --port-base puts the Compute API (offset 1) on the taken port.
+    data = tmp_path / "data"
+    ran = subprocess.run([sys.executable, "-m", "novella.cmd.main", "up", "--data-dir",
+                          str(data), "--port-base", str(taken_port - 1)],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1
+    assert "Traceback" not in ran.stderr + ran.stdout
+    assert ran.stderr.strip().splitlines()[-1].startswith(
+        f"error: the compute API cannot listen on 127.0.0.1:{taken_port}: "
+        "Address already in use")
+    assert not list(data.glob("*.db"))
