@@ -29,6 +29,7 @@ import uuid as uuid_mod
 import sqlalchemy as sa
 
 from novella.db import api_models as am
+from novella.db.journal_rows import encode
 from novella.db.timestamps import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -64,27 +65,6 @@ def taken(api_db, operation_uuids):
 def conductor_id():
     """A name for this conductor process, unique across restarts."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid_mod.uuid4().hex[:8]}"
-
-
-def encode(value):
-    """``value`` as JSON, strictly: what is saved comes back equal after a recovery,
-    so a value JSON cannot hold (a datetime, a UUID, a set...) is refused as it is
-    saved (TypeError naming its key), to be converted where it is made."""
-    try:
-        return json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        keys = [key for key, item in value.items() if not _encodes(item)] if isinstance(
-            value, dict) else []
-        raise TypeError(f"the journal cannot save {', '.join(map(repr, keys)) or 'a value'}: "
-                        f"{exc}") from exc
-
-
-def _encodes(value):
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 class Journal:

@@ -13,8 +13,24 @@ STARTED, DONE = "started", "done"  # a step's status
 
 
 def encode(value):
-    """``value`` as the text a journal stores; TypeError if it is not JSON."""
-    return json.dumps(value, sort_keys=True)
+    """``value`` as JSON, strictly: what is saved comes back equal after a recovery,
+    so a value JSON cannot hold (a datetime, a UUID, a set...) is refused as it is
+    saved (TypeError naming its key), to be converted where it is made."""
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        keys = [key for key, item in value.items() if not _encodes(item)] if isinstance(
+            value, dict) else []
+        raise TypeError(f"the journal cannot save {', '.join(map(repr, keys)) or 'a value'}: "
+                        f"{exc}") from exc
+
+
+def _encodes(value):
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def decode(text):
