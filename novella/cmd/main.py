@@ -5,6 +5,7 @@
                                                 each service in a process of its own
     novella serve api|placement|conductor|scheduler|compute|image|network|volume|optimize [--config-file F]
     novella drain --source-cell CELL [--target-cell CELL] ...   (docs/drain.md)
+    novella image build-guest [--output DIR] [--config-file F]  (docs/real-guests.md)
     novella manage [--config-file F] api_db sync
     novella manage [--config-file F] db sync|archive_deleted_rows|purge
     novella manage [--config-file F] cell_v2 map_cell0|create_cell|list_cells|discover_hosts|
@@ -41,6 +42,11 @@ def _serve(args):
 def _drain(args):
     from novella.cmd import drain
     sys.exit(drain.main(args))
+
+
+def _image(args):
+    from novella.cmd import image
+    sys.exit(image.main(args))
 
 
 def _up(args):
@@ -94,6 +100,8 @@ def build_parser():
 
     from novella.cmd import drain
     drain.add_parser(sub).set_defaults(fn=_drain)
+    from novella.cmd import image
+    image.add_parser(sub).set_defaults(fn=_image)
 
     m = sub.add_parser("manage", help="database and cell administration (as nova-manage)",
                        description="Database, cell and placement administration, with "
