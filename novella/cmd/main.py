@@ -21,13 +21,13 @@ import sys
 def _manage(args):
     from oslo_config import cfg
 
-    from novella.cmd import manage
+    from novella.cmd import manage_cli
     from novella.conf import CONF, parse_args
     try:
         parse_args([], default_config_files=args.config_file)
     except cfg.Error as exc:
         print(f"error: the configuration cannot be read: {exc}")
-        sys.exit(manage.CONFIG_ERROR)
+        sys.exit(manage_cli.CONFIG_ERROR)
     api_url = args.api_database_connection or CONF.api_database.connection
     code = args.run(args, api_url)
     if code:

@@ -119,7 +119,7 @@ def bootstrap(conf, api_url, say=print):
     from novella.db import cells as cells_mod
     from novella.db.migrate import SchemaNotSynced
     from novella.embedded import services_from_conf
-    from novella.cmd.manage import CommandError, require_api
+    from novella.cmd.manage_cli import CommandError, require_api
     api_db = cells_mod.database(require_api(api_url))
     try:
         image_api, network_api, _volume_api = services_from_conf(conf)
@@ -136,7 +136,7 @@ def bootstrap(conf, api_url, say=print):
 
 
 def add_command(groups):
-    from novella.cmd.manage import command
+    from novella.cmd.manage_cli import command
 
     def run(args, api_url):
         from novella.conf import CONF

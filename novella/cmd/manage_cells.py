@@ -2,8 +2,8 @@
 update_cell: the reference's options, messages and exit codes (docs/manage.md)."""
 import sqlalchemy as sa
 
-from novella.cmd import manage
-from novella.cmd.manage import CommandError
+from novella.cmd import manage_cli
+from novella.cmd.manage_cli import CommandError
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
@@ -21,7 +21,7 @@ def _cell(api_db, cell_uuid):
 def verify_instance(args, api_url):
     """0 mapped and alive; 1 no mapping; 2 mapped to no cell; 3 deleted; 4 archived."""
     say = (lambda *_: None) if args.quiet else print
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     uuid = args.uuid
     with api_db.session() as s:
         mapping = s.scalars(sa.select(am.InstanceMapping)
@@ -50,7 +50,7 @@ def verify_instance(args, api_url):
 
 
 def list_hosts(args, api_url):
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     q = (sa.select(am.CellMapping.name, am.CellMapping.uuid, am.HostMapping.host)
          .join(am.HostMapping, am.HostMapping.cell_id == am.CellMapping.id)
          .order_by(am.HostMapping.host))
@@ -58,14 +58,14 @@ def list_hosts(args, api_url):
         q = q.where(am.CellMapping.id == _cell(api_db, args.cell_uuid).id)
     with api_db.session() as s:
         rows = s.execute(q).all()
-    print(manage.table(["Cell Name", "Cell UUID", "Hostname"],
+    print(manage_cli.table(["Cell Name", "Cell UUID", "Hostname"],
                        [(name or "", uuid, host) for name, uuid, host in rows]))
     return 0
 
 
 def delete_host(args, api_url):
     """0 deleted; 1 no such cell; 2 no such host; 3 host in another cell; 4 host has instances."""
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     cell = _cell(api_db, args.cell_uuid)
     with api_db.session() as s:
         mapping = s.scalars(sa.select(am.HostMapping).where(am.HostMapping.host == args.host)).first()
@@ -90,7 +90,7 @@ def delete_host(args, api_url):
 def delete_cell(args, api_url):
     """0 deleted; 1 no such cell; 2 hosts without --force; 3 live instances;
     4 mappings of deleted instances without --force."""
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     cell = _cell(api_db, args.cell_uuid)
     with api_db.session() as s:
         hosts = s.scalar(sa.select(sa.func.count()).select_from(am.HostMapping)
@@ -125,7 +125,7 @@ def delete_cell(args, api_url):
 def update_cell(args, api_url):
     """0 updated; 1 no such cell; 2 not saved; 3 URL of another cell; 4 --disable with
     --enable; 5 cell0 enabled or disabled."""
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     cell = _cell(api_db, args.cell_uuid)
     transport_url, db_url = args.transport_url, args.database_connection
     for other in cells_mod.list_cells(api_db):
@@ -158,18 +158,18 @@ def update_cell(args, api_url):
 
 
 def add_commands(cell_v2):
-    p = manage.command(cell_v2, "verify_instance", verify_instance)
+    p = manage_cli.command(cell_v2, "verify_instance", verify_instance)
     p.add_argument("--uuid", required=True)
     p.add_argument("--quiet", action="store_true")
-    p = manage.command(cell_v2, "list_hosts", list_hosts)
+    p = manage_cli.command(cell_v2, "list_hosts", list_hosts)
     p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid")
-    p = manage.command(cell_v2, "delete_host", delete_host)
+    p = manage_cli.command(cell_v2, "delete_host", delete_host)
     p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True)
     p.add_argument("--host", required=True)
-    p = manage.command(cell_v2, "delete_cell", delete_cell)
+    p = manage_cli.command(cell_v2, "delete_cell", delete_cell)
     p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True)
     p.add_argument("--force", action="store_true")
-    p = manage.command(cell_v2, "update_cell", update_cell)
+    p = manage_cli.command(cell_v2, "update_cell", update_cell)
     p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True)
     p.add_argument("--name")
     p.add_argument("--transport-url", "--transport_url", dest="transport_url")

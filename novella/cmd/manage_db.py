@@ -5,8 +5,8 @@ connection``; with it, on every mapped cell, cell0 included.
 """
 import sqlalchemy as sa
 
-from novella.cmd import manage
-from novella.cmd.manage import CommandError
+from novella.cmd import manage_cli
+from novella.cmd.manage_cli import CommandError
 from novella.db import archive
 from novella.db import cells as cells_mod
 
@@ -17,7 +17,7 @@ def _before(text, code):
     if not text:
         return None
     try:
-        return manage.parse_date(text)
+        return manage_cli.parse_date(text)
     except ValueError as exc:
         raise CommandError(f"Invalid value for --before: {exc}", code) from exc
 
@@ -34,7 +34,7 @@ def _targets(all_cells, api_db, code):
                                code) from exc
     if not CONF.database.connection:
         raise CommandError("[database] connection is not set: give it, or use --all-cells.",
-                           manage.CONFIG_ERROR)
+                           manage_cli.CONFIG_ERROR)
     return [(None, cells_mod.database(CONF.database.connection))]
 
 
@@ -85,7 +85,7 @@ def archive_deleted_rows(args, api_url):
         print(".complete")
     if args.verbose:
         if archived:
-            print(manage.table(["Table", "Number of Rows Archived"], sorted(archived.items())))
+            print(manage_cli.table(["Table", "Number of Rows Archived"], sorted(archived.items())))
         else:
             print("Nothing was archived.")
     if archived and args.purge:
@@ -123,7 +123,7 @@ def purge(args, api_url):
 
 
 def add_commands(db):
-    p = manage.command(db, "archive_deleted_rows", archive_deleted_rows)
+    p = manage_cli.command(db, "archive_deleted_rows", archive_deleted_rows)
     p.add_argument("--max_rows", "--max-rows", dest="max_rows", type=int, default=1000)
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--until-complete", "--until_complete", dest="until_complete",
@@ -131,7 +131,7 @@ def add_commands(db):
     p.add_argument("--before")
     p.add_argument("--purge", action="store_true")
     p.add_argument("--all-cells", "--all_cells", dest="all_cells", action="store_true")
-    p = manage.command(db, "purge", purge)
+    p = manage_cli.command(db, "purge", purge)
     p.add_argument("--all", dest="purge_all", action="store_true")
     p.add_argument("--before")
     p.add_argument("--verbose", action="store_true")

@@ -9,8 +9,8 @@ import json
 
 import sqlalchemy as sa
 
-from novella.cmd import manage
-from novella.cmd.manage import CommandError
+from novella.cmd import manage_cli
+from novella.cmd.manage_cli import CommandError
 from novella.compute.states import migration_status as ms
 from novella.context import get_admin_context
 from novella.db import api_models as am
@@ -37,7 +37,7 @@ def clients(conf, api_url):
     try:
         placement = service_clients.placement_client(conf)
     except service_clients.MissingOption as exc:
-        raise CommandError(str(exc), manage.CONFIG_ERROR) from None
+        raise CommandError(str(exc), manage_cli.CONFIG_ERROR) from None
     return placement, NetworkAPI(service_connections(conf, api_url)["network"])
 
 
@@ -82,7 +82,7 @@ def _drop_provider(placement, consumer, provider):
 def audit(args, api_url):
     """0 no orphan; 3 orphans found; 4 orphans deleted; 1 error; 127 unknown provider."""
     say = _say(args.verbose)
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     placement, _network = _clients(api_url)
     if args.resource_provider:
         providers = placement.list_resource_providers(uuid=args.resource_provider)
@@ -337,7 +337,7 @@ def heal_allocations(args, api_url):
             raise CommandError("Must supply a positive integer for --max-count.", 127)
     else:
         max_count = None
-    api_db = cells_mod.database(manage.require_api(api_url))
+    api_db = cells_mod.database(manage_cli.require_api(api_url))
     if args.instance:
         cell = cells_mod.instance_cell(api_db, args.instance)
         if cell is None:
@@ -382,11 +382,11 @@ def heal_allocations(args, api_url):
 
 
 def add_commands(placement):
-    p = manage.command(placement, "audit", audit)
+    p = manage_cli.command(placement, "audit", audit)
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--delete", action="store_true")
     p.add_argument("--resource_provider", "--resource-provider", dest="resource_provider")
-    p = manage.command(placement, "heal_allocations", heal_allocations)
+    p = manage_cli.command(placement, "heal_allocations", heal_allocations)
     p.add_argument("--max-count", "--max_count", dest="max_count")
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true")

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from novella.cmd import main as cli
 from novella.cmd import manage
+from novella.cmd import manage_cli
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells
@@ -146,7 +147,7 @@ def test_configuration_errors_never_exit_with_a_code_that_means_run_again(tmp_pa
     api = f"sqlite:///{tmp_path}/api.db"
     manage.api_db_sync(api)
     code, out = _run("--api-database-connection", api, "db", "archive_deleted_rows")
-    assert code == manage.CONFIG_ERROR == 255, out
+    assert code == manage_cli.CONFIG_ERROR == 255, out
     assert "[database] connection is not set" in out
     code, out = _run("--api-database-connection", api, "db", "archive_deleted_rows",
                      "--max_rows", "0")
