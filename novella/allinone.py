@@ -285,6 +285,7 @@ class AllInOne:
             port = int(self.urls[name].rsplit(":", 1)[1])
             self.servers.append(HTTPServer(apps[name], self.bind, port, name).start())
         self._write_clouds_yaml()
+        self._write_service_configs()
 
     def _start_optimize(self):
         """The Infrastructure Optimization API and its engine (docs/drain.md). The engine
@@ -358,6 +359,31 @@ class AllInOne:
         with open(self.clouds_yaml, "w") as f:
             f.write("clouds:\n" + cloud("admin") + cloud("demo"))
 
+    def _write_service_configs(self):
+        """nova.conf and placement.conf for `novella manage --config-file` (and a
+        `novella serve` of an HTTP API over the same databases): the databases, the
+        Keystone credentials of the service user, Placement's address."""
+        with open(os.path.join(self.data_dir, "auth.conf")) as f:
+            authtoken = f.read()
+        credentials = "".join(line for line in authtoken.splitlines(keepends=True)
+                              if line.split(" =")[0] in (
+                                  "auth_url", "auth_type", "username", "password",
+                                  "project_name", "user_domain_name", "project_domain_name"))
+        header = ("# Written by `novella up` at each start: the all-in-one's databases and\n"
+                  "# credentials. Its transports are in-process (inproc://), so a service\n"
+                  "# started with this file shares the databases, not the message bus.\n")
+        self.nova_conf = os.path.join(self.data_dir, "nova.conf")
+        self.placement_conf = os.path.join(self.data_dir, "placement.conf")
+        _write_private(self.nova_conf, header + (
+            f"[DEFAULT]\nstate_path = {self.data_dir}\ntransport_url = {SUPER_TRANSPORT}\n\n"
+            f"[api_database]\nconnection = {self._url('api')}\n\n"
+            f"[database]\nconnection = {self.cells[0].database_connection}\n\n"
+            f"[placement]\n{credentials}region_name = RegionOne\n"
+            f"endpoint_override = {self.urls['placement']}\n\n" + authtoken))
+        _write_private(self.placement_conf, header + (
+            f"[placement_database]\nconnection = {self._url('placement')}\n"
+            "sync_on_startup = false\n\n[api]\nauth_strategy = keystone\n\n" + authtoken))
+
     # -- running -----------------------------------------------------------------
     def wait_idle(self, timeout=120):
         """Wait until every queued cast (on every transport) has been handled."""
@@ -387,3 +413,9 @@ def new_id():
 
 def dumps(obj):
     return json.dumps(obj, indent=2, sort_keys=True)
+
+
+def _write_private(path, text):
+    """Write ``text`` to ``path``, readable by its owner alone (it holds passwords)."""
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)

@@ -9,6 +9,7 @@ tunnel, and packet rate, and have two SR-IOV NICs on ``physnet1``
 ``OS_<GROUP>__<OPTION>`` environment variable changes them, docs/qos.md).
 """
 import logging
+import os
 import signal
 import sys
 import threading
@@ -40,9 +41,20 @@ def set_defaults(conf):
             conf.set_default(name, value, group=group)
 
 
+def _log_to_file(data_dir):
+    """Warnings and errors (Python's warnings too) go to novella.log in the data
+    directory: the terminal shows what the user needs. Returns the file's path."""
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.abspath(os.path.join(data_dir, "novella.log"))
+    logging.basicConfig(level=logging.WARNING, filename=path,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.captureWarnings(True)
+    return path
+
+
 def main(args):
     from novella.conf import CONF
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_file = _log_to_file(args.data_dir)
     print(f"Starting Novella: {args.cells} cells x {args.hosts_per_cell} simulated hosts ...", flush=True)
     set_defaults(CONF)
     try:
@@ -59,6 +71,11 @@ def main(args):
     print(f"Credentials for the admin and demo (member) users: {cloud.clouds_yaml}", flush=True)
     print(f"  export OS_CLIENT_CONFIG_FILE={cloud.clouds_yaml} OS_CLOUD=novella-admin", flush=True)
     print("  openstack server list; openstack resource provider list", flush=True)
+    print(f"Dashboard: {cloud.urls['optimize']}/dashboard/ (it asks for a token: "
+          "openstack token issue -f value -c id)", flush=True)
+    print(f"Configuration for novella manage --config-file: {cloud.nova_conf} "
+          f"(Placement: {cloud.placement_conf})", flush=True)
+    print(f"Log: {log_file}", flush=True)
     print("Stop with Ctrl-C; data stays in " + cloud.data_dir, flush=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -539,3 +539,30 @@ def test_openstack_cli_multi_create(cloud):
         cloud.osc("server", "delete", "--wait", *ids, fmt=False)
         assert all(_allocations(admin, sid) == {} for sid in ids)
         assert usage_by_rp() == before
+
+
+def test_novella_up_writes_the_configuration_manage_reads(cloud):
+    """`novella up` leaves nova.conf and placement.conf (owner-only: they hold
+    passwords) that `novella manage --config-file` reads, says where, and keeps
+    warnings out of the terminal."""
+    nova_conf = os.path.join(cloud.data_dir, "nova.conf")
+    placement_conf = os.path.join(cloud.data_dir, "placement.conf")
+    for path in (nova_conf, placement_conf):
+        assert os.stat(path).st_mode & 0o777 == 0o600
+    terminal = open(os.path.join(cloud.data_dir, "novella-up.log")).read()
+    assert f"Configuration for novella manage --config-file: {nova_conf}" in terminal
+    assert f"http://127.0.0.1:{cloud.port_base + 6}/dashboard/" in terminal
+    assert "Warning" not in terminal and "deprecat" not in terminal.lower()
+
+    def manage(*args):
+        return subprocess.run([sys.executable, "-m", "novella.cmd.main", "manage",
+                               "--config-file", nova_conf, *args], capture_output=True,
+                              text=True, timeout=CLI_TIMEOUT)
+    cells = manage("cell_v2", "list_cells")
+    assert cells.returncode == 0, cells.stdout + cells.stderr
+    assert [line.split("|")[1].strip() for line in cells.stdout.splitlines()[3:-1]] == [
+        "cell0", "cell1", "cell2"]
+    audit = manage("placement", "audit", "--verbose")  # Placement through Keystone
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    hosts = manage("cell_v2", "list_hosts")
+    assert hosts.returncode == 0 and "cell1-host1" in hosts.stdout
