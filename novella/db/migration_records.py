@@ -136,3 +136,52 @@ def unconfirmed(cell_db, instance_uuid):
         row = s.scalars(sa.select(m.Migration).where(*_waiting(instance_uuid))
                         .order_by(m.Migration.id.desc())).first()
         return as_dict(row) if row is not None else None
+
+
+# --- the Compute API's migration listings (ORM rows) ---------------------------------------
+def row_by_uuid(cell_db, migration_uuid):
+    """The Migration of that uuid (deleted or not), or None."""
+    with cell_db.session() as s:
+        return s.scalars(sa.select(m.Migration).where(m.Migration.uuid == migration_uuid)).first()
+
+
+def row_of_instance(cell_db, migration_id, instance_uuid):
+    """The server's Migration of that integer id, or None."""
+    with cell_db.session() as s:
+        return s.scalars(sa.select(m.Migration).where(
+            m.Migration.id == migration_id, m.Migration.instance_uuid == instance_uuid,
+            m.Migration.deleted == 0)).first()
+
+
+def page(cell_db, equal, host=None, since=None, before=None, limit=None, marker=None):
+    """Migrations newest first with the values ``equal`` gives ({column: value}), to
+    or from ``host``, changed in [since, before], after ``marker`` (a Migration)."""
+    q = sa.select(m.Migration).where(m.Migration.deleted == 0, *[
+        getattr(m.Migration, column) == value for column, value in equal.items()])
+    if host:
+        q = q.where(sa.or_(m.Migration.source_compute == host, m.Migration.dest_compute == host))
+    if since:
+        q = q.where(m.Migration.updated_at >= since)
+    if before:
+        q = q.where(m.Migration.updated_at <= before)
+    if marker is not None:
+        q = q.where(sa.or_(m.Migration.created_at < marker.created_at,
+                           sa.and_(m.Migration.created_at == marker.created_at,
+                                   m.Migration.uuid < marker.uuid)))
+    q = q.order_by(m.Migration.created_at.desc(), m.Migration.uuid.desc())
+    if limit is not None:
+        q = q.limit(limit)
+    with cell_db.session() as s:
+        return list(s.scalars(q))
+
+
+def live_in_progress(cell_db, instance_uuid, statuses, migration_id=None):
+    """The server's live migrations in one of ``statuses`` (only the one of id
+    ``migration_id`` when given), in id order."""
+    q = sa.select(m.Migration).where(
+        m.Migration.instance_uuid == instance_uuid, m.Migration.deleted == 0,
+        m.Migration.migration_type == "live-migration", m.Migration.status.in_(statuses))
+    if migration_id is not None:
+        q = q.where(m.Migration.id == migration_id)
+    with cell_db.session() as s:
+        return list(s.scalars(q.order_by(m.Migration.id)))

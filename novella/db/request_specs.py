@@ -7,10 +7,18 @@ from novella.db import api_models as am
 
 
 def get(api_db, instance_uuid):
+    spec = find(api_db, instance_uuid)
+    if spec is None:
+        raise sa.exc.NoResultFound(f"no request spec for {instance_uuid}")
+    return spec
+
+
+def find(api_db, instance_uuid):
+    """The server's request spec, or None when it has none (made before them)."""
     with api_db.read_session() as s:
-        row = s.scalars(sa.select(am.RequestSpec).where(
-            am.RequestSpec.instance_uuid == instance_uuid)).one()
-        return json.loads(row.spec)
+        spec = s.scalars(sa.select(am.RequestSpec.spec).where(
+            am.RequestSpec.instance_uuid == instance_uuid)).first()
+    return None if spec is None else json.loads(spec)
 
 
 def _replace(exact):

@@ -9,15 +9,12 @@ injectNetworkInfo: the server's host writes the guest's network
 configuration (its info cache) into it again; a cast, as in the reference,
 with no task state and no instance action.
 """
-import sqlalchemy as sa
-
 from novella.api.compute import errors
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
-from novella.db.timestamps import utcnow
+from novella.db import servers as servers_db
 
 _reset_state_schema = v.obj({"os-resetState": v.obj(
     {"state": {"type": "string", "enum": ["active", "error"]}}, ["state"])}, ["os-resetState"])
@@ -30,18 +27,9 @@ def reset_state(req, rec, body):
     req.authorize("os_compute_api:os-admin-actions:reset_state", sa_mod.target(rec))
     if rec["cell"] is None:
         raise errors.invalid_state("os-resetState", rec["uuid"], "vm_state", states.BUILDING)
-    ctxt, now = req.context, utcnow()
-    with cells_mod.cell_database(rec["cell"]).connection(write=True) as conn:
-        updated = conn.execute(sa.update(cm.Instance).where(
-            cm.Instance.uuid == rec["uuid"], cm.Instance.deleted == 0).values(
-            vm_state=_STATES[body["os-resetState"]["state"]], task_state=None,
-            updated_at=now)).rowcount
-        if not updated:
-            raise errors.instance_not_found(rec["uuid"])
-        conn.execute(sa.insert(cm.InstanceAction).values(
-            action="resetState", instance_uuid=rec["uuid"], request_id=ctxt.request_id,
-            user_id=ctxt.user_id, project_id=ctxt.project_id, start_time=now,
-            finish_time=now, created_at=now))
+    if not servers_db.reset_state(cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"],
+                                  _STATES[body["os-resetState"]["state"]]):
+        raise errors.instance_not_found(rec["uuid"])
     return 202, None
 
 

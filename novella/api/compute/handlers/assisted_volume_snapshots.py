@@ -8,13 +8,11 @@ echoes ``create_info``'s ``id``.
 """
 import json
 
-import sqlalchemy as sa
-
 from novella.api.compute import errors
 from novella.api.compute import validation as v
 from novella.compute import rpcapi as compute_rpcapi
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
+from novella.db import servers as servers_db
 
 _RULE = "os_compute_api:os-assisted-volume-snapshots:"
 
@@ -31,15 +29,10 @@ _create_schema = v.obj({"snapshot": v.obj({
 def _server_of(req, volume_id):
     """The cell and server the volume is mapped to; 400 if none, as the reference."""
     for cell in cells_mod.list_cells(req.api.api_db, include_cell0=False):
-        with cells_mod.cell_database(cell).read_session() as s:
-            inst = s.scalars(sa.select(cm.Instance).join(
-                cm.BlockDeviceMapping,
-                cm.BlockDeviceMapping.instance_uuid == cm.Instance.uuid).where(
-                cm.BlockDeviceMapping.volume_id == volume_id,
-                cm.BlockDeviceMapping.deleted == 0, cm.Instance.deleted == 0)).first()
-            if inst is not None:
-                return cell, {"uuid": inst.uuid, "host": inst.host,
-                              "vm_state": inst.vm_state, "task_state": inst.task_state}
+        inst = servers_db.holding_volume(cells_mod.cell_database(cell), volume_id)
+        if inst is not None:
+            return cell, {"uuid": inst.uuid, "host": inst.host,
+                          "vm_state": inst.vm_state, "task_state": inst.task_state}
     raise errors.BadRequest(f"No volume Block Device Mapping with id {volume_id}.")
 
 

@@ -1,10 +1,8 @@
 """/servers/{id}/os-instance-actions: what was asked of a server, with events."""
 import hashlib
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, instances
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import cells as cells_mod, instance_actions as actions_db
 
 P = "os_compute_api:os-instance-actions:"
 
@@ -32,23 +30,12 @@ def index(req, server_id):
     if rec["cell"] is None:
         return 200, {"instanceActions": []}
     with cells_mod.cell_database(rec["cell"]).session() as s:
-        q = sa.select(cm.InstanceAction).where(cm.InstanceAction.instance_uuid == server_id,
-                                               cm.InstanceAction.deleted == 0)
-        if since:
-            q = q.where(sa.func.coalesce(cm.InstanceAction.updated_at, cm.InstanceAction.created_at) >= since)
-        if before:
-            q = q.where(sa.func.coalesce(cm.InstanceAction.updated_at, cm.InstanceAction.created_at) <= before)
+        m = None
         if marker:
-            m = s.scalars(sa.select(cm.InstanceAction).where(
-                cm.InstanceAction.instance_uuid == server_id,
-                cm.InstanceAction.request_id == marker)).first()
+            m = actions_db.get(s, server_id, marker)
             if m is None:
                 raise errors.BadRequest(f"Marker {marker} could not be found.")
-            q = q.where(sa.or_(cm.InstanceAction.created_at < m.created_at,
-                               sa.and_(cm.InstanceAction.created_at == m.created_at,
-                                       cm.InstanceAction.id < m.id)))
-        q = q.order_by(cm.InstanceAction.created_at.desc(), cm.InstanceAction.id.desc()).limit(limit)
-        items = [view(req, a) for a in s.scalars(q)]
+        items = [view(req, a) for a in actions_db.page(s, server_id, limit, since, before, m)]
     body = {"instanceActions": items}
     if req.at_least("2.58"):
         links = common.next_link(req, ["servers", server_id, "os-instance-actions"], items, limit,
@@ -64,9 +51,7 @@ def show(req, server_id, request_id):
     if rec["cell"] is None:
         raise errors.NotFound(f"Action for request_id {request_id} on instance {server_id} not found")
     with cells_mod.cell_database(rec["cell"]).session() as s:
-        a = s.scalars(sa.select(cm.InstanceAction).where(
-            cm.InstanceAction.instance_uuid == server_id,
-            cm.InstanceAction.request_id == request_id)).first()
+        a = actions_db.get(s, server_id, request_id)
         if a is None:
             raise errors.NotFound(f"Action for request_id {request_id} on instance {server_id} not found")
         out = view(req, a)

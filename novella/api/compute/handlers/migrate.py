@@ -7,8 +7,6 @@ the rest (novella/conductor/manager.py, docs/moves.md).
 """
 import logging
 
-from sqlalchemy import exc as sa_exc
-
 from novella.api.compute import common, errors, hosts, instances, quotas
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
@@ -118,9 +116,8 @@ def resize(req, rec, body):
 
 def _image_properties(req, rec):
     """The properties of the server's image, as its request spec keeps them."""
-    try:
-        spec = request_specs.get(req.api.api_db, rec["uuid"])
-    except sa_exc.NoResultFound:
+    spec = request_specs.find(req.api.api_db, rec["uuid"])
+    if spec is None:
         return {}
     return (spec.get("image") or {}).get("properties")
 

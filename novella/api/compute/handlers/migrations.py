@@ -11,15 +11,12 @@ aborted (``DELETE /servers/{id}/migrations/{id}``, 2.24; from 2.65 also while
 casts to the source host (docs/live-migration.md).
 """
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors, instances, rpcclients
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import task_states
-from novella.db import cell_models as cm, cells as cells_mod
-from novella.db import records
+from novella.db import cells as cells_mod, migration_records, records
 
 IN_PROGRESS_LIVE = ("queued", "preparing", "running", "post-migrating")
 
@@ -49,30 +46,15 @@ def view(req, m, cell=None, hosts=True):
 
 
 def _filters(req):
-    where = [cm.Migration.deleted == 0]
+    """``migration_records.page``'s filters from the query."""
     g = req.GET
-    if g.get("instance_uuid"):
-        where.append(cm.Migration.instance_uuid == g["instance_uuid"])
-    if g.get("status"):
-        where.append(cm.Migration.status == g["status"])
-    if g.get("migration_type"):
-        where.append(cm.Migration.migration_type == g["migration_type"])
-    if g.get("source_compute"):
-        where.append(cm.Migration.source_compute == g["source_compute"])
-    if g.get("host"):
-        where.append(sa.or_(cm.Migration.source_compute == g["host"],
-                            cm.Migration.dest_compute == g["host"]))
-    if req.at_least("2.59"):
-        since, before = common.changes_window(req)
-        if since:
-            where.append(cm.Migration.updated_at >= since)
-        if before:
-            where.append(cm.Migration.updated_at <= before)
+    keys = ("instance_uuid", "status", "migration_type", "source_compute")
     if req.at_least("2.80"):
-        for key in ("user_id", "project_id"):
-            if g.get(key):
-                where.append(getattr(cm.Migration, key) == g[key])
-    return where
+        keys += ("user_id", "project_id")
+    query = {"equal": {key: g[key] for key in keys if g.get(key)}, "host": g.get("host")}
+    if req.at_least("2.59"):
+        query["since"], query["before"] = common.changes_window(req)
+    return query
 
 
 def _key(m):
@@ -97,26 +79,19 @@ def _dedupe(api_db, found):
     return out
 
 
-def list_migrations(req, where, limit, marker):
+def list_migrations(req, query, limit, marker):
     cells = cells_mod.list_cells(req.api.api_db)
     marker_row = None
     if marker:
-        hits = cells_mod.scatter(cells, lambda c, db: _one(db, cm.Migration.uuid == marker))
+        hits = cells_mod.scatter(cells, lambda c, db: migration_records.row_by_uuid(db, marker))
         marker_row = next((r for r in hits.values() if r is not None and not isinstance(r, Exception)), None)
         if marker_row is None:
             raise errors.BadRequest(f"Marker {marker} could not be found.")
 
     def fetch(cell, db):
-        q = sa.select(cm.Migration).where(*where)
-        if marker_row is not None:
-            q = q.where(sa.or_(cm.Migration.created_at < marker_row.created_at,
-                               sa.and_(cm.Migration.created_at == marker_row.created_at,
-                                       cm.Migration.uuid < marker_row.uuid)))
-        q = q.order_by(cm.Migration.created_at.desc(), cm.Migration.uuid.desc())
-        if limit is not None:
-            q = q.limit(limit * 2)  # room for copies dropped by the dedupe
-        with db.session() as s:
-            return [(cell, m) for m in s.scalars(q)]
+        # limit * 2: room for copies dropped by the dedupe
+        return [(cell, m) for m in migration_records.page(
+            db, limit=None if limit is None else limit * 2, marker=marker_row, **query)]
 
     found = []
     for result in cells_mod.scatter(cells, fetch).values():
@@ -124,11 +99,6 @@ def list_migrations(req, where, limit, marker):
             found.extend(result)
     rows = sorted(_dedupe(req.api.api_db, found), key=lambda cm_: _key(cm_[1]), reverse=True)
     return rows[:limit] if limit is not None else rows
-
-
-def _one(db, *where):
-    with db.session() as s:
-        return s.scalars(sa.select(cm.Migration).where(*where)).first()
 
 
 def index(req):
@@ -166,16 +136,12 @@ def server_view(req, m, hosts=True):
     return out
 
 
-def _server_migrations(req, server_id, *where):
+def _server_migrations(req, server_id, migration_id=None):
     rec = instances.get(req, server_id)
     if rec["cell"] is None:
         return rec, []
-    with cells_mod.cell_database(rec["cell"]).session() as s:
-        q = sa.select(cm.Migration).where(
-            cm.Migration.instance_uuid == server_id, cm.Migration.deleted == 0,
-            cm.Migration.migration_type == "live-migration",
-            cm.Migration.status.in_(IN_PROGRESS_LIVE), *where).order_by(cm.Migration.id)
-        return rec, list(s.scalars(q))
+    return rec, migration_records.live_in_progress(cells_mod.cell_database(rec["cell"]), server_id,
+                                                   IN_PROGRESS_LIVE, migration_id)
 
 
 def server_index(req, server_id):
@@ -196,7 +162,7 @@ def server_show(req, server_id, migration_id):
         mid = int(migration_id)
     except ValueError:
         raise errors.NotFound(f"Migration {migration_id} could not be found.")
-    _rec, rows = _server_migrations(req, server_id, cm.Migration.id == mid)
+    _rec, rows = _server_migrations(req, server_id, mid)
     if not rows:
         raise errors.NotFound(f"In-progress live migration {migration_id} is not found for "
                               f"server {server_id}.")
@@ -215,8 +181,7 @@ def _migration_of(rec, migration_id):
         return None
     if rec["cell"] is None:
         return None
-    return _one(cells_mod.cell_database(rec["cell"]), cm.Migration.id == mid,
-                cm.Migration.instance_uuid == rec["uuid"], cm.Migration.deleted == 0)
+    return migration_records.row_of_instance(cells_mod.cell_database(rec["cell"]), mid, rec["uuid"])
 
 
 def _wrong_state(migration_id, rec, status, what):

@@ -18,17 +18,15 @@ of the snapshots (``merge_image_bdms`` at create, then its host).
 import json
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella.api.compute import errors
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import guest_actions
 from novella.compute import states
 from novella.compute.states import task_states
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
+from novella.db import servers as servers_db
 
 _IMAGEABLE = (states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED)
 
@@ -111,10 +109,7 @@ def _start(req, rec, action, task_state, args, kind, backup=None):
 def _bdms_of(rec):
     if rec["cell"] is None:
         return []
-    with cells_mod.cell_database(rec["cell"]).read_session() as s:
-        return list(s.scalars(sa.select(cm.BlockDeviceMapping).where(
-            cm.BlockDeviceMapping.instance_uuid == rec["uuid"],
-            cm.BlockDeviceMapping.deleted == 0).order_by(cm.BlockDeviceMapping.id)))
+    return servers_db.block_device_mappings(cells_mod.cell_database(rec["cell"]), rec["uuid"])
 
 
 def _volume_backed(rec, bdms):

@@ -16,13 +16,10 @@
   were accepted.
 """
 import datetime
-import json
-
-import sqlalchemy as sa
 
 from novella.api.compute import errors, instances, validation as v
 from novella.compute import states
-from novella.db import cell_models as cm, cells as cells_mod, records
+from novella.db import cells as cells_mod, records, servers as servers_db
 
 _POWER_NAMES = {states.power_state.RUNNING: "running", states.power_state.PAUSED: "paused",
                 states.power_state.SHUTDOWN: "shutdown", states.power_state.CRASHED: "crashed",
@@ -32,10 +29,7 @@ _PASSWORD_KEYS = [f"password_{i}" for i in range(4)]
 
 # --- diagnostics ---------------------------------------------------------------------
 def _disks(rec):
-    with cells_mod.cell_database(rec["cell"]).read_session() as s:
-        return s.scalars(sa.select(cm.BlockDeviceMapping).where(
-            cm.BlockDeviceMapping.instance_uuid == rec["uuid"],
-            cm.BlockDeviceMapping.deleted == 0)).all()
+    return servers_db.block_device_mappings(cells_mod.cell_database(rec["cell"]), rec["uuid"])
 
 
 def diagnostics(req, server_id):
@@ -124,13 +118,7 @@ def refresh_network_info(req, rec):
     if req.api.network_api is None:
         return
     info = req.api.network_api.get_instance_nw_info(req.context, rec["uuid"])
-    with cells_mod.cell_database(rec["cell"]).session(write=True) as s:
-        row = s.scalars(sa.select(cm.InstanceInfoCache).where(
-            cm.InstanceInfoCache.instance_uuid == rec["uuid"])).first()
-        if row is None:
-            s.add(cm.InstanceInfoCache(instance_uuid=rec["uuid"], network_info=json.dumps(info)))
-        else:
-            row.network_info = json.dumps(info)
+    records.set_network_info(cells_mod.cell_database(rec["cell"]), rec["uuid"], info)
 
 
 def external_events(req):

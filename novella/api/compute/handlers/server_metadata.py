@@ -6,12 +6,10 @@ not building) and unlocked; the merged result must fit the project's
 """
 import copy
 
-import sqlalchemy as sa
-
 from novella.api.compute import errors, instances, quotas, validation
 from novella.api.compute.handlers import server_actions
 from novella.compute import states
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import cells as cells_mod, servers as servers_db
 
 P = "os_compute_api:server-metadata:"
 _CHANGEABLE = (states.ACTIVE, states.PAUSED, states.SUSPENDED, states.STOPPED,
@@ -42,16 +40,7 @@ def _write(req, rec, metadata, replace):
     merged = dict(metadata) if replace else {**rec["metadata"], **metadata}
     quotas.check_metadata(quotas.Quota(req.api, req.context.project_id, req.context.user_id),
                           merged)
-    with cells_mod.cell_database(rec["cell"]).session(write=True) as s:
-        rows = {m.key: m for m in s.scalars(sa.select(cm.InstanceMetadata).where(
-            cm.InstanceMetadata.instance_uuid == rec["uuid"]))}
-        for key, row in rows.items():
-            if key not in merged:
-                s.delete(row)
-            elif row.value != merged[key]:
-                row.value = merged[key]
-        s.add_all(cm.InstanceMetadata(instance_uuid=rec["uuid"], key=k, value=v)
-                  for k, v in merged.items() if k not in rows)
+    servers_db.set_metadata(cells_mod.cell_database(rec["cell"]), rec["uuid"], merged)
     return merged
 
 
@@ -92,9 +81,7 @@ def delete(req, server_id, key):
     if key not in rec["metadata"]:
         raise errors.NotFound("Metadata item was not found")
     _changeable(req, rec, "delete metadata")
-    with cells_mod.cell_database(rec["cell"]).session(write=True) as s:
-        s.execute(sa.delete(cm.InstanceMetadata).where(
-            cm.InstanceMetadata.instance_uuid == server_id, cm.InstanceMetadata.key == key))
+    servers_db.delete_metadata(cells_mod.cell_database(rec["cell"]), server_id, key)
     return 204, None
 
 

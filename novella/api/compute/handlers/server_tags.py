@@ -1,11 +1,8 @@
 """/servers/{id}/tags (2.26)."""
-
-import sqlalchemy as sa
-
 from novella.api.compute import errors, instances, validation
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import cells as cells_mod, servers as servers_db
 
 P = "os_compute_api:os-server-tags:"
 MAX_TAGS = 50
@@ -49,9 +46,7 @@ def update_all(req, server_id):
     tags = sorted(set(tags))
     if len(tags) > MAX_TAGS:
         raise errors.BadRequest(f"The number of tags exceeded the per-server limit {MAX_TAGS}")
-    with _db(rec).session(write=True) as s:
-        s.execute(sa.delete(cm.Tag).where(cm.Tag.resource_id == server_id))
-        s.add_all(cm.Tag(resource_id=server_id, tag=t) for t in tags)
+    servers_db.set_tags(_db(rec), server_id, tags)
     return 200, {"tags": tags}
 
 
@@ -62,8 +57,7 @@ def update(req, server_id, tag):
         return 204, None
     if len(rec["tags"]) >= MAX_TAGS:
         raise errors.BadRequest(f"The number of tags exceeded the per-server limit {MAX_TAGS}")
-    with _db(rec).session(write=True) as s:
-        s.add(cm.Tag(resource_id=server_id, tag=tag))
+    servers_db.add_tag(_db(rec), server_id, tag)
     location = req.self_link("servers", server_id, "tags", tag)
     return 201, None, {"Location": location}
 
@@ -72,15 +66,13 @@ def delete(req, server_id, tag):
     rec = _server(req, server_id, "delete", write=True)
     if tag not in rec["tags"]:
         raise errors.NotFound(f"Tag {tag} could not be found.")
-    with _db(rec).session(write=True) as s:
-        s.execute(sa.delete(cm.Tag).where(cm.Tag.resource_id == server_id, cm.Tag.tag == tag))
+    servers_db.delete_tags(_db(rec), server_id, tag)
     return 204, None
 
 
 def delete_all(req, server_id):
     rec = _server(req, server_id, "delete_all", write=True)
-    with _db(rec).session(write=True) as s:
-        s.execute(sa.delete(cm.Tag).where(cm.Tag.resource_id == server_id))
+    servers_db.delete_tags(_db(rec), server_id)
     return 204, None
 
 

@@ -3,10 +3,6 @@
 shelve and shelveOffload cast to the server's host; unshelve casts to the
 conductor, which schedules an offloaded server anew.
 """
-import json
-
-import sqlalchemy as sa
-
 from novella.api.compute import errors, hosts, quotas, rpcclients
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import availability_zones
@@ -14,7 +10,6 @@ from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import task_states
 from novella.conductor.rpcapi import ConductorAPI
-from novella.db import api_models as am
 from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db import request_specs
@@ -104,10 +99,8 @@ def unshelve(req, rec, body):
 
 def _pinned_zone(req, rec):
     """The zone the server's request spec keeps it in, if any."""
-    with req.api.api_db.read_session() as s:
-        spec = s.scalars(sa.select(am.RequestSpec.spec).where(
-            am.RequestSpec.instance_uuid == rec["uuid"])).first()
-    return json.loads(spec).get("availability_zone") if spec else None
+    spec = request_specs.find(req.api.api_db, rec["uuid"])
+    return spec.get("availability_zone") if spec else None
 
 
 def _check_host_in_zone(req, rec, host, zone):

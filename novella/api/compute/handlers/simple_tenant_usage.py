@@ -8,10 +8,8 @@ servers are paged (``limit``, ``marker``; ``*_links``), ordered by project and i
 import datetime
 import json
 
-import sqlalchemy as sa
-
 from novella.api.compute import common, errors
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import cells as cells_mod, servers as servers_db
 
 P = "os_compute_api:os-simple-tenant-usage:"
 _FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%d %H:%M:%S.%f")
@@ -43,14 +41,7 @@ def _period(req):
 def _servers(req, start, stop, project_id, limit, marker):
     """Rows of the servers active in the period, every cell, ordered (project, uuid)."""
     def in_cell(cell, db):
-        q = (sa.select(cm.Instance).where(
-            sa.or_(cm.Instance.terminated_at.is_(None), cm.Instance.terminated_at > start),
-            cm.Instance.launched_at < stop)
-            .order_by(cm.Instance.project_id, cm.Instance.uuid))
-        if project_id:
-            q = q.where(cm.Instance.project_id == project_id)
-        with db.read_session() as s:
-            return [(row, row.extra.flavor if row.extra else None) for row in s.scalars(q)]
+        return servers_db.active_in(db, start, stop, project_id)
 
     cells = cells_mod.list_cells(req.api.api_db, include_cell0=False)
     rows = []

@@ -21,18 +21,16 @@ and cast to its host.
 """
 import uuid as uuid_mod
 
-import sqlalchemy as sa
-
 from novella.api.compute import errors, instances
 from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions
 from novella.compute import rpcapi as compute_rpcapi
 from novella.compute import states
 from novella.compute import volume_ops
-from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import host_operations
 from novella.db import records
+from novella.db import servers as servers_db
 
 _RULE = "os_compute_api:os-volumes-attachments:"
 # As the reference allows attach and detach; offloaded servers from 2.20.
@@ -83,15 +81,11 @@ def _server(req, server_id, action):
 def _bdms(rec):
     if rec["cell"] is None:
         return []
-    with cells_mod.cell_database(rec["cell"]).session() as s:
-        rows = s.scalars(sa.select(cm.BlockDeviceMapping).where(
-            cm.BlockDeviceMapping.instance_uuid == rec["uuid"],
-            cm.BlockDeviceMapping.deleted == 0,
-            cm.BlockDeviceMapping.destination_type == "volume").order_by(cm.BlockDeviceMapping.id))
-        return [{"uuid": b.uuid, "volume_id": b.volume_id, "device_name": b.device_name,
-                 "tag": b.tag, "delete_on_termination": bool(b.delete_on_termination),
-                 "attachment_id": b.attachment_id, "boot_index": b.boot_index}
-                for b in rows if b.volume_id]
+    rows = servers_db.volume_mappings(cells_mod.cell_database(rec["cell"]), rec["uuid"])
+    return [{"uuid": b.uuid, "volume_id": b.volume_id, "device_name": b.device_name,
+             "tag": b.tag, "delete_on_termination": bool(b.delete_on_termination),
+             "attachment_id": b.attachment_id, "boot_index": b.boot_index}
+            for b in rows if b.volume_id]
 
 
 def _view(req, server_id, bdm, created=False):
@@ -213,40 +207,30 @@ def _attach_offloaded(req, rec, volume, body, delete_on_termination):
     from novella.volume.api import VolumeError
     volume_api = _volume_api(req)
     cell_db = cells_mod.cell_database(rec["cell"])
-    row = cm.BlockDeviceMapping(
-        uuid=str(uuid_mod.uuid4()), instance_uuid=rec["uuid"], source_type="volume",
+    bdm_uuid = str(uuid_mod.uuid4())
+    bdm_id = servers_db.add_volume_mapping(
+        cell_db, uuid=bdm_uuid, instance_uuid=rec["uuid"], source_type="volume",
         destination_type="volume", device_name=body.get("device"), volume_id=volume["id"],
         delete_on_termination=delete_on_termination, boot_index=None)
-    with cell_db.session(write=True) as s:
-        s.add(row)
-        s.flush()
-        bdm_id = row.id
     records.start_action(cell_db, req.context, rec["uuid"], "attach_volume")
     attachment = None
     try:
         with records.action_event(cell_db, req.context, rec["uuid"], "api_attach_volume",
                                   finish_action=True):
             attachment = volume_api.attachment_create(req.context, volume["id"], rec["uuid"])
-            with cell_db.session(write=True) as s:
-                s.get(cm.BlockDeviceMapping, bdm_id).attachment_id = attachment["id"]
+            servers_db.update_mapping(cell_db, bdm_id, attachment_id=attachment["id"])
             volume_api.attachment_complete(req.context, attachment["id"])
     except VolumeError as exc:
-        _forget_bdm(cell_db, bdm_id)
+        servers_db.delete_mapping(cell_db, bdm_id)
         if attachment is not None:
             volume_api.attachment_delete(req.context, attachment["id"])
         raise errors.BadRequest(f"Invalid volume: {exc}")
     except Exception:
-        _forget_bdm(cell_db, bdm_id)
+        servers_db.delete_mapping(cell_db, bdm_id)
         raise
-    return {"uuid": row.uuid, "volume_id": volume["id"], "device_name": body.get("device"),
+    return {"uuid": bdm_uuid, "volume_id": volume["id"], "device_name": body.get("device"),
             "attachment_id": attachment["id"], "tag": None,
             "delete_on_termination": delete_on_termination}
-
-
-def _forget_bdm(cell_db, bdm_id):
-    with cell_db.session(write=True) as s:
-        row = s.get(cm.BlockDeviceMapping, bdm_id)
-        row.deleted, row.deleted_at, row.attachment_id = row.id, records.utcnow(), None
 
 
 def delete(req, server_id, volume_id):
@@ -273,11 +257,7 @@ def delete(req, server_id, volume_id):
                 except VolumeError as exc:
                     if exc.code != 404:
                         raise
-            with cell_db.session(write=True) as s:
-                row = s.scalars(sa.select(cm.BlockDeviceMapping).where(
-                    cm.BlockDeviceMapping.uuid == bdm["uuid"])).one()
-                row.deleted, row.deleted_at, row.attachment_id = \
-                    row.id, records.utcnow(), None
+            servers_db.delete_mapping(cell_db, uuid=bdm["uuid"])
             if bdm["delete_on_termination"]:
                 try:
                     volume_api.delete(req.context, volume_id)
@@ -318,10 +298,8 @@ def _update_fields(req, rec, volume_id, body):
         if field in body and body[field] != have:
             raise errors.BadRequest(f"The {field} property is not mutable")
     if "delete_on_termination" in body:
-        with cells_mod.cell_database(rec["cell"]).session(write=True) as s:
-            row = s.scalars(sa.select(cm.BlockDeviceMapping).where(
-                cm.BlockDeviceMapping.uuid == bdm["uuid"])).one()
-            row.delete_on_termination = v.to_bool(body["delete_on_termination"])
+        servers_db.update_mapping(cells_mod.cell_database(rec["cell"]), uuid=bdm["uuid"],
+                                  delete_on_termination=v.to_bool(body["delete_on_termination"]))
 
 
 def _swap(req, rec, old_id, new_id):
