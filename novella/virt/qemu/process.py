@@ -1,0 +1,346 @@
+"""QEMU processes for guests: a host's image cache, overlays, start, stop, migrate.
+
+A guest's files::
+
+    INSTANCES/NAME/            disks (qcow2 overlays), console.log, qemu.log, qemu.pid
+    INSTANCES/_base/ID         the image cache: one copy of each image on this host
+    RUN/NAME/                  qmp.sock, console.sock, probe.sock, vnc.sock
+
+The sockets live in a short run directory because a UNIX socket's path is at
+most 107 bytes. ``Host.guest(name)`` finds it again from its pid file. QEMU runs in a session of
+its own, so it outlives the process that started it, as guests outlive a
+restarted compute service; what it prints goes to ``qemu.log``.
+"""
+import dataclasses
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from novella.virt.qemu.qmp import Monitor, QMPError
+
+QEMU = "qemu-system-x86_64"
+QEMU_IMG = "qemu-img"
+
+
+class QemuError(Exception):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Disk:
+    path: str
+    format: str = "qcow2"
+    readonly: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestSpec:
+    """What a guest is made of. The same spec starts it on a migration's destination,
+    with the disk paths of that host."""
+    name: str
+    memory_mib: int = 256
+    vcpus: int = 1
+    disks: tuple = ()
+    kernel: str | None = None
+    ramdisk: str | None = None
+    command_line: str | None = None
+    vnc: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class MigrationProgress:
+    """query-migrate's answer in the reference's figures (bytes; times in ms)."""
+    status: str
+    memory_total: int = 0
+    memory_processed: int = 0
+    memory_remaining: int = 0
+    disk_total: int = 0
+    disk_processed: int = 0
+    disk_remaining: int = 0
+    total_time_ms: int | None = None
+    downtime_ms: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_qmp(cls, info):
+        ram, disk = info.get("ram", {}), info.get("disk", {})
+        return cls(status=info.get("status", "none"),
+                   memory_total=ram.get("total", 0), memory_processed=ram.get("transferred", 0),
+                   memory_remaining=ram.get("remaining", 0),
+                   disk_total=disk.get("total", 0), disk_processed=disk.get("transferred", 0),
+                   disk_remaining=disk.get("remaining", 0),
+                   total_time_ms=info.get("total-time"), downtime_ms=info.get("downtime"),
+                   error=info.get("error-desc"))
+
+
+def _run(*cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise QemuError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def _alive(pid, name):
+    """Whether ``pid`` is the QEMU process of guest ``name`` (pids are reused)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"guest=" + name.encode() in args
+
+
+class Host:
+    """One compute host's hypervisor on this machine."""
+
+    def __init__(self, instances_path, accel="tcg", run_dir=None):
+        self.instances_path = os.path.abspath(instances_path)
+        self.accel = accel
+        digest = hashlib.sha1(self.instances_path.encode()).hexdigest()[:10]
+        self.run_dir = run_dir or os.path.join(tempfile.gettempdir(), f"novella-qemu-{digest}")
+        self.cache_dir = os.path.join(self.instances_path, "_base")
+        for d in (self.instances_path, self.run_dir, self.cache_dir):
+            os.makedirs(d, exist_ok=True)
+
+    # --- disks -----------------------------------------------------------------------
+    def cache_image(self, image_id, fetch):
+        """The path of image ``image_id`` in this host's cache; ``fetch(path)`` writes it
+        there the first time (renamed into place when complete)."""
+        path = os.path.join(self.cache_dir, image_id)
+        if not os.path.exists(path):
+            tmp = f"{path}.part"
+            fetch(tmp)
+            os.replace(tmp, path)
+        return path
+
+    def create_overlay(self, name, disk_name, backing, size_bytes=None, backing_format="qcow2"):
+        """A qcow2 overlay ``disk_name`` of guest ``name`` over ``backing``; grown to
+        ``size_bytes`` when given. -> Disk."""
+        path = os.path.join(self.guest_dir(name), disk_name)
+        cmd = [QEMU_IMG, "create", "-q", "-f", "qcow2", "-F", backing_format, "-b", backing, path]
+        _run(*cmd + ([str(size_bytes)] if size_bytes else []))
+        return Disk(path)
+
+    def guest_dir(self, name):
+        path = os.path.join(self.instances_path, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    # --- guests -------------------------------------------------------------------------
+    def guest(self, name):
+        return Guest(self, name)
+
+    def guests(self):
+        """The guests of this host whose QEMU process runs."""
+        names = [n for n in os.listdir(self.instances_path) if n != "_base"]
+        return [g for g in map(self.guest, sorted(names)) if g.pid() is not None]
+
+    def start(self, spec, incoming=None, paused=False):
+        """Start ``spec``'s QEMU process; -> Guest. ``incoming``: a migration
+        destination, listening on that URI (``"defer"``: set by migrate_incoming)."""
+        guest = self.guest(spec.name)
+        if guest.pid() is not None:
+            raise QemuError(f"guest {spec.name} is already running (pid {guest.pid()})")
+        os.makedirs(guest.run_dir, exist_ok=True)
+        for sock in (guest.qmp_socket, guest.console_socket, guest.probe_socket,
+                     guest.vnc_socket):
+            if os.path.exists(sock):
+                os.unlink(sock)
+        log = open(guest.log_file, "ab")
+        try:
+            proc = subprocess.Popen(self.command(spec, guest, incoming, paused),
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True)
+        finally:
+            log.close()
+        # Its own session: the guest outlives this process; reaped here while it lives.
+        threading.Thread(target=proc.wait, daemon=True).start()
+        guest.wait_monitor(proc)
+        return guest
+
+    def command(self, spec, guest, incoming=None, paused=False):
+        """The QEMU command line of ``spec`` on this host."""
+        def chardev(id_, path, extra=""):
+            return ["-chardev", f"socket,id={id_},path={path},server=on,wait=off{extra}"]
+
+        cmd = [QEMU, "-name", f"guest={spec.name}", "-accel", self.accel, "-machine", "pc",
+               "-m", str(spec.memory_mib), "-smp", str(spec.vcpus),
+               "-nodefaults", "-no-user-config", "-display", "none",
+               "-pidfile", guest.pid_file,
+               *chardev("qmp", guest.qmp_socket), "-mon", "chardev=qmp,mode=control",
+               *chardev("console", guest.console_socket,
+                        f",logfile={guest.console_log},logappend=on"),
+               "-serial", "chardev:console",
+               *chardev("probe", guest.probe_socket), "-serial", "chardev:probe"]
+        if spec.vnc:
+            cmd += ["-vnc", f"unix:{guest.vnc_socket}"]
+        if spec.kernel:
+            cmd += ["-kernel", spec.kernel]
+            if spec.ramdisk:
+                cmd += ["-initrd", spec.ramdisk]
+            if spec.command_line:
+                cmd += ["-append", spec.command_line]
+        for i, disk in enumerate(spec.disks):
+            # Named drives (not -blockdev): QEMU's block migration copies named ones.
+            ro = ",readonly=on" if disk.readonly else ""
+            cmd += ["-drive", f"file={disk.path},format={disk.format},if=none,id=disk{i}{ro}",
+                    "-device", f"virtio-blk-pci,drive=disk{i},id=vd{i}"]
+        if paused:
+            cmd.append("-S")
+        if incoming:
+            cmd += ["-incoming", incoming]
+        return cmd
+
+
+class Guest:
+    """One guest's QEMU process on a host (it may or may not be running)."""
+
+    def __init__(self, host, name):
+        self.host, self.name = host, name
+        self.dir = os.path.join(host.instances_path, name)
+        self.run_dir = os.path.join(host.run_dir, name)
+        self.pid_file = os.path.join(self.dir, "qemu.pid")
+        self.log_file = os.path.join(self.dir, "qemu.log")
+        self.console_log = os.path.join(self.dir, "console.log")
+        self.qmp_socket = os.path.join(self.run_dir, "qmp.sock")
+        self.console_socket = os.path.join(self.run_dir, "console.sock")
+        self.probe_socket = os.path.join(self.run_dir, "probe.sock")
+        self.vnc_socket = os.path.join(self.run_dir, "vnc.sock")
+        self.monitor = Monitor(self.qmp_socket)
+
+    def pid(self):
+        """The running QEMU process's pid, or None."""
+        try:
+            with open(self.pid_file) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid, self.name) else None
+
+    def wait_monitor(self, proc, timeout=30):
+        """Wait for a starting QEMU (``proc``) to answer on its monitor."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise QemuError(f"QEMU for {self.name} exited {proc.returncode}: "
+                                + self.log_tail())
+            try:
+                self.monitor.command("query-status")
+                return
+            except QMPError:
+                if time.monotonic() > deadline:
+                    raise QemuError(f"QEMU for {self.name} does not answer: " + self.log_tail())
+                time.sleep(0.05)
+
+    def log_tail(self, lines=5):
+        try:
+            with open(self.log_file, errors="replace") as f:
+                return " | ".join(f.read().strip().splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def status(self):
+        """QEMU's run state (running, paused, inmigrate, postmigrate, shutdown, ...),
+        or ``shutoff`` when no process runs."""
+        if self.pid() is None:
+            return "shutoff"
+        try:
+            return self.monitor.command("query-status")["status"]
+        except QMPError:
+            return "shutoff" if self.pid() is None else "unknown"
+
+    def console_output(self):
+        try:
+            with open(self.console_log, "rb") as f:
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def pause(self):
+        self.monitor.command("stop")
+
+    def resume(self):
+        self.monitor.command("cont")
+
+    def power_off(self, timeout=30):
+        """Press the ACPI power button and wait for the guest to power off; -> whether
+        it did within ``timeout`` (the process is stopped either way)."""
+        try:
+            self.monitor.command("system_powerdown")
+        except QMPError:
+            pass
+        clean = self.wait_exit(timeout)
+        if not clean:
+            self.destroy()
+        return clean
+
+    def destroy(self):
+        """Stop the process at once (pulling the plug)."""
+        pid = self.pid()
+        if pid is None:
+            return
+        try:
+            self.monitor.command("quit")
+        except QMPError:
+            pass
+        if not self.wait_exit(5):
+            os.kill(pid, signal.SIGKILL)
+            self.wait_exit(5)
+
+    def wait_exit(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.pid() is not None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def remove_files(self):
+        """Delete the guest's directory and sockets (after destroy)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    # --- live migration ------------------------------------------------------------
+    def migrate_incoming(self, uri):
+        """On a destination started with ``incoming="defer"``: listen on ``uri``."""
+        self.monitor.command("migrate-incoming", uri=uri)
+
+    def migrate(self, uri, copy_disks=False, max_bandwidth=None, downtime_limit_ms=None):
+        """Start a live migration to a destination listening on ``uri``. ``copy_disks``:
+        the disks are not shared, copy them too (only the overlays: the destination's
+        overlays stand on the same cached images)."""
+        self.monitor.command("migrate-set-capabilities", capabilities=[
+            {"capability": "block", "state": bool(copy_disks)}])
+        params = {"block-incremental": bool(copy_disks)}
+        if max_bandwidth:
+            params["max-bandwidth"] = int(max_bandwidth)
+        if downtime_limit_ms:
+            params["downtime-limit"] = int(downtime_limit_ms)
+        self.monitor.command("migrate-set-parameters", **params)
+        self.monitor.command("migrate", uri=uri)
+
+    def migration(self):
+        """-> MigrationProgress of the current (or last) outgoing migration."""
+        return MigrationProgress.from_qmp(self.monitor.command("query-migrate"))
+
+    def abort_migration(self):
+        self.monitor.command("migrate_cancel")
+
+    def wait_migration(self, timeout=300, interval=0.2, progress=None):
+        """Wait for the migration to end; -> its last MigrationProgress. ``progress`` is
+        called with each figure read while it runs."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.migration()
+            if info.status in ("completed", "failed", "cancelled"):
+                return info
+            if progress is not None:
+                progress(info)
+            if time.monotonic() > deadline:
+                raise QemuError(f"migration of {self.name} still {info.status} after {timeout}s")
+            time.sleep(interval)
