@@ -221,6 +221,3 @@ class KeyPair(Timestamps, Base):
     type: orm.Mapped[str] = orm.mapped_column(sa.String(10), default="ssh")
 
 metadata = Base.metadata
-
-# The drain's tables share this database and its metadata.
-from novella.db import optimize_models  # noqa: E402,F401

@@ -136,12 +136,6 @@ class Database:
         self.url = normalise_url(url)
         self.engine = get_engine(self.url)
 
-    def require_schema(self, name):
-        """Raise ``migrate.SchemaNotSynced`` unless this database holds schema
-        ``name`` at its newest revision (``novella manage api_db sync`` makes it)."""
-        from novella.db import migrate  # migrate builds on this module
-        migrate.require(name, self.engine)
-
     @contextlib.contextmanager
     def connection(self, write=False):
         """A Core connection in one transaction (commit on success).

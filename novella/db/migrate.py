@@ -47,8 +47,15 @@ def version_table(database_name):
     return f"alembic_version_{database_name}" if database_name in EMBEDDED else "alembic_version"
 
 
+# Modules whose tables share another database's metadata: the drain's tables are
+# in the API database.
+SHARING = {"api": ("novella.db.optimize_models",)}
+
+
 def metadata(database_name):
     models = importlib.import_module(MODELS[database_name])
+    for name in SHARING.get(database_name, ()):
+        importlib.import_module(name)  # its tables join the metadata it builds on
     return getattr(models, "metadata", None) or models.Base.metadata
 
 

@@ -20,6 +20,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db import migrate
 from novella.db.engine import Database
 from novella.db.timestamps import isotime
 from novella.image import models
@@ -66,7 +67,7 @@ class ImageAPI:
         self.db = db if isinstance(db, Database) else Database(db)
         self.data_dir = data_dir
         os.makedirs(data_dir, exist_ok=True)
-        self.db.require_schema("image")  # tables made by `novella manage api_db sync`
+        migrate.require("image", self.db.engine)  # made by `novella manage api_db sync`
 
     # --- records ---------------------------------------------------------------
     def create(self, ctxt, name=None, id=None, visibility="shared", properties=None,  # noqa: A002

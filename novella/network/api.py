@@ -21,6 +21,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db import migrate
 from novella.db.engine import Database
 from novella.db.timestamps import isotime
 from novella.network import models
@@ -169,7 +170,7 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                  SubnetPoolMixin, AutoAllocateMixin):
     def __init__(self, db):
         self.db = db if isinstance(db, Database) else Database(db)
-        self.db.require_schema("network")  # tables made by `novella manage api_db sync`
+        migrate.require("network", self.db.engine)  # made by `novella manage api_db sync`
         # Fault injection: binding a port to one of these hosts fails.
         self.unbindable_hosts = set()
         # {network id: {(subnet id, pool start): the lowest address free when last looked}}

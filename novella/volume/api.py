@@ -18,6 +18,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from novella.db import migrate
 from novella.db.engine import Database
 from novella.db.timestamps import isotime, utcnow
 from novella.volume import models
@@ -64,7 +65,7 @@ class VolumeAPI:
     def __init__(self, db, image_api=None):
         self.db = db if isinstance(db, Database) else Database(db)
         self.image_api = image_api
-        self.db.require_schema("volume")  # tables made by `novella manage api_db sync`
+        migrate.require("volume", self.db.engine)  # made by `novella manage api_db sync`
 
     # --- volumes -----------------------------------------------------------------
     def _volume_dict(self, s, v):
