@@ -193,6 +193,24 @@ class ComputeDriver:
         """The guest's serial console log, as text."""
         raise NotImplementedError
 
+    # -- consoles --------------------------------------------------------------
+
+    def get_vnc_console(self, ctxt, instance):
+        """Where the guest's VNC server listens, for the console proxy to reach it.
+
+        A dict: ``host`` and ``port`` (TCP), or ``unix_socket`` (a path on this
+        host, with ``host`` naming the host for the records), and
+        ``internal_access_path`` (what the proxy sends first, usually None).
+        Raises ``ConsoleTypeUnavailable("vnc")`` when the guest has no VNC
+        server (none configured, or not running).
+        """
+        raise NotImplementedError
+
+    def get_serial_console(self, ctxt, instance, index=0):
+        """Where the guest's serial port ``index`` listens, as ``get_vnc_console``;
+        ``ConsoleTypeUnavailable("serial")`` when it has none to offer."""
+        raise NotImplementedError
+
     def rebuild(self, ctxt, instance, image_meta, network_info=None, block_device_info=None,
                 preserve_ephemeral=False, power_on=True, injected_files=None):
         """Make the guest's local disks anew from ``image_meta`` (the ephemeral
@@ -276,6 +294,20 @@ class ComputeDriver:
     def rollback_live_migration_at_destination(self, ctxt, instance):
         """Destination, after a failed move: remove whatever arrived here."""
         raise NotImplementedError
+
+
+def console_address(host, port=None, unix_socket=None, internal_access_path=None):
+    """What ``get_vnc_console`` and ``get_serial_console`` return."""
+    return {"host": host, "port": port, "unix_socket": unix_socket,
+            "internal_access_path": internal_access_path}
+
+
+class ConsoleTypeUnavailable(Exception):
+    """The guest offers no console of that type."""
+
+    def __init__(self, console_type):
+        self.console_type = console_type
+        super().__init__(f"Unavailable console type {console_type}.")
 
 
 class LiveMigrationSteering:
