@@ -1,9 +1,9 @@
 """The whole system in one process: what `novella up` runs.
 
 Placement, the Compute API, the super-conductor, the scheduler and many
-simulated compute hosts spread over several cells, each cell with its own
-SQLite database and its own in-process transport, exactly as separate
-services would be wired over RabbitMQ. Tests and benchmarks build the same
+compute hosts (simulated, or running real guests with ``[DEFAULT] compute_driver``)
+spread over several cells, each cell with its own SQLite database and its own
+in-process transport, exactly as separate services would be wired over RabbitMQ. Tests and benchmarks build the same
 object without HTTP listeners (``http=False``) and call the WSGI apps directly.
 """
 import functools
@@ -22,6 +22,14 @@ from novella.service import check_port_free
 LOG = logging.getLogger(__name__)
 
 SUPER_TRANSPORT = "inproc://super"
+
+# Flavors for real guests on a small machine (the simulated hosts get
+# manage_bootstrap.FLAVORS): flavorid, name, vcpus, memory_mb, root_gb.
+REAL_GUEST_FLAVORS = [
+    ("1", "m1.tiny", 1, 256, 1),
+    ("2", "m1.small", 1, 512, 2),
+    ("3", "m1.medium", 2, 1024, 4),
+]
 
 # `novella up`'s demo QoS data (docs/qos.md).
 DEMO_QOS_POLICY = "bw-guaranteed"
@@ -205,7 +213,7 @@ class AllInOne:
                 fleet.init_hosts(mgrs)
                 for mgr in mgrs:
                     self._serve(mgr, cell)
-        self.log(f"Compute hosts: {len(self.computes)} simulated.")
+        self.log(f"Compute hosts: {len(self.computes)} ({self.driver_kind()}).")
 
     def _compute(self, host, cell, **driver_options):
         mgr = self._manager(host, cell, **driver_options)
@@ -213,10 +221,18 @@ class AllInOne:
         self._serve(mgr, cell)
         return mgr
 
+    def driver_kind(self):
+        """'simulated', or 'real guests (QEMU ...)' with the QEMU driver."""
+        from novella.virt import driver as driver_mod
+        path = driver_mod.DRIVERS.get(CONF.compute_driver, CONF.compute_driver)
+        if path.startswith("novella.virt.qemu."):
+            return f"real guests, QEMU with {CONF.libvirt.virt_type}"
+        return "simulated"
+
     def _manager(self, host, cell, **driver_options):
         from novella.compute.manager import ComputeManager
-        from novella.virt.simulated import SimulatedDriver
-        driver = SimulatedDriver(host, CONF, **driver_options)
+        from novella.virt.driver import load_compute_driver
+        driver = load_compute_driver(CONF, host, **driver_options)
         return ComputeManager(CONF, host, cells_mod.cell_database(cell), self.placement, driver,
                               network_api=self.network_api, volume_api=self.volume_api,
                               image_api=self.image_api, notifier=self.notifier(f"nova-compute:{host}"),
@@ -227,7 +243,7 @@ class AllInOne:
         self.computes[mgr.host] = mgr
 
     def add_compute(self, host, cell=None, **driver_options):
-        """Start one more simulated compute host in ``cell`` (a cell name, default the
+        """Start one more compute host in ``cell`` (a cell name, default the
         first cell) and map it; ``driver_options`` as ``SimulatedDriver``'s (``nodename``,
         ``vcpus``, ``memory_mb``, ``local_gb``, ...). Returns its compute manager."""
         target = next(c for c in self.cells if cell is None or c.name == cell)
@@ -238,11 +254,29 @@ class AllInOne:
     def _seed_demo_data(self):
         # What `novella manage bootstrap` makes in a deployment of separate services.
         from novella.cmd import manage_bootstrap as bootstrap
-        bootstrap.ensure_flavors(self.api_db)
-        self.demo_image, _created = bootstrap.ensure_image(self.image_api)
+        if self.driver_kind() == "simulated":
+            bootstrap.ensure_flavors(self.api_db)
+            self.demo_image, _created = bootstrap.ensure_image(self.image_api)
+        else:
+            self._seed_real_guest()
         self.demo_network, self.public_network = bootstrap.seed_networks(CONF, self.network_api)
         if self.qos_demo:
             self.demo_qos_policy, self.demo_physnet_network = self._ensure_demo_qos()
+
+    def _seed_real_guest(self):
+        """Real guests: flavors this machine can run (m1.tiny 256 MiB), and the guest
+        image built from the installed packages (once: kept under the data directory)
+        as the default image."""
+        from novella.cmd import manage_bootstrap as bootstrap
+        from novella.virt import guest_image
+        bootstrap.ensure_flavors(self.api_db, REAL_GUEST_FLAVORS)
+        build_dir = os.path.join(self.data_dir, "guest-image")
+        if not guest_image.GuestImage.in_dir(build_dir).exists():
+            self.log(f"Building the guest image (once, cached in {build_dir}) ...")
+        self.demo_image, created = guest_image.ensure_guest_image(self.image_api, build_dir)
+        if created:
+            self.log(f"Guest image {self.demo_image['name']} uploaded "
+                     f"({self.demo_image['size'] >> 10} KiB root disk, kernel and ramdisk).")
 
     def _ensure_demo_qos(self):
         """A shared QoS policy guaranteeing bandwidth each way, and a network on physnet1

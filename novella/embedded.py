@@ -31,7 +31,8 @@ def services_from_conf(conf):
     url = service_connections(conf)
     image_api = ImageAPI(url["image"], conf.image_service.data_dir)
     network_api = NetworkAPI(url["network"])
-    volume_api = VolumeAPI(url["volume"], image_api=image_api)
+    volume_api = VolumeAPI(url["volume"], image_api=image_api,
+                           volumes_dir=conf.volume_service.volumes_dir)
     return image_api, network_api, volume_api
 
 

@@ -68,6 +68,10 @@ def build_parser():
                     help="first port of the HTTP APIs (0: the usual OpenStack ports)")
     up.add_argument("--cells", type=int, default=2)
     up.add_argument("--hosts-per-cell", type=int, default=2)
+    up.add_argument("--driver", choices=("simulated", "qemu", "kvm"), default="simulated",
+                    help="the compute hosts' hypervisor: simulated, or real guests as QEMU "
+                         "processes emulated with TCG (qemu) or on KVM (kvm); "
+                         "docs/real-guests.md")
     up.add_argument("--config-file", action="append", default=[],
                     help="nova.conf/placement.conf options, as the separate services read them "
                          "(with --separate: read by every service after its own files)")

@@ -29,13 +29,14 @@ NETWORK_NAME, NETWORK_CIDR = "private", "10.0.0.0/24"
 PUBLIC_NAME, PUBLIC_CIDR = "public", "172.24.4.0/24"
 
 
-def ensure_flavors(api_db):
-    """-> [(flavor name, created?)]: the flavors above that no flavor has the id or name of."""
+def ensure_flavors(api_db, flavors=FLAVORS):
+    """-> [(flavor name, created?)]: the ``flavors`` (those above by default) that no
+    flavor has the id or name of."""
     out = []
     with api_db.session(write=True) as s:
         existing = {row for pair in s.execute(sa.select(am.Flavor.flavorid, am.Flavor.name))
                     for row in pair}
-        for flavorid, name, vcpus, ram, disk in FLAVORS:
+        for flavorid, name, vcpus, ram, disk in flavors:
             created = flavorid not in existing and name not in existing
             if created:
                 s.add(am.Flavor(flavorid=flavorid, name=name, vcpus=vcpus, memory_mb=ram,

@@ -250,7 +250,7 @@ def serve_compute(args):
     from novella.compute import pci
     from novella.compute.manager import ComputeManager
     from novella.service import Periodic
-    from novella.virt.simulated import SimulatedDriver
+    from novella.virt.driver import load_compute_driver
     host = args.host or CONF.host
     if not host:
         raise ConfigError("give --host NAME or [DEFAULT] host")
@@ -263,8 +263,8 @@ def serve_compute(args):
     cell_db = cells_mod.database(CONF.database.connection)
     transport = rpc.get_transport(CONF.transport_url)
     image_api, network_api, volume_api = _service_clients()
-    mgr = ComputeManager(CONF, host, cell_db, _answering_placement(), SimulatedDriver(host, CONF),
-                         network_api=network_api, volume_api=volume_api, image_api=image_api,
+    mgr = ComputeManager(CONF, host, cell_db, _answering_placement(),
+                         load_compute_driver(CONF, host), network_api=network_api, volume_api=volume_api, image_api=image_api,
                          notifier=_notifier(transport, f"nova-compute:{host}"), transport=transport)
     mgr.init_host()
     transport.serve("compute", host, mgr)

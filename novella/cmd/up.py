@@ -41,6 +41,13 @@ def set_defaults(conf):
             conf.set_default(name, value, group=group)
 
 
+def driver_overrides(driver):
+    """``--driver``'s options: {group: {option: value}} (none for the simulated hosts)."""
+    if driver in (None, "simulated"):
+        return {}
+    return {None: {"compute_driver": "qemu.QEMUDriver"}, "libvirt": {"virt_type": driver}}
+
+
 def _log_to_file(data_dir):
     """Warnings and errors (Python's warnings too) go to novella.log in the data
     directory: the terminal shows what the user needs. Returns the file's path."""
@@ -55,11 +62,15 @@ def _log_to_file(data_dir):
 def main(args):
     from novella.conf import CONF
     log_file = _log_to_file(args.data_dir)
-    print(f"Starting Novella: {args.cells} cells x {args.hosts_per_cell} simulated hosts ...", flush=True)
+    driver = getattr(args, "driver", "simulated")
+    kind = "simulated" if driver == "simulated" else f"QEMU ({driver})"
+    print(f"Starting Novella: {args.cells} cells x {args.hosts_per_cell} {kind} hosts ...",
+          flush=True)
     set_defaults(CONF)
     try:
         cloud = AllInOne(args.data_dir, cells=args.cells, hosts_per_cell=args.hosts_per_cell,
                          http=True, bind=args.host, port_base=args.port_base,
+                         config_overrides=driver_overrides(driver),
                          log=lambda msg: print("  " + msg, flush=True),
                          config_files=getattr(args, "config_file", None) or (), qos_demo=True)
     except PortInUse as exc:

@@ -254,6 +254,10 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 "user_id": inst.user_id, "host": inst.host, "node": inst.node,
                 "image_ref": inst.image_ref, "vm_state": inst.vm_state,
                 "availability_zone": inst.availability_zone,
+                # What a guest is told about itself (the config drive's metadata).
+                "hostname": inst.hostname, "key_name": inst.key_name, "key_data": inst.key_data,
+                "user_data": inst.user_data, "config_drive": inst.config_drive,
+                "launch_index": inst.launch_index,
                 "flavor": flavor or records.flavor_of(inst) or {
                     "vcpus": inst.vcpus, "memory_mb": inst.memory_mb, "root_gb": inst.root_gb,
                     "ephemeral_gb": inst.ephemeral_gb, "swap": 0, "extra_specs": {}}}

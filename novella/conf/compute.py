@@ -8,7 +8,8 @@ default_opts = [
     cfg.StrOpt("state_path", default=os.path.join(os.getcwd(), "data"), sample_default="$pwd/data",
                help="Where the all-in-one keeps its databases and simulated disks."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
-               help="Root of the simulated hosts' disk directories."),
+               help="Root of the compute hosts' guest directories (disks, console logs), "
+                    "one directory per host."),
     cfg.StrOpt("default_availability_zone", default="nova",
                help="Availability zone of compute hosts in no aggregate naming one."),
     cfg.StrOpt("default_schedule_zone",
@@ -50,8 +51,10 @@ default_opts = [
     cfg.IntOpt("reserved_host_cpus", default=0,
                help="VCPUs of the host reserved in its inventory."),
     cfg.StrOpt("compute_driver", default="simulated",
-               help="The virt driver of a compute host: 'simulated' (or 'fake'), or "
-                    "a dotted module.Class path."),
+               help="The virt driver of a compute host: 'simulated' (or 'fake'); "
+                    "'qemu.QEMUDriver' (or the reference's 'libvirt.LibvirtDriver'), real "
+                    "guests as QEMU processes ([libvirt] virt_type: kvm or qemu); or a "
+                    "dotted module.Class path."),
     cfg.IntOpt("update_resources_interval", default=0,
                help="Seconds between resource tracker runs (update_available_resource); "
                     "0: the default period (60 s); negative: never."),

@@ -16,6 +16,10 @@ volume_opts = [
     cfg.StrOpt("connection", secret=True,
                help="Database URL of the embedded volume service "
                     "(default: the [api_database] connection)."),
+    cfg.StrOpt("volumes_dir", default="$state_path/volumes",
+               help="Directory of the volumes' files (one raw file per volume, made when "
+                    "the volume is first connected to a host); the compute hosts of this "
+                    "machine open them there."),
 ]
 network_opts = [
     cfg.StrOpt("connection", secret=True,

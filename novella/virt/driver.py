@@ -337,9 +337,22 @@ class LiveMigrationSteering:
         return self.asked
 
 
+def usage_of(flavors):
+    """What guests of these flavors use of a host: ``{"vcpus", "memory_mb", "local_gb"}``
+    (root and ephemeral disks), for ``get_available_resource``'s ``*_used``."""
+    flavors = list(flavors)
+    return {"vcpus": sum(f.get("vcpus", 0) for f in flavors),
+            "memory_mb": sum(f.get("memory_mb", 0) for f in flavors),
+            "local_gb": sum(f.get("root_gb", 0) + f.get("ephemeral_gb", 0) for f in flavors)}
+
+
 DRIVERS = {
     "simulated": "novella.virt.simulated.SimulatedDriver",
     "fake": "novella.virt.simulated.SimulatedDriver",
+    # Real guests as QEMU processes; the reference's libvirt driver name maps to it, so
+    # an operator's nova.conf works unchanged (docs/real-guests.md).
+    "qemu.QEMUDriver": "novella.virt.qemu.driver.QEMUDriver",
+    "libvirt.LibvirtDriver": "novella.virt.qemu.driver.QEMUDriver",
 }
 
 

@@ -381,15 +381,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         return devices
 
     def get_available_resource(self, nodename=None):
-        used = {"vcpus": 0, "memory_mb": 0, "local_gb": 0}
-        for uuid in self.list_instances():
-            try:
-                flavor = self._load(uuid)["flavor"]
-            except InstanceNotFound:
-                continue
-            used["vcpus"] += flavor.get("vcpus", 0)
-            used["memory_mb"] += flavor.get("memory_mb", 0)
-            used["local_gb"] += flavor.get("root_gb", 0) + flavor.get("ephemeral_gb", 0)
+        used = driver_mod.usage_of(self._flavors())
         return {
             "vcpus": self.vcpus, "memory_mb": self.memory_mb, "local_gb": self.local_gb,
             "vcpus_used": used["vcpus"], "memory_mb_used": used["memory_mb"],
@@ -403,6 +395,14 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             "numa_topology": self.numa_topology(),
             "pci_passthrough_devices": self.pci_devices(),
         }
+
+    def _flavors(self):
+        """The flavors of the guests on this host."""
+        for uuid in self.list_instances():
+            try:
+                yield self._load(uuid)["flavor"]
+            except InstanceNotFound:
+                continue
 
     def get_traits(self, nodename=None):
         return sorted(set(DEFAULT_TRAITS) | set(self.extra_traits))

@@ -13,7 +13,13 @@ server (the destination of a move) even when it is not multiattach; the old
 one is deleted when the move is confirmed, the new one when it is reverted.
 The volume's ``status`` and ``attach_status`` always follow from its live
 attachments.
+
+With ``volumes_dir``, each volume is a raw file there (``VOLUMES_DIR/ID``, sparse,
+made when the volume is first connected to a host and removed with the volume):
+its connection_info names the ``path`` and ``format``, which the QEMU driver of a
+host on this machine opens.
 """
+import os
 import uuid
 
 import sqlalchemy as sa
@@ -62,9 +68,10 @@ def _attachment_dict(a):
 
 class VolumeAPI:
     chooses_ids = True  # ``create`` may be given the new volume's id
-    def __init__(self, db, image_api=None):
+    def __init__(self, db, image_api=None, volumes_dir=None):
         self.db = db if isinstance(db, Database) else Database(db)
         self.image_api = image_api
+        self.volumes_dir = volumes_dir
         migrate.require("volume", self.db.engine)  # made by `novella manage api_db sync`
 
     # --- volumes -----------------------------------------------------------------
@@ -160,6 +167,20 @@ class VolumeAPI:
             for sn in snapshots:
                 sn.status, sn.deleted, sn.deleted_at = "deleted", True, utcnow()
             v.status, v.deleted, v.deleted_at = "deleted", True, utcnow()
+        if self.volumes_dir:
+            try:
+                os.unlink(os.path.join(self.volumes_dir, volume_id))
+            except FileNotFoundError:
+                pass
+
+    def _volume_file(self, v):
+        """The volume's file, made (sparse, of the volume's size) when it has none yet."""
+        path = os.path.join(self.volumes_dir, v.id)
+        if not os.path.exists(path):
+            os.makedirs(self.volumes_dir, exist_ok=True)
+            with open(path, "ab") as f:
+                f.truncate(v.size << 30)
+        return path
 
     # --- snapshots -----------------------------------------------------------------
     @staticmethod
@@ -357,8 +378,7 @@ class VolumeAPI:
             self._refresh(s, v)
             return _attachment_dict(a)
 
-    @staticmethod
-    def _connect(a, v, connector, mountpoint):
+    def _connect(self, a, v, connector, mountpoint):
         a.connector = dict(connector)
         a.attached_host = connector.get("host")
         a.mountpoint = mountpoint or a.mountpoint or connector.get("mountpoint")
@@ -369,6 +389,8 @@ class VolumeAPI:
                                       "target_host": a.attached_host,
                                       "access_mode": a.attach_mode,
                                       "device_path": f"/dev/disk/by-id/novella-{v.id}"}}
+        if self.volumes_dir:
+            a.connection_info["data"].update(path=self._volume_file(v), format="raw")
 
     def attachment_update(self, ctxt, attachment_id, connector, mountpoint=None):
         """Connect a reserved attachment to the host named in ``connector``."""

@@ -5,12 +5,16 @@ they are missing these tests skip with the reason, and fail when ``CI=true``
 (tests/backends.py).
 """
 import os
+import re
 import shutil
+import time
 
 import pytest
 
 from novella.virt import guest_image
 from tests.backends import _unavailable
+
+COUNTER = re.compile(r"novella-counter (\S+) (\d+)")
 
 
 def require_tools():
@@ -62,3 +66,75 @@ def guest_spec(host, image, name, memory_mib=256, extra_disks=()):
                                                                        cached["root"])
     return GuestSpec(name, memory_mib, 1, (disk, *extra_disks), cached["kernel"],
                      cached["ramdisk"], image.command_line)
+
+
+@pytest.fixture(scope="module")
+def qemu_cloud(tmp_path_factory, built_guest):
+    """An all-in-one (one cell, two hosts) whose hosts run real guests with the QEMU
+    driver (TCG), the guest image built once for the session as its default image.
+    Every guest left at the end is destroyed, also when a test failed."""
+    from novella.allinone import AllInOne
+    from novella.conf import CONF
+    data = tmp_path_factory.mktemp("qemu-cloud")
+    shutil.copytree(os.path.dirname(built_guest.root), data / "guest-image")
+    overrides = {None: {"compute_driver": "qemu.QEMUDriver"}, "libvirt": {"virt_type": "qemu"}}
+    aio = AllInOne(str(data), cells=1, hosts_per_cell=2, log=None,
+                   config_overrides=overrides).start()
+    try:
+        yield RealCloud(aio)
+    finally:
+        for mgr in aio.computes.values():
+            for uuid in mgr.driver.list_instances():
+                mgr.driver.guest({"uuid": uuid}).destroy()
+            shutil.rmtree(mgr.driver.hypervisor.run_dir, ignore_errors=True)
+        aio.stop()
+        for group, values in overrides.items():
+            for key in values:
+                CONF.clear_override(key, group=group)
+
+
+class RealCloud:
+    """The Compute API of a QEMU all-in-one, and its guests seen from outside and inside."""
+
+    def __init__(self, aio):
+        from tests.functional.system.conftest import Cloud
+        self.aio, self.api_cloud = aio, Cloud(aio)
+
+    def __getattr__(self, name):
+        return getattr(self.api_cloud, name)
+
+    def driver(self, server_id):
+        return self.aio.computes[self.server(server_id)["OS-EXT-SRV-ATTR:host"]].driver
+
+    def guest(self, server_id):
+        """The server's QEMU guest: its process, console log and probe socket."""
+        return self.driver(server_id).guest({"uuid": server_id})
+
+    def probe(self, server_id):
+        from novella.virt.guest_probe import GuestProbe
+        return GuestProbe(self.guest(server_id).probe_socket)
+
+    def action(self, server_id, body, expect=202):
+        status, out = self.api("POST", f"/servers/{server_id}/action", body)
+        assert status == expect, out
+        self.aio.wait_idle()
+        return out
+
+    def console(self, server_id):
+        return self.action(server_id, {"os-getConsoleOutput": {}}, expect=200)["output"]
+
+    def wait_boot(self, server_id, not_boot=None, timeout=240):
+        """The boot id of the server's guest once it prints its counter for a boot other
+        than ``not_boot`` (read through os-getConsoleOutput)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = [b for b, _ in COUNTER.findall(self.console(server_id)) if b != not_boot]
+            if seen:
+                return seen[-1]
+            assert time.monotonic() < deadline, self.console(server_id)[-2000:]
+            time.sleep(1)
+
+    def count(self, server_id):
+        """The guest's last counter line: (boot id, count)."""
+        boot, n = COUNTER.findall(self.guest(server_id).console_output())[-1]
+        return boot, int(n)

@@ -14,6 +14,7 @@ restarted compute service; what it prints goes to ``qemu.log``.
 import dataclasses
 import hashlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -33,9 +34,12 @@ class QemuError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Disk:
+    """A disk of a guest; ``device`` names its virtio device (``vdN`` by its place when
+    not given), so a disk plugged while the guest runs can be unplugged by name."""
     path: str
     format: str = "qcow2"
     readonly: bool = False
+    device: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +87,11 @@ def _run(*cmd):
     if proc.returncode:
         raise QemuError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
+
+
+def qemu_img(*args):
+    """Run ``qemu-img ARGS``; -> its output (QemuError when it fails)."""
+    return _run(QEMU_IMG, *args)
 
 
 def _alive(pid, name):
@@ -188,8 +197,10 @@ class Host:
         for i, disk in enumerate(spec.disks):
             # Named drives (not -blockdev): QEMU's block migration copies named ones.
             ro = ",readonly=on" if disk.readonly else ""
-            cmd += ["-drive", f"file={disk.path},format={disk.format},if=none,id=disk{i}{ro}",
-                    "-device", f"virtio-blk-pci,drive=disk{i},id=vd{i}"]
+            device = disk.device or f"vd{i}"
+            cmd += ["-drive", f"file={disk.path},format={disk.format},if=none,"
+                              f"id=drive-{device}{ro}",
+                    "-device", f"virtio-blk-pci,drive=drive-{device},id={device}"]
         if paused:
             cmd.append("-S")
         if incoming:
@@ -264,6 +275,60 @@ class Guest:
     def pause(self):
         self.monitor.command("stop")
 
+    def attach_disk(self, disk):
+        """Plug ``disk`` (its ``device`` named) into the running guest."""
+        drive = f"drive-{disk.device}"
+        self.monitor.command("blockdev-add", **{
+            "node-name": drive, "driver": disk.format, "read-only": disk.readonly,
+            "file": {"driver": "file", "filename": disk.path}})
+        try:
+            self.monitor.command("device_add", driver="virtio-blk-pci", drive=drive,
+                                 id=disk.device)
+        except QMPError:
+            self.monitor.command("blockdev-del", **{"node-name": drive})
+            raise
+
+    def detach_disk(self, device, timeout=30):
+        """Unplug the disk ``device``: the guest is asked (ACPI hot-unplug) and must let
+        it go within ``timeout``; -> whether it was plugged."""
+        if device not in self.devices():
+            return False
+        self.monitor.command("device_del", id=device)
+        deadline = time.monotonic() + timeout
+        while device in self.devices():
+            if time.monotonic() > deadline:
+                raise QemuError(f"the guest {self.name} did not release {device} "
+                                f"within {timeout}s")
+            time.sleep(0.2)
+        try:  # a disk plugged while running has its node to drop; one from -drive has not
+            self.monitor.command("blockdev-del", **{"node-name": f"drive-{device}"})
+        except QMPError:
+            pass
+        return True
+
+    def devices(self):
+        """Ids of the guest's named devices (its disks among them)."""
+        return {p["name"] for p in self.monitor.command("qom-list", path="/machine/peripheral")
+                if p["type"].startswith("child<")}
+
+    def save_state(self, path, timeout=300):
+        """Stop the guest and write its whole state (memory, devices) to ``path``, then
+        end the process; ``Host.start(spec, incoming=Guest.restore_uri(path))`` brings
+        it back as it was."""
+        self.monitor.command("stop")
+        self.monitor.command("migrate-set-capabilities", capabilities=[
+            {"capability": "block", "state": False}])
+        self.monitor.command("migrate", uri=f"exec:cat > {shlex.quote(path)}")
+        done = self.wait_migration(timeout)
+        if done.status != "completed":
+            self.monitor.command("cont")
+            raise QemuError(f"saving {self.name}'s state failed: {done.error}")
+        self.destroy()
+
+    @staticmethod
+    def restore_uri(path):
+        return f"exec:cat {shlex.quote(path)}"
+
     def resume(self):
         self.monitor.command("cont")
 
@@ -291,6 +356,15 @@ class Guest:
         if not self.wait_exit(5):
             os.kill(pid, signal.SIGKILL)
             self.wait_exit(5)
+
+    def wait_status(self, status, timeout=300):
+        """Wait until QEMU's run state is ``status`` (e.g. an incoming guest loaded)."""
+        deadline = time.monotonic() + timeout
+        while (now := self.status()) != status:
+            if now == "shutoff" or time.monotonic() > deadline:
+                raise QemuError(f"guest {self.name} is {now}, not {status}: "
+                                + self.log_tail())
+            time.sleep(0.1)
 
     def wait_exit(self, timeout):
         deadline = time.monotonic() + timeout
