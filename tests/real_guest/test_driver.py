@@ -31,6 +31,10 @@ def test_boot_console_guest_and_delete(qemu_cloud):
 
     guest = cloud.guest(server_id)
     assert guest.pid() is not None
+    driver = cloud.driver(server_id)
+    for console in (driver.get_serial_console(None, {"uuid": server_id}),
+                    driver.get_vnc_console(None, {"uuid": server_id})):
+        assert os.path.exists(console["unix_socket"])
     status, _ = cloud.api("DELETE", f"/servers/{server_id}")
     assert status == 204
     cloud.aio.wait_idle()

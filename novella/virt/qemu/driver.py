@@ -433,11 +433,19 @@ class QEMUDriver(driver_mod.ComputeDriver):
 
     def get_vnc_console(self, ctxt, instance):
         """The guest's VNC server: a UNIX socket on this host."""
-        return {"unix_socket": self.guest(instance).vnc_socket}
+        return self._console_socket(instance, "vnc", self.guest(instance).vnc_socket)
 
-    def get_serial_console(self, ctxt, instance):
-        """The guest's serial console (its first serial port): a UNIX socket on this host."""
-        return {"unix_socket": self.guest(instance).console_socket}
+    def get_serial_console(self, ctxt, instance, index=0):
+        """The guest's first serial port (its console): a UNIX socket on this host. The
+        second is the probe's, not offered."""
+        if index != 0:
+            raise driver_mod.ConsoleTypeUnavailable("serial")
+        return self._console_socket(instance, "serial", self.guest(instance).console_socket)
+
+    def _console_socket(self, instance, kind, path):
+        if self.guest(instance).pid() is None or not os.path.exists(path):
+            raise driver_mod.ConsoleTypeUnavailable(kind)
+        return driver_mod.console_address(self.host, unix_socket=path)
 
 
 class InstanceNotFound(Exception):
