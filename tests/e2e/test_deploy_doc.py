@@ -1,14 +1,17 @@
 """docs/deploy.md, run: every block marked ``sh deploy``, in order, as one bash script.
 
-The page builds Keystone, Placement, the Compute, image, network and volume
-APIs, the conductor, the scheduler and a compute host in each of two cells on
-the machine's PostgreSQL and RabbitMQ, with the reference's database and
-virtual host names and the services' usual ports; boots a server in each
-cell, resizes one across cells and migrates the other across cells. Here the
-script runs in an empty directory, in a session of its own (so that every
-process it started in the background is stopped with it), and then the
-databases show where each server ended up. The page's databases and virtual
-hosts are dropped before (a run that died leaves them) and after.
+The page builds Keystone, Placement, the Compute, image, network, volume and
+Infrastructure Optimization APIs, the conductor, the scheduler and a compute
+host in each of two cells on the machine's PostgreSQL and RabbitMQ; boots a
+server in each cell, resizes one across cells and migrates the other across
+cells, and stops every process it started. Its first block sets every port,
+name, password and path (each kept when already in the environment) and no
+later block spells one out: here the script runs with free ports and names
+of its own (so it runs beside anything else on the machine), in an empty
+directory, in a session of its own; the session is empty once the script
+has ended (its "Stopping" block stopped everything), and then the databases
+show where each server ended up. The run's databases and virtual hosts are
+dropped before and after.
 """
 import json
 import os
@@ -22,14 +25,19 @@ import sqlalchemy as sa
 
 from tests import backends
 from tests.e2e import test_keystone
+from tests.e2e.processes import free_port
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.rabbitmq]
 
 PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "deploy.md")
 MARKER = "sh deploy"
-DATABASES = ("keystone", "nova_api", "nova_cell0", "nova_cell1", "nova_cell2", "placement")
-VHOSTS = ("nova", "nova_cell1", "nova_cell2")
 SCRIPT_TIMEOUT = 900
+# The settings block's defaults: no other block may spell one out.
+DEFAULTS = ("127.0.0.1", "5000", "8774", "8778", "9292", "9696", "8776", "9322", "5432", "5672",
+            "postgres", "guest", "nova_", "RegionOne",
+            "-secret")
+PORTS = ("KEYSTONE_PORT", "COMPUTE_PORT", "PLACEMENT_PORT", "IMAGE_PORT", "NETWORK_PORT",
+         "VOLUME_PORT", "OPTIMIZE_PORT")
 
 
 def blocks(text):
@@ -42,16 +50,32 @@ def _server_url(db):
     return backends.PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{db}"
 
 
-def _clean():
+def _settings():
+    """The page's settings for one run: free ports, and names no other run uses."""
+    run = os.urandom(3).hex()
+    return {**{name: str(free_port()) for name in PORTS},
+            "NOVA_NAME": f"nova_doc{run}", "KEYSTONE_DB": f"keystone_doc{run}",
+            "PLACEMENT_DB": f"placement_doc{run}"}
+
+
+def _names(settings):
+    nova = settings["NOVA_NAME"]
+    databases = (settings["KEYSTONE_DB"], settings["PLACEMENT_DB"],
+                 *(f"{nova}_{db}" for db in ("api", "cell0", "cell1", "cell2")))
+    return databases, (nova, f"{nova}_cell1", f"{nova}_cell2")
+
+
+def _clean(settings):
     from novella.db import engine as engine_mod
     from novella.rpc import rabbit
+    databases, vhosts = _names(settings)
     engine_mod.dispose_all()
     admin = sa.create_engine(backends.PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        for db in DATABASES:
+        for db in databases:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     admin.dispose()
-    for vhost in VHOSTS:
+    for vhost in vhosts:
         rabbit.delete_vhost(f"{backends.RABBIT_URL.rstrip('/')}/{vhost}")
 
 
@@ -68,6 +92,24 @@ def test_the_page_has_the_whole_walk():
     for group in ("[neutron]", "[cinder]", "[glance]", "[service_user]"):
         assert group in nova_conf, group
     assert "send_service_user_token = true" in nova_conf
+    # Every HTTP API is started on its address, the optimize API among them.
+    serve_lines = [line for line in script.replace("\\\n", " ").splitlines()
+                   if line.lstrip().startswith("novella serve ")]
+    http = [line for line in serve_lines
+            if line.split()[2] in ("placement", "api", "image", "network", "volume", "optimize")]
+    assert sorted(line.split()[2] for line in http) == sorted(
+        ["placement", "api", "image", "network", "volume", "optimize"])
+    for line in http:
+        assert "--bind" in line, line
+
+
+def test_only_the_settings_block_names_ports_names_and_passwords():
+    settings, *rest = blocks(open(PAGE).read())
+    for name in PORTS + ("NOVA_NAME", "KEYSTONE_DB", "PLACEMENT_DB", "DEPLOY_DIR"):
+        assert f"${{{name}:=" in settings, name
+    for block in rest:
+        for value in DEFAULTS:
+            assert value not in block, (value, block)
 
 
 def _rows(db, sql):
@@ -88,7 +130,10 @@ def test_deploy_doc_runs(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     # The page's commands (novella, keystone-manage, gunicorn, openstack) from this Python.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    _clean()
+    settings = _settings()
+    env.update(settings)
+    nova = settings["NOVA_NAME"]
+    _clean(settings)
     log = tmp_path / "deploy.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(["bash", str(script)], cwd=tmp_path, env=env, stdout=out,
@@ -102,23 +147,32 @@ def test_deploy_doc_runs(tmp_path):
                        for p in sorted((tmp_path / "logs").glob("*.log"))) \
             if (tmp_path / "logs").exists() else ""
         assert code == 0, f"docs/deploy.md failed ({code}):\n{log.read_text()[-5000:]}\n{logs}"
+        # "Stopping" stopped every process the page started: none is left in its session.
+        with pytest.raises(ProcessLookupError):
+            os.killpg(proc.pid, 0)
+        assert not list((tmp_path / "run").iterdir())
+        # Keystone's keys are its owner's alone.
+        for keys in ("fernet-keys", "credential-keys"):
+            directory = tmp_path / "keystone" / keys
+            assert directory.stat().st_mode & 0o777 == 0o700, keys
+            assert {p.stat().st_mode & 0o777 for p in directory.iterdir()} == {0o600}, keys
 
         # Where the servers are: first resized to m1.small into cell2, second migrated
         # into cell1, both confirmed (no copy left behind, no migration-held allocation).
-        mapped = dict(_rows("nova_api", "SELECT m.instance_uuid, c.name FROM instance_mappings m "
+        mapped = dict(_rows(f"{nova}_api", "SELECT m.instance_uuid, c.name FROM instance_mappings m "
                                         "JOIN cell_mappings c ON c.id = m.cell_id"))
         servers = {}
-        for cell in ("nova_cell1", "nova_cell2"):
+        for cell in (f"{nova}_cell1", f"{nova}_cell2"):
             for uuid, name, host, state, ram in _rows(
                     cell, "SELECT uuid, display_name, host, vm_state, memory_mb FROM instances "
                           "WHERE deleted = 0 AND NOT hidden"):
                 servers[name] = (uuid, cell, host, state, ram)
         assert {n: v[1:] for n, v in servers.items()} == {
-            "first": ("nova_cell2", "cell2-host", "active", 2048),
-            "second": ("nova_cell1", "cell1-host", "active", 512)}
+            "first": (f"{nova}_cell2", "cell2-host", "active", 2048),
+            "second": (f"{nova}_cell1", "cell1-host", "active", 512)}
         assert {mapped[v[0]] for v in servers.values()} == {"cell1", "cell2"}
         assert mapped[servers["first"][0]] == "cell2"
-        allocations = _rows("placement", "SELECT a.consumer, p.name, a.resource_class, a.used "
+        allocations = _rows(settings["PLACEMENT_DB"], "SELECT a.consumer, p.name, a.resource_class, a.used "
                                          "FROM allocations a JOIN resource_providers p "
                                          "ON p.id = a.provider_id WHERE a.resource_class = "
                                          "'MEMORY_MB'")
@@ -126,7 +180,7 @@ def test_deploy_doc_runs(tmp_path):
             (servers["first"][0], "cell2-host", 2048), (servers["second"][0], "cell1-host", 512)])
         # Each server's port, made for it through the network API, is bound where the
         # server now runs: one binding, active (the other cell's host's is gone).
-        bindings = _rows("nova_api", "SELECT p.device_id, b.host, b.status FROM ports p "
+        bindings = _rows(f"{nova}_api", "SELECT p.device_id, b.host, b.status FROM ports p "
                                      "JOIN ml2_port_bindings b ON b.port_id = p.id "
                                      "WHERE p.device_owner LIKE 'compute:%'")
         assert sorted(bindings) == sorted([
@@ -144,4 +198,4 @@ def test_deploy_doc_runs(tmp_path):
         except ProcessLookupError:
             pass
         proc.wait()
-        _clean()
+        _clean(settings)
