@@ -22,7 +22,12 @@ ENDED = {"SUCCEEDED", "FAILED", "CANCELLED", "SUPERSEDED"}
 
 def add_parser(sub):
     p = sub.add_parser("drain", help="empty a cell, aggregate, zone or host into others "
-                                     "(a planned, capacity-checked action plan)")
+                                     "(a planned, capacity-checked action plan)",
+                       description="Empty a cell, a host aggregate, an availability zone or "
+                                   "one host: an audit of the Infrastructure Optimization API "
+                                   "plans where each server goes, the plan is shown, and once "
+                                   "started (after a question, or at once with --yes) it is "
+                                   "followed until it ends (docs/drain.md).")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--source-cell", help="the cell to empty (name or uuid)")
     source.add_argument("--source-aggregate", help="the host aggregate to empty")
@@ -30,8 +35,10 @@ def add_parser(sub):
     source.add_argument("--host", help="one compute host to empty (host_maintenance)")
     p.add_argument("--target-cell", action="append", default=[],
                    help="a cell that receives (repeatable; default: every other cell)")
-    p.add_argument("--target-aggregate", action="append", default=[])
-    p.add_argument("--target-zone", action="append", default=[])
+    p.add_argument("--target-aggregate", action="append", default=[],
+                   help="a host aggregate whose hosts receive (repeatable)")
+    p.add_argument("--target-zone", action="append", default=[],
+                   help="an availability zone whose hosts receive (repeatable)")
     p.add_argument("--backup-host", help="with --host: the one host that receives")
     p.add_argument("--flavor-map", action="append", default=[], metavar="OLD=NEW",
                    help="resize the servers of flavor OLD to NEW on the way (repeatable)")

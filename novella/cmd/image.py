@@ -12,10 +12,16 @@ import os
 
 
 def add_parser(sub):
-    p = sub.add_parser("image", help="images for real guests")
+    p = sub.add_parser("image", help="images for real guests",
+                       description="The images real hypervisors boot (docs/real-guests.md).")
     cmds = p.add_subparsers(dest="image_command", required=True)
     build = cmds.add_parser("build-guest", help="build the small guest image from Debian "
-                                                "packages (and upload it)")
+                                                "packages (and upload it)",
+                            description="Build the guest's kernel, initramfs and root disk "
+                                        "from the installed Debian packages; write them to "
+                                        "--output, or upload them to the image service "
+                                        "nova.conf names (the root disk image names the "
+                                        "other two as its kernel_id and ramdisk_id).")
     build.add_argument("--output", help="write the files to this directory, upload nothing")
     build.add_argument("--name", default=None, help="the root disk image's name "
                                                     "(default novella-guest)")

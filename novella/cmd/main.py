@@ -16,6 +16,7 @@
 """
 import argparse
 import sys
+import textwrap
 
 
 def _manage(args):
@@ -57,17 +58,56 @@ def _up(args):
     up.main(args)
 
 
+# `novella serve SERVICE`: the HTTP API each service listens for (its name in
+# novella/endpoints.py), or None for a service that listens on the message bus.
+SERVE_SERVICES = {"api": "compute", "placement": "placement", "image": "image",
+                  "network": "network", "volume": "volume", "optimize": "optimize",
+                  "conductor": None, "scheduler": None, "compute": None}
+_SERVE_WHAT = {
+    "api": "the Compute API (nova-api)",
+    "placement": "Placement, reading placement.conf",
+    "image": "the image service's HTTP API (Glance's)",
+    "network": "the network service's HTTP API (Neutron's)",
+    "volume": "the volume service's HTTP API (Cinder's)",
+    "optimize": "the Infrastructure Optimization API (drains, the dashboard)",
+    "conductor": "the super-conductor (nova-conductor), on [DEFAULT] transport_url",
+    "scheduler": "the scheduler (nova-scheduler), on [DEFAULT] transport_url",
+    "compute": "one compute host (nova-compute) of the cell [database] connection names",
+}
+
+
+def _serve_services_help():
+    from novella.endpoints import PORTS
+    ports = {name: port for name, _offset, port in PORTS}
+    lines = []
+    for service, api in SERVE_SERVICES.items():
+        where = f"port {ports[api]}" if api else "RabbitMQ"
+        lines.append(f"  {service:<10} {where:<10} {_SERVE_WHAT[service]}")
+    return "\n".join(lines)
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog="novella", description="Novella compute control plane")
+    p = argparse.ArgumentParser(prog="novella", description="Novella compute control plane: "
+                                "the OpenStack Compute and Placement APIs, their services "
+                                "and their administration.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="run the whole system in one process")
-    up.add_argument("--data-dir", default="./novella-data", help="where databases and disks live")
+    up = sub.add_parser("up", help="run the whole system in one process",
+                        description="Run Placement, the Compute API, the conductor, the "
+                                    "scheduler, the image, network, volume and optimize APIs "
+                                    "and simulated compute hosts in one process, on SQLite "
+                                    "files in --data-dir, until Ctrl-C; or, with --separate, "
+                                    "each service in a process of its own (docs/deploy.md).")
+    up.add_argument("--data-dir", default="./novella-data",
+                    help="where the databases, disks, clouds.yaml, nova.conf and novella.log "
+                         "are kept (default ./novella-data)")
     up.add_argument("--host", default="127.0.0.1", help="address the HTTP APIs listen on")
     up.add_argument("--port-base", type=int, default=0,
                     help="first port of the HTTP APIs (0: the usual OpenStack ports)")
-    up.add_argument("--cells", type=int, default=2)
-    up.add_argument("--hosts-per-cell", type=int, default=2)
+    up.add_argument("--cells", type=int, default=2,
+                    help="how many cells (each with a database of its own) to run (default 2)")
+    up.add_argument("--hosts-per-cell", type=int, default=2,
+                    help="how many compute hosts each cell has (default 2)")
     up.add_argument("--driver", choices=("simulated", "qemu", "kvm"), default="simulated",
                     help="the compute hosts' hypervisor: simulated, or real guests as QEMU "
                          "processes emulated with TCG (qemu) or on KVM (kvm); "
@@ -89,12 +129,21 @@ def build_parser():
                     help="--separate: prefix of the databases and virtual hosts")
     up.set_defaults(fn=_up)
 
-    serve = sub.add_parser("serve", help="run one service")
-    serve.add_argument("service", choices=["api", "placement", "conductor", "scheduler", "compute",
-                                           "image", "network", "volume", "optimize"])
-    serve.add_argument("--config-file", action="append", default=[])
-    serve.add_argument("--bind", help="HOST:PORT for HTTP services")
-    serve.add_argument("--host", help="compute host name (compute only)")
+    serve = sub.add_parser(
+        "serve", help="run one service", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.fill(
+            "Run one service in this process until stopped, configured by its configuration "
+            "files (docs/services.md). The services, and where each listens by default "
+            "(--bind changes it):") + "\n\n" + _serve_services_help())
+    serve.add_argument("service", choices=list(SERVE_SERVICES), metavar="SERVICE",
+                       help="the service to run: " + ", ".join(SERVE_SERVICES))
+    serve.add_argument("--config-file", action="append", default=[],
+                       help="a configuration file to read: nova.conf, or placement.conf for "
+                            "placement (may be given several times; later files win)")
+    serve.add_argument("--bind", help="HTTP APIs: the HOST:PORT to listen on (default "
+                                      "127.0.0.1 and the service's usual port, listed above)")
+    serve.add_argument("--host", help="compute only: the compute host's name "
+                                      "([DEFAULT] host if not given)")
     serve.add_argument("--workers", type=int, default=None,
                        help="HTTP APIs: worker processes (default: the CPUs, at most 4; "
                             "0: one process, the in-process threaded server)")

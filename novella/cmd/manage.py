@@ -267,18 +267,28 @@ def _discover_hosts(args, api_url):
     return 0
 
 
+def _group(groups, name, help_text):
+    """A command group (`novella manage NAME COMMAND`)."""
+    return groups.add_parser(name, help=help_text, description=help_text).add_subparsers(
+        dest="action", required=True)
+
+
 def add_commands(groups):
     """The `novella manage` command groups, on an argparse sub-parsers object."""
     from novella.cmd import manage_bootstrap, manage_cells, manage_db, manage_placement
-    command(groups.add_parser("api_db").add_subparsers(dest="action", required=True),
-            "sync", _api_db_sync)
-    db = groups.add_parser("db").add_subparsers(dest="action", required=True)
+    command(_group(groups, "api_db", "The API database."), "sync", _api_db_sync,
+            "Create or upgrade the schema of the API database, and of the embedded image, "
+            "network and volume services' tables (in the API database unless their "
+            "[image_service], [network_service] or [volume_service] connection says otherwise).")
+    db = _group(groups, "db", "The cell databases: schema, archiving and purging of deleted "
+                              "rows.")
     _database_option(command(db, "sync", _db_sync,
                              "Create or upgrade the schema of every cell database (cell0 and "
                              "each mapped cell), and of [database] connection."),
                      "A cell database to sync too.")
     manage_db.add_commands(db)
-    cell = groups.add_parser("cell_v2").add_subparsers(dest="action", required=True)
+    cell = _group(groups, "cell_v2", "Cells v2: the cell mappings, and the host and instance "
+                                     "mappings that say which cell holds what.")
     _database_option(command(cell, "map_cell0", _map_cell0,
                              "Map cell0, where servers that got no host are kept, and make "
                              "its schema."),
@@ -315,6 +325,7 @@ def add_commands(groups):
                    help="Find hosts by their nova-compute service records (what discovery "
                         "always reads here).")
     manage_cells.add_commands(cell)
-    manage_placement.add_commands(
-        groups.add_parser("placement").add_subparsers(dest="action", required=True))
+    manage_placement.add_commands(_group(
+        groups, "placement", "Placement's books as the cells see them: orphaned allocations "
+                             "and missing or wrong ones."))
     manage_bootstrap.add_command(groups)

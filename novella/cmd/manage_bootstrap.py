@@ -143,4 +143,6 @@ def add_command(groups):
         from novella.conf import CONF
         bootstrap(CONF, api_url)
     command(groups, "bootstrap", run,
-            "flavors, an image and a network for an empty deployment (idempotent)")
+            "Make the flavors m1.tiny to m1.xlarge, the public image cirros, the shared "
+            "network private and the external network public that an empty deployment "
+            "lacks; what exists already (by name) is left as it is.")

@@ -158,21 +158,48 @@ def update_cell(args, api_url):
 
 
 def add_commands(cell_v2):
-    p = manage_cli.command(cell_v2, "verify_instance", verify_instance)
-    p.add_argument("--uuid", required=True)
-    p.add_argument("--quiet", action="store_true")
-    p = manage_cli.command(cell_v2, "list_hosts", list_hosts)
-    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid")
-    p = manage_cli.command(cell_v2, "delete_host", delete_host)
-    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True)
-    p.add_argument("--host", required=True)
-    p = manage_cli.command(cell_v2, "delete_cell", delete_cell)
-    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True)
-    p.add_argument("--force", action="store_true")
-    p = manage_cli.command(cell_v2, "update_cell", update_cell)
-    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True)
-    p.add_argument("--name")
-    p.add_argument("--transport-url", "--transport_url", dest="transport_url")
-    p.add_argument("--database_connection", "--database-connection", dest="database_connection")
-    p.add_argument("--disable", action="store_true")
-    p.add_argument("--enable", action="store_true")
+    p = manage_cli.command(
+        cell_v2, "verify_instance", verify_instance,
+        "Say which cell holds an instance. Exit 0: mapped and alive; 1: no instance "
+        "mapping; 2: mapped to no cell yet; 3: deleted; 4: archived, its mapping left.")
+    p.add_argument("--uuid", required=True, help="The instance's UUID.")
+    p.add_argument("--quiet", action="store_true",
+                   help="Print nothing: the exit code alone answers.")
+    p = manage_cli.command(cell_v2, "list_hosts", list_hosts,
+                           "List the compute hosts mapped to cells, with their cell.")
+    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid",
+                   help="List the hosts of this cell only.")
+    p = manage_cli.command(
+        cell_v2, "delete_host", delete_host,
+        "Delete a host's mapping to its cell (discover_hosts can map it again). Exit 0: "
+        "deleted; 1: no such cell; 2: no such host; 3: the host is in another cell; "
+        "4: instances are on the host.")
+    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True,
+                   help="The cell the host is mapped to.")
+    p.add_argument("--host", required=True, help="The compute host's name.")
+    p = manage_cli.command(
+        cell_v2, "delete_cell", delete_cell,
+        "Delete an empty cell's mapping. Exit 0: deleted; 1: no such cell; 2: hosts are "
+        "mapped to it; 3: instances live in it; 4: only mappings of deleted instances are "
+        "left.")
+    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True,
+                   help="The cell to delete.")
+    p.add_argument("--force", action="store_true",
+                   help="Delete the cell's host mappings, and the mappings of its deleted "
+                        "instances, with it (never a live instance's).")
+    p = manage_cli.command(
+        cell_v2, "update_cell", update_cell,
+        "Change a cell mapping's name, transport URL or database, or enable or disable it. "
+        "Exit 0: done; 1: no such cell; 2: not saved; 3: another cell's transport URL or "
+        "database; 4: --disable with --enable; 5: cell0 cannot be disabled or enabled.")
+    p.add_argument("--cell_uuid", "--cell-uuid", dest="cell_uuid", required=True,
+                   help="The cell to change.")
+    p.add_argument("--name", help="The cell's new name.")
+    p.add_argument("--transport-url", "--transport_url", dest="transport_url",
+                   help="The cell's new message transport URL.")
+    p.add_argument("--database_connection", "--database-connection", dest="database_connection",
+                   help="The cell's new database connection URL.")
+    p.add_argument("--disable", action="store_true",
+                   help="Disable the cell: the scheduler places no new server in it.")
+    p.add_argument("--enable", action="store_true",
+                   help="Enable the cell again.")

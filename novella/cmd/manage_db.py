@@ -123,16 +123,41 @@ def purge(args, api_url):
 
 
 def add_commands(db):
-    p = manage_cli.command(db, "archive_deleted_rows", archive_deleted_rows)
-    p.add_argument("--max_rows", "--max-rows", dest="max_rows", type=int, default=1000)
-    p.add_argument("--verbose", action="store_true")
+    p = manage_cli.command(
+        db, "archive_deleted_rows", archive_deleted_rows,
+        "Move deleted rows from the cell database's tables to its shadow tables, and drop "
+        "the API database's records of the instances archived. Exit 0: nothing archived; "
+        "1: rows archived (run again); 2: bad --max_rows; 3: no API database; 4: bad "
+        "--before.")
+    p.add_argument("--max_rows", "--max-rows", dest="max_rows", type=int, default=1000,
+                   help="How many deleted rows to archive, at most (default 1000; an "
+                        "instance always goes with all its rows). With --until-complete: "
+                        "the size of each batch.")
+    p.add_argument("--verbose", action="store_true",
+                   help="Print a table of the rows archived from each table.")
     p.add_argument("--until-complete", "--until_complete", dest="until_complete",
-                   action="store_true")
-    p.add_argument("--before")
-    p.add_argument("--purge", action="store_true")
-    p.add_argument("--all-cells", "--all_cells", dest="all_cells", action="store_true")
-    p = manage_cli.command(db, "purge", purge)
-    p.add_argument("--all", dest="purge_all", action="store_true")
-    p.add_argument("--before")
-    p.add_argument("--verbose", action="store_true")
-    p.add_argument("--all-cells", "--all_cells", dest="all_cells", action="store_true")
+                   action="store_true",
+                   help="Archive in batches of --max_rows until nothing is left.")
+    p.add_argument("--before", metavar="DATE",
+                   help="Archive only rows deleted before this date (YYYY-MM-DD[ HH:MM[:SS]], "
+                        "ISO 8601, or what `date` prints).")
+    p.add_argument("--purge", action="store_true",
+                   help="Once rows were archived, delete every row of the shadow tables.")
+    p.add_argument("--all-cells", "--all_cells", dest="all_cells", action="store_true",
+                   help="Archive in every mapped cell's database, cell0 included, instead "
+                        "of [database] connection.")
+    p = manage_cli.command(
+        db, "purge", purge,
+        "Delete rows from the shadow tables that archive_deleted_rows fills. Exit 0: rows "
+        "deleted; 1: neither --all nor --before; 2: bad --before; 3: nothing to purge; "
+        "4: --all-cells without an API database.")
+    p.add_argument("--all", dest="purge_all", action="store_true",
+                   help="Delete every archived row.")
+    p.add_argument("--before", metavar="DATE",
+                   help="Delete the archived rows deleted before this date (same formats as "
+                        "archive_deleted_rows --before).")
+    p.add_argument("--verbose", action="store_true",
+                   help="Print how many rows were deleted from each shadow table.")
+    p.add_argument("--all-cells", "--all_cells", dest="all_cells", action="store_true",
+                   help="Purge every mapped cell's database, cell0 included, instead of "
+                        "[database] connection.")

@@ -382,16 +382,35 @@ def heal_allocations(args, api_url):
 
 
 def add_commands(placement):
-    p = manage_cli.command(placement, "audit", audit)
-    p.add_argument("--verbose", action="store_true")
-    p.add_argument("--delete", action="store_true")
-    p.add_argument("--resource_provider", "--resource-provider", dest="resource_provider")
-    p = manage_cli.command(placement, "heal_allocations", heal_allocations)
-    p.add_argument("--max-count", "--max_count", dest="max_count")
-    p.add_argument("--verbose", action="store_true")
-    p.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true")
-    p.add_argument("--instance")
-    p.add_argument("--cell")
+    p = manage_cli.command(
+        placement, "audit", audit,
+        "Find allocations of consumers that no cell knows as a live instance or a "
+        "migration in progress (orphans), and delete them if asked. Exit 0: none found; "
+        "1: a deletion failed; 3: orphans found; 4: orphans found and deleted; "
+        "127: no such resource provider.")
+    p.add_argument("--verbose", action="store_true",
+                   help="Name each orphan, what it holds and what was done.")
+    p.add_argument("--delete", action="store_true",
+                   help="Delete the orphans' allocations against the providers audited.")
+    p.add_argument("--resource_provider", "--resource-provider", dest="resource_provider",
+                   metavar="UUID", help="Audit this resource provider only.")
+    p = manage_cli.command(
+        placement, "heal_allocations", heal_allocations,
+        "Create the Placement allocations that instances on a host lack, and correct those "
+        "that are wrong (project or user, port resource requests). Exit 0: healed; 1: "
+        "--max-count reached (run again); 4: nothing to heal; 127: bad input; others: "
+        "docs/manage.md.")
+    p.add_argument("--max-count", "--max_count", dest="max_count", metavar="N",
+                   help="Stop after healing this many instances (default: all of them).")
+    p.add_argument("--verbose", action="store_true",
+                   help="Say what is looked at and what is done.")
+    p.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                   help="Say what would be healed (with --verbose), change nothing.")
+    p.add_argument("--instance", metavar="UUID", help="Heal this instance only.")
+    p.add_argument("--cell", metavar="UUID", help="Heal the instances of this cell only.")
     p.add_argument("--skip-port-allocations", "--skip_port_allocations",
-                   dest="skip_port_allocations", action="store_true")
-    p.add_argument("--force", action="store_true")
+                   dest="skip_port_allocations", action="store_true",
+                   help="Leave the ports' resource requests (bandwidth, packet rate) alone.")
+    p.add_argument("--force", action="store_true",
+                   help="With --instance: rebuild the flavor's allocation even when one "
+                        "exists.")

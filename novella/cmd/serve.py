@@ -280,15 +280,11 @@ def _split(bind, default_port):
     return host or "127.0.0.1", int(port)
 
 
-# The HTTP API each `novella serve` service listens for.
-HTTP_APIS = {"placement": "placement", "api": "compute", "optimize": "optimize",
-             **{name: name for name in EMBEDDED}}
-
-
 def _check_port(args):
     """A taken port is said before any database is opened or written."""
+    from novella.cmd.main import SERVE_SERVICES
     from novella.service import check_port_free
-    name = HTTP_APIS.get(args.service)
+    name = SERVE_SERVICES[args.service]
     if name is not None:
         host, port = _split(args.bind, next(p for key, _o, p in PORTS if key == name))
         check_port_free(host, port, name)
