@@ -15,7 +15,8 @@ are summed per project against its quota.
 The move type follows: a live migration when the server runs and stays in its
 cell, a cold migration otherwise, a resize when its flavor is mapped. Moving
 to another cell needs the caller's ``compute:servers:resize:cross_cell``
-policy, as any cross-cell move does.
+policy, as any cross-cell move does: a server that could only go to another
+cell without it is unfit for that reason, named with the rule to grant.
 
 The planner is the scheduler run dry: it uses the scheduler's request
 building, filters and weighers (``novella.scheduler.manager``) without
@@ -38,6 +39,12 @@ from novella.scheduler.errors import NoValidHost
 
 CROSS_CELL_RULE = "compute:servers:resize:cross_cell"
 MOVABLE = {"active", "stopped"}
+# Why a server whose allowed hosts are all in other cells cannot move, without the policy.
+CROSS_CELL_REFUSED = (
+    f"every host allowed to receive it is in another cell, and the Compute API's policy "
+    f"rule {CROSS_CELL_RULE} does not let the audit's creator move servers between cells "
+    f"(its default allows no one): grant it in the Compute API's policy file, e.g. "
+    f"\"{CROSS_CELL_RULE}\": \"rule:admin_api\" (docs/drain.md)")
 
 
 class Fleet:
@@ -246,6 +253,8 @@ class _Run:
             new_flavor = None
         flavor = new_flavor or server.flavor
         cross_ok = self._cross_cell_ok(server)
+        if not cross_ok and self._other_cells_only(server):
+            raise Unfit(CROSS_CELL_REFUSED)
         spec = self._spec(server, flavor, cross_ok)
         if new_flavor:
             self._check_quota(server, new_flavor)
@@ -270,6 +279,24 @@ class _Run:
         if key not in self.cross_cell:
             self.cross_cell[key] = self.planner.cross_cell_allowed(self.ctxt, server)
         return self.cross_cell[key]
+
+    def _allowed_hosts(self, server):
+        """The hosts ``server`` may go to; None: any host."""
+        own = self.own_target.get(server.host)
+        return {own} if own else self.targets
+
+    def _other_cells_only(self, server):
+        """Whether every host ``server`` may go to is in a cell other than its own."""
+        hosts = self._allowed_hosts(server)
+        cells = {getattr(self.fleet.host_cells.get(h), "uuid", None) for h in hosts or ()}
+        return bool(cells) and server.cell.uuid not in cells
+
+    def _in_own_cell_only(self, server):
+        """Whether every host ``server`` may go to is in its own cell."""
+        hosts = self._allowed_hosts(server)
+        return hosts is not None and all(
+            getattr(self.fleet.host_cells.get(h), "uuid", None) == server.cell.uuid
+            for h in hosts)
 
     def _spec(self, server, flavor, cross_ok):
         try:
@@ -365,8 +392,12 @@ class _Run:
             if full:
                 raise Unfit("no room left: the allowed hosts with candidates "
                             f"({', '.join(sorted(full))}) are taken by servers planned before it")
-            raise Unfit("Placement has no allocation candidate on the hosts allowed to "
-                        "receive it")
+            why = "Placement has no allocation candidate on the hosts allowed to receive it"
+            if not spec["requested_destination"]["allow_cross_cell_move"] and \
+                    not self._in_own_cell_only(server):
+                why += (f" in its own cell (the policy rule {CROSS_CELL_RULE} does not let "
+                        "it leave: docs/drain.md)")
+            raise Unfit(why)
         try:
             weighed = sched._filter_and_weigh(allowed, spec, len(candidates))
         except NoValidHost as exc:
