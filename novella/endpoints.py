@@ -12,3 +12,6 @@ SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", 
             "placement": ("placement", "placement", ""), "image": ("image", "glance", ""),
             "network": ("network", "neutron", ""), "volume": ("volumev3", "cinderv3", "/v3"),
             "optimize": ("infra-optim", "watcher", "")}
+# The `novella serve` service that runs each of them but identity (Keystone's own).
+SERVE = {"api": "compute", "placement": "placement", "image": "image", "network": "network",
+         "volume": "volume", "optimize": "optimize"}

@@ -58,12 +58,8 @@ def _up(args):
     up.main(args)
 
 
-# `novella serve SERVICE`: the HTTP API each service listens for (its name in
-# novella/endpoints.py), or None for a service that listens on the message bus.
-SERVE_SERVICES = {"api": "compute", "placement": "placement", "image": "image",
-                  "network": "network", "volume": "volume", "optimize": "optimize",
-                  "conductor": None, "scheduler": None, "compute": None}
-_SERVE_WHAT = {
+# What each `novella serve SERVICE` runs (novella.endpoints.SERVE: the HTTP APIs' ports).
+SERVE_SERVICES = {
     "api": "the Compute API (nova-api)",
     "placement": "Placement, reading placement.conf",
     "image": "the image service's HTTP API (Glance's)",
@@ -77,12 +73,12 @@ _SERVE_WHAT = {
 
 
 def _serve_services_help():
-    from novella.endpoints import PORTS
+    from novella.endpoints import PORTS, SERVE
     ports = {name: port for name, _offset, port in PORTS}
     lines = []
-    for service, api in SERVE_SERVICES.items():
-        where = f"port {ports[api]}" if api else "RabbitMQ"
-        lines.append(f"  {service:<10} {where:<10} {_SERVE_WHAT[service]}")
+    for service, what in SERVE_SERVICES.items():
+        where = f"port {ports[SERVE[service]]}" if service in SERVE else "RabbitMQ"
+        lines.append(f"  {service:<10} {where:<10} {what}")
     return "\n".join(lines)
 
 

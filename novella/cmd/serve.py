@@ -36,7 +36,7 @@ import sys
 import threading
 
 from novella import clients, rpc
-from novella.endpoints import PORTS
+from novella.endpoints import PORTS, SERVE
 from novella.conf import CONF, parse_args
 from novella.db import cells as cells_mod
 from novella.db.migrate import EMBEDDED
@@ -282,9 +282,8 @@ def _split(bind, default_port):
 
 def _check_port(args):
     """A taken port is said before any database is opened or written."""
-    from novella.cmd.main import SERVE_SERVICES
     from novella.service import check_port_free
-    name = SERVE_SERVICES[args.service]
+    name = SERVE.get(args.service)
     if name is not None:
         host, port = _split(args.bind, next(p for key, _o, p in PORTS if key == name))
         check_port_free(host, port, name)
