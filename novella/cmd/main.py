@@ -91,9 +91,10 @@ def build_parser():
     up = sub.add_parser("up", help="run the whole system in one process",
                         description="Run Placement, the Compute API, the conductor, the "
                                     "scheduler, the image, network, volume and optimize APIs "
-                                    "and simulated compute hosts in one process, on SQLite "
-                                    "files in --data-dir, until Ctrl-C; or, with --separate, "
-                                    "each service in a process of its own (docs/deploy.md).")
+                                    "and the compute hosts (simulated unless --driver) in one "
+                                    "process, on SQLite files in --data-dir, until Ctrl-C; or, "
+                                    "with --separate, each service in a process of its own "
+                                    "(docs/deploy.md).")
     up.add_argument("--data-dir", default="./novella-data",
                     help="where the databases, disks, clouds.yaml, nova.conf and novella.log "
                          "are kept (default ./novella-data)")
