@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from novella import service
 from novella.compute import SERVICE_VERSION
 from novella.compute import cleanup
+from novella.compute import consoles
 from novella.compute import exceptions as exc_mod
 from novella.compute import pci
 from novella.compute import resource_tracker
@@ -647,6 +648,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         for column, value in deleted.items():  # for the notification, as the row now is
             setattr(inst, column, value)
         return inst
+
+    get_vnc_console = consoles.get_vnc_console
+    get_serial_console = consoles.get_serial_console
 
 
 class _Gone:

@@ -275,6 +275,16 @@ class ComputeAPI:
         return self._call(ctxt, host, "get_console_output", instance_uuid=instance_uuid,
                           tail_length=tail_length)
 
+    def get_vnc_console(self, ctxt, host, instance_uuid, console_type):
+        """``{"url"}`` of the guest's VNC console through the novncproxy."""
+        return self._call(ctxt, host, "get_vnc_console", instance_uuid=instance_uuid,
+                          console_type=console_type)
+
+    def get_serial_console(self, ctxt, host, instance_uuid, console_type):
+        """``{"url"}`` of the guest's serial console through the serialproxy."""
+        return self._call(ctxt, host, "get_serial_console", instance_uuid=instance_uuid,
+                          console_type=console_type)
+
     # -- volumes -----------------------------------------------------------------------
 
     def attach_volume(self, ctxt, host, instance_uuid, volume_id, attachment_id, device=None,

@@ -6,13 +6,13 @@ that every compute-side service reads. Placement has its own ConfigOpts
 """
 from oslo_config import cfg
 
-from novella.conf import (api, clients, compute, conductor, database, embedded, libvirt,
+from novella.conf import (api, clients, compute, conductor, consoles, database, embedded, libvirt,
                           messaging, middleware, quota, rpc, scheduler)
 
 CONF = cfg.CONF
 
-MODULES = (api, clients, compute, conductor, database, embedded, libvirt, messaging, middleware,
-           quota, rpc, scheduler)
+MODULES = (api, clients, compute, conductor, consoles, database, embedded, libvirt, messaging,
+           middleware, quota, rpc, scheduler)
 
 for _module in MODULES:
     _module.register_opts(CONF)

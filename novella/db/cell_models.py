@@ -146,6 +146,25 @@ class HostOperation(Timestamps, Base):
     state: orm.Mapped[str] = orm.mapped_column(sa.Text)  # JSON
 
 
+class ConsoleAuthToken(Timestamps, Base):
+    """A console's single-use token (novella/db/console_auth_tokens.py): only its
+    hash is kept, with where the guest's console listens."""
+    __tablename__ = "console_auth_tokens"
+    __table_args__ = (sa.UniqueConstraint("token_hash",
+                                          name="uniq_console_auth_tokens0token_hash"),
+                      sa.Index("console_auth_tokens_instance_uuid_idx", "instance_uuid"),
+                      sa.Index("console_auth_tokens_expires_idx", "expires"))
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    token_hash: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    console_type: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    instance_uuid: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    host: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    port: orm.Mapped[int | None]
+    unix_socket: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    internal_access_path: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    expires: orm.Mapped[int]  # seconds since the epoch
+
+
 class Migration(Timestamps, SoftDelete, Base):
     __tablename__ = "migrations"
     __table_args__ = (sa.Index("ix_migrations_instance_status", "instance_uuid", "status"),

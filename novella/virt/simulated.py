@@ -18,10 +18,13 @@ of the whole system can reach any host.
 Every guest operation is a fault point, named as its method: ``spawn``,
 ``destroy``, ``power_off``, ``power_on``, ``reboot``, ``pause``, ``unpause``,
 ``suspend``, ``resume``, ``rescue``, ``unrescue``, ``rebuild``, ``snapshot``,
-``set_admin_password``, ``inject_nmi``, ``get_console_output``, the volume,
+``set_admin_password``, ``inject_nmi``, ``get_console_output``,
+``get_serial_console``, the volume,
 interface (``attach_interface``, ``detach_interface``) and move methods. A
 guest also keeps ``console.log``, its serial console: a line
-for each boot, reboot, power change, rescue and crash dump.
+for each boot, reboot, power change, rescue and crash dump. A running guest's
+serial port is a TCP socket serving that log (``get_serial_console``); a
+simulated guest has no VNC display.
 
 A host connects only volumes exported to it: a ``block_device_info`` entry
 whose ``connection_info`` names another ``target_host`` is refused, as a real
@@ -42,6 +45,7 @@ from novella.compute import exceptions
 from novella.compute import pci as pci_mod
 from novella.compute.states import power_state, task_states
 from novella.virt import driver as driver_mod
+from novella.virt import simulated_console
 
 HEADER_MAGIC = "NOVELLA-DISK"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap"}
@@ -213,6 +217,8 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         # The host's image cache, as a hypervisor keeps base images: an
         # image's data never changes once uploaded. {image id: bytes}, newest last.
         self._images = collections.OrderedDict()
+        self._conf = conf
+        self._serial_ports = {}  # instance uuid -> its SerialPort, opened when first asked for
         _drivers[host] = self
 
     # -- plumbing -----------------------------------------------------------
@@ -500,6 +506,9 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         uuid = instance["uuid"]
         self._fault("destroy", uuid)
         with self._lock:
+            port = self._serial_ports.pop(uuid, None)
+            if port is not None:
+                port.close()
             inst_dir = self.instance_dir(uuid)
             if not os.path.isdir(inst_dir):
                 return
@@ -908,6 +917,27 @@ class SimulatedDriver(driver_mod.ComputeDriver):
             return ""
         with open(path, errors="replace") as f:
             return f.read()
+
+    def get_vnc_console(self, ctxt, instance):
+        """A simulated guest has no display."""
+        self._load(instance["uuid"])
+        raise driver_mod.ConsoleTypeUnavailable("vnc")
+
+    def get_serial_console(self, ctxt, instance, index=0):
+        """The guest's one serial port: a TCP socket on ``[serial_console]
+        proxyclient_address`` serving its console log (novella/virt/simulated_console.py),
+        opened when first asked for; a guest that is not running has none."""
+        uuid = instance["uuid"]
+        self._fault("get_serial_console", uuid)
+        with self._lock:
+            if index != 0 or self._load(uuid)["power_state"] != power_state.RUNNING:
+                raise driver_mod.ConsoleTypeUnavailable("serial")
+            port = self._serial_ports.get(uuid)
+            if port is None or port.closed:
+                port = self._serial_ports[uuid] = simulated_console.SerialPort(
+                    os.path.join(self.instance_dir(uuid), CONSOLE_LOG),
+                    self._conf.serial_console.proxyclient_address)
+        return driver_mod.console_address(port.address, port.port)
 
     def rebuild(self, ctxt, instance, image_meta, network_info=None, block_device_info=None,
                 preserve_ephemeral=False, power_on=True, injected_files=None):

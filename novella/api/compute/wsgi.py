@@ -22,7 +22,7 @@ from novella.api.compute.handlers import (
     versions, volume_attachments, admin_actions, quota_sets, removed, server_ips,
     server_metadata, security_groups, volumes, extensions, os_hosts, simple_tenant_usage,
     usage_audit_log, server_extras, floating_ips, networks, assisted_volume_snapshots,
-    attach_interfaces)
+    attach_interfaces, remote_consoles)
 from novella.policies import compute as compute_policies, make_enforcer
 
 LOG = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ HANDLER_MODULES = [versions, servers, server_actions, server_actions_guest,
                    shelve, volume_attachments, admin_actions, quota_sets, removed, server_ips,
                    server_metadata, security_groups, volumes, extensions, os_hosts,
                    simple_tenant_usage, usage_audit_log, server_extras, floating_ips,
-                   networks, assisted_volume_snapshots, attach_interfaces]
+                   networks, assisted_volume_snapshots, attach_interfaces, remote_consoles]
 
 
 # The reads that take no query parameters: from 2.102 any is refused (400), as the
@@ -127,7 +127,8 @@ _COLLECTIONS = {"servers", "flavors", "os-keypairs", "os-services", "os-hypervis
                 "os-security-group-rules", "os-volumes", "os-hosts", "os-simple-tenant-usage",
                 "os-instance_usage_audit_log", "os-server-external-events", "os-floating-ips",
                 "os-floating-ip-pools", "os-tenant-networks",
-                "os-snapshots", "os-assisted-volume-snapshots"} | removed.COLLECTIONS
+                "os-snapshots", "os-assisted-volume-snapshots",
+                "os-console-auth-tokens"} | removed.COLLECTIONS
 
 
 class API:
