@@ -125,30 +125,40 @@ def _next_poll(page):
                            timeout=WAIT_MS)
 
 
+def _drill_down(page, provider):
+    """{"host", "servers": [uuid], "used": {rc: n}, "capacity": {rc: n}} the drill-down
+    shows once the host's square is clicked."""
+    page.click(f".hm[data-provider='{provider}']")
+    page.wait_for_selector(f"[data-detail='{provider}']", timeout=WAIT_MS)
+    return page.evaluate("""(provider) => {
+        const host = document.querySelector(`[data-detail="${provider}"]`);
+        const used = {}, capacity = {};
+        for (const n of host.querySelectorAll("[data-rc]")) {
+            used[n.dataset.rc] = Number(n.dataset.used);
+            capacity[n.dataset.rc] = Number(n.dataset.capacity);
+            if (n.textContent !== `${n.dataset.used} / ${n.dataset.capacity}`)
+                throw new Error("shown numbers differ: " + n.textContent);
+        }
+        return {host: host.dataset.host,
+                servers: [...host.querySelectorAll("[data-server]")].map(s => s.dataset.server),
+                used, capacity};
+    }""", provider)
+
+
 def _shown(page):
     """What the page shows: {cell: {host: {"servers": {uuid}, "used": {rc: n},
-    "capacity": {rc: n}}}} and {cell: {migration uuid}}, read from its DOM."""
-    return page.evaluate("""() => {
-        const hosts = {}, moves = {};
-        for (const cell of document.querySelectorAll("[data-cell]")) {
-            const name = cell.dataset.cell;
-            hosts[name] = {};
-            moves[name] = [...cell.querySelectorAll("[data-migration]")].map(m => m.dataset.migration);
-            for (const host of cell.querySelectorAll("[data-host]")) {
-                const used = {}, capacity = {};
-                for (const n of host.querySelectorAll("[data-rc]")) {
-                    used[n.dataset.rc] = Number(n.dataset.used);
-                    capacity[n.dataset.rc] = Number(n.dataset.capacity);
-                    if (n.textContent !== `${n.dataset.used} / ${n.dataset.capacity}`)
-                        throw new Error("shown numbers differ: " + n.textContent);
-                }
-                hosts[name][host.dataset.host] = {
-                    servers: [...host.querySelectorAll("[data-server]")].map(s => s.dataset.server),
-                    used, capacity};
-            }
-        }
-        return {hosts, moves};
-    }""")
+    "capacity": {rc: n}}}} (each host's square clicked, its drill-down read) and
+    {cell: {migration uuid}}, read from its DOM."""
+    squares = page.evaluate("""() => [...document.querySelectorAll("[data-cell] .hm")].map(
+        h => [h.closest("[data-cell]").dataset.cell, h.dataset.provider])""")
+    moves = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll("[data-cell]")]
+        .map(c => [c.dataset.cell, [...c.querySelectorAll("[data-migration]")]
+                                       .map(m => m.dataset.migration)]))""")
+    hosts = {cell: {} for cell in moves}
+    for cell, provider in squares:
+        shown = _drill_down(page, provider)
+        hosts[cell][shown.pop("host")] = shown
+    return {"hosts": hosts, "moves": moves}
 
 
 def _as_sets(shown):

@@ -797,6 +797,7 @@ ROUTES = [
     ("GET", "/dashboard", _dashboard),
     ("GET", "/dashboard/{path}", _dashboard),
     ("GET", "/v1/fleet", _dashboard),
+    ("GET", "/v1/fleet/hosts/{node}", _dashboard),
 ]
 
 PUBLIC_PREFIXES = ("/dashboard",)

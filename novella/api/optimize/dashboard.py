@@ -6,34 +6,51 @@ browser page polls, every second, ``/v1/fleet`` and the Watcher resources
 this endpoint serves (``/v1/action_plans``, ``/v1/actions``), sending the
 token the page was given (docs/dashboard.md says how).
 
-``/v1/fleet`` is what an administrator sees of the fleet at one instant::
+``/v1/fleet`` is what an administrator sees of the fleet at one instant, lean
+enough for 10,000 hosts (aggregated here: a host's servers are counted, not listed)::
 
     {"fleet": {"cells": [{"uuid", "name", "disabled", "error",
         "hosts": [{"host", "hypervisor_hostname", "provider_uuid", "state", "status",
-                   "disabled_reason", "resources": {RC: {"total", "reserved",
-                   "allocation_ratio", "capacity", "used"}},
-                   "servers": [{"id", "name", "status"}]}],
+                   "disabled_reason", "use", "servers" (a count),
+                   "resources": {RC: {"used", "capacity"}}}],
         "migrations": [{"uuid", "instance_uuid", "migration_type", "status",
                         "source_compute", "dest_compute", "cross_cell_move"}]}],
+      "aggregates": [{"name", "hosts": [host]}],
+      "plans": [{"uuid", "state", "name", "audit_name", "started_at", "elapsed_s",
+                 "remaining_s"}],
+      "failed_audits": [{"uuid", "name", "plan_name", "failed_at", "reason"}],
       "totals": {"cells", "hosts", "servers", "migrations"}}}
 
+A host's ``resources`` are only the classes it has (capacity or usage), summed
+over its provider tree; ``use`` is the share used of its most-used class.
+``GET /v1/fleet/hosts/{provider uuid}`` is one host as above with its ``cell``
+and its ``servers`` listed (``[{"id", "name", "status"}]``): the page asks for
+it when a host is chosen.
+
 Its cost does not grow with requests per host: each cell answers three
-statements in one transaction (compute nodes with their services, servers,
-migrations in progress), the cells in parallel as the hypervisor listing
-does; Placement answers one provider listing and each provider's usages
-(Placement has no request for many providers' usages at once, and deleting
-allocations does not move a provider's generation), side by side; a
-provider's inventories are asked again only when its generation moved.
+statements in one transaction (compute nodes with their services, servers
+counted per node, migrations in progress), the cells in parallel as the
+hypervisor listing does; the plans are two statements of the API database.
+Placement answers one provider listing and each provider's usages (Placement
+has no request for many providers' usages at once, and deleting allocations
+does not move a provider's generation), side by side, one reading at a time
+(``ProviderBook`` says when an answer waits for one); a provider's
+inventories are asked again only when its generation moved.
 """
 import concurrent.futures
+import datetime
 import importlib.resources
+import json
+import threading
+import time
 
 import sqlalchemy as sa
 
 from novella.api import rest
 from novella.api.compute import hosts as hosts_mod
 from novella.compute.states import migration_status, server_status
-from novella.db import cell_models as cm, cells as cells_mod
+from novella.db import api_models as am, cell_models as cm, cells as cells_mod
+from novella.db import optimize_models as om
 from novella.placement import client as placement_client
 
 STATIC = "novella.api.optimize.static"
@@ -50,6 +67,8 @@ def handle(req):
     path = req.path_info
     if path.rstrip("/") == "/v1/fleet":
         return fleet(req)
+    if path.startswith("/v1/fleet/hosts/"):
+        return fleet_host(req, path[len("/v1/fleet/hosts/"):])
     if path == "/dashboard":
         # The page lives at /dashboard/ so that its files and data are found relative
         # to it, under whatever prefix the endpoint is served (a fragment is kept).
@@ -88,10 +107,7 @@ def _authorize(req):
 def fleet(req):
     _authorize(req)
     state = req.state
-    cache = state.get("fleet_providers")
-    if cache is None:
-        cache = state.setdefault("fleet_providers", ProviderBook())
-    resources = cache.by_root(state["placement"])
+    resources = _provider_book(state).by_root(state["placement"])
     cells = cells_mod.list_cells(state["api_db"], include_cell0=False)
     answers = cells_mod.scatter(cells, _cell_rows)
     out, totals = [], {"cells": len(cells), "hosts": 0, "servers": 0, "migrations": 0}
@@ -104,19 +120,12 @@ def fleet(req):
         if isinstance(rows, Exception):
             doc["error"] = f"The cell's database did not answer: {type(rows).__name__}"
             continue
-        nodes, servers, migrations = rows
-        for node, svc in nodes:
-            on_node = servers.get((node.host, node.hypervisor_hostname), [])
-            doc["hosts"].append({
-                "host": node.host, "hypervisor_hostname": node.hypervisor_hostname,
-                "provider_uuid": node.uuid,
-                "state": "up" if svc is not None and hosts_mod.is_up(state["conf"], svc)
-                else "down",
-                "status": "disabled" if svc is None or svc.disabled else "enabled",
-                "disabled_reason": svc.disabled_reason if svc is not None else None,
-                "resources": resources.get(node.uuid, {}),
-                "servers": on_node})
-            totals["servers"] += len(on_node)
+        nodes, counts, migrations = rows
+        for node in nodes:
+            host = _host_doc(state["conf"], node, resources.get(node.uuid, {}))
+            host["servers"] = counts.get((node.host, node.hypervisor_hostname), 0)
+            doc["hosts"].append(host)
+            totals["servers"] += host["servers"]
         totals["hosts"] += len(doc["hosts"])
         for m in migrations:
             # A move across cells has its record in both cells: shown once, where it is visible.
@@ -125,49 +134,236 @@ def fleet(req):
             seen_migrations.add(m["uuid"])
             doc["migrations"].append(m)
             totals["migrations"] += 1
-    return 200, {"fleet": {"cells": out, "totals": totals}}
+    return 200, {"fleet": {"cells": out, "aggregates": _aggregates(state["api_db"]),
+                           "plans": _plans(state["api_db"]),
+                           "failed_audits": _failed_audits(state["api_db"]),
+                           "totals": totals}}
+
+
+def fleet_host(req, node_uuid):
+    """One compute node with its servers: what the page shows when a host is chosen."""
+    _authorize(req)
+    state = req.state
+    cells = cells_mod.list_cells(state["api_db"], include_cell0=False)
+    answers = cells_mod.scatter(cells, lambda cell, db: _node_rows(db, node_uuid))
+    for cell in cells:
+        found = answers[cell.uuid]
+        if isinstance(found, Exception) or found is None:
+            continue
+        node, servers = found
+        resources = _provider_book(state).by_root(state["placement"]).get(node.uuid, {})
+        doc = _host_doc(state["conf"], node, resources)
+        doc.update(cell=cell.name, servers=servers)
+        return 200, {"host": doc}
+    raise rest.not_found(f"Compute node {node_uuid} could not be found.")
+
+
+def _provider_book(state):
+    book = state.get("fleet_providers")
+    return book if book is not None else state.setdefault("fleet_providers", ProviderBook())
+
+
+def _host_doc(conf, node, resources):
+    """A host as the heat-map shows it: only the resource classes it has capacity of
+    (a bandwidth class with no inventory is not a row), and "use", the share of its
+    most-used class, that colours its cell."""
+    has = {rc: r for rc, r in resources.items() if r["capacity"] > 0 or r["used"] > 0}
+    use = max((r["used"] / r["capacity"] if r["capacity"] else 1.0 for r in has.values()),
+              default=0.0)
+    up = node.created_at is not None and hosts_mod.is_up(conf, node)   # None: no service
+    return {"host": node.host, "hypervisor_hostname": node.hypervisor_hostname,
+            "provider_uuid": node.uuid, "state": "up" if up else "down",
+            "status": "enabled" if node.disabled is False else "disabled",
+            "disabled_reason": node.disabled_reason,
+            "use": round(use, 3),
+            "resources": {rc: {"used": r["used"], "capacity": r["capacity"]}
+                          for rc, r in has.items()}}
+
+
+def _nodes_query():
+    """Each compute node with its compute service's liveness and status, as plain rows
+    (10,000 of them are read at every answer: no ORM objects)."""
+    n, s = cm.ComputeNode.__table__, cm.Service.__table__
+    return (sa.select(n.c.uuid, n.c.host, n.c.hypervisor_hostname,
+                      s.c.updated_at, s.c.created_at, s.c.last_seen_up, s.c.forced_down,
+                      s.c.disabled, s.c.disabled_reason)
+            .select_from(n.outerjoin(s, sa.and_(s.c.host == n.c.host,
+                                                s.c.binary == hosts_mod.COMPUTE,
+                                                s.c.deleted == 0)))
+            .where(n.c.deleted == 0))
 
 
 def _cell_rows(cell, db):
-    """(compute nodes with their services, {(host, node): [server]}, [migration]) of a cell."""
+    """(compute nodes with their services, {(host, node): server count}, [migration])."""
     i, m = cm.Instance.__table__, cm.Migration.__table__
     with db.session() as session:
-        nodes = session.execute(
-            sa.select(cm.ComputeNode, cm.Service)
-            .outerjoin(cm.Service, sa.and_(cm.Service.host == cm.ComputeNode.host,
-                                           cm.Service.binary == hosts_mod.COMPUTE,
-                                           cm.Service.deleted == 0))
-            .where(cm.ComputeNode.deleted == 0)
-            .order_by(cm.ComputeNode.host, cm.ComputeNode.hypervisor_hostname)).all()
-        servers = {}
-        for row in session.execute(
-                sa.select(i.c.uuid, i.c.display_name, i.c.host, i.c.node, i.c.vm_state,
-                          i.c.task_state)
-                .where(i.c.deleted == 0, i.c.hidden.is_(False), i.c.host.is_not(None))
-                .order_by(i.c.display_name, i.c.uuid)):
-            servers.setdefault((row.host, row.node), []).append(
-                {"id": row.uuid, "name": row.display_name,
-                 "status": server_status(row.vm_state, row.task_state)})
+        nodes = session.execute(_nodes_query().order_by(
+            cm.ComputeNode.host, cm.ComputeNode.hypervisor_hostname)).all()
+        counts = {(row.host, row.node): row.n for row in session.execute(
+            sa.select(i.c.host, i.c.node, sa.func.count().label("n"))
+            .where(i.c.deleted == 0, i.c.hidden.is_(False), i.c.host.is_not(None))
+            .group_by(i.c.host, i.c.node))}
         migrations = [dict(row._mapping) for row in session.execute(
             sa.select(m.c.uuid, m.c.instance_uuid, m.c.migration_type, m.c.status,
                       m.c.source_compute, m.c.dest_compute, m.c.cross_cell_move)
             .where(m.c.deleted == 0, m.c.hidden.is_(False),
                    m.c.status.in_(migration_status.IN_PROGRESS))
             .order_by(m.c.id))]
-    return [(node, svc) for node, svc in nodes], servers, migrations
+    return nodes, counts, migrations
 
+
+def _node_rows(db, node_uuid):
+    """(the node with its service, [its servers]) or None when the cell has no such node."""
+    i = cm.Instance.__table__
+    with db.session() as session:
+        node = session.execute(_nodes_query().where(cm.ComputeNode.uuid == node_uuid)).first()
+        if node is None:
+            return None
+        servers = [{"id": row.uuid, "name": row.display_name,
+                    "status": server_status(row.vm_state, row.task_state)}
+                   for row in session.execute(
+                       sa.select(i.c.uuid, i.c.display_name, i.c.vm_state, i.c.task_state)
+                       .where(i.c.deleted == 0, i.c.hidden.is_(False), i.c.host == node.host,
+                              i.c.node == node.hypervisor_hostname)
+                       .order_by(i.c.display_name, i.c.uuid))]
+    return node, servers
+
+
+def _aggregates(api_db):
+    """[{"name", "hosts": [host]}]: the page can group the heat-map by aggregate."""
+    a, h = am.Aggregate.__table__, am.AggregateHost.__table__
+    out = {}
+    with api_db.session() as session:
+        for name, host in session.execute(
+                sa.select(a.c.name, h.c.host).select_from(a.join(h, h.c.aggregate_id == a.c.id))
+                .order_by(a.c.name, h.c.host)):
+            out.setdefault(name, []).append(host)
+    return [{"name": name, "hosts": hosts} for name, hosts in out.items()]
+
+
+# -- the plans ------------------------------------------------------------------------
+
+OPEN_PLAN_STATES = ("RECOMMENDED", "PENDING", "ONGOING", "SUSPENDED", "CANCELLING")
+ENDED_ACTION_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED")
+ENDED_PLANS_SHOWN = 3
+FAILED_AUDITS_SHOWN = 5
+
+
+def plan_name(strategy, params):
+    """What a plan moves, from its audit's parameters: "drain cell1 -> cell2"."""
+    if strategy == "cell_drain":
+        source = (params.get("source_cell") or params.get("source_aggregate")
+                  or params.get("source_zone"))
+        targets = (params.get("target_cells") or params.get("target_aggregates")
+                   or params.get("target_zones"))
+        return f"drain {source} -> {', '.join(targets) if targets else 'every other cell'}"
+    if "maintenance_node" in params:
+        return f"drain {params['maintenance_node']} -> {params.get('backup_node') or 'any host'}"
+    return strategy or "plan"
+
+
+def _utc(stamp):
+    return stamp.replace(tzinfo=datetime.timezone.utc) if stamp is not None else None
+
+
+def _plans(api_db):
+    """The open plans and the last few that ended, each with its name, when its first
+    action started, the time elapsed since (to its end once ended) and, while it runs,
+    the time remaining at the pace of the actions ended so far."""
+    p, a, au = om.ActionPlan.__table__, om.Action.__table__, om.Audit.__table__
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with api_db.session() as session:
+        rows = session.execute(
+            sa.select(p.c.uuid, p.c.state, p.c.strategy, p.c.updated_at, p.c.created_at,
+                      au.c.parameters, au.c.name.label("audit_name"))
+            .select_from(p.outerjoin(au, au.c.uuid == p.c.audit_uuid))
+            .order_by(p.c.id)).all()
+        shown = [r for r in rows if r.state in OPEN_PLAN_STATES] + \
+            [r for r in rows if r.state not in OPEN_PLAN_STATES][-ENDED_PLANS_SHOWN:]
+        stats = {row.action_plan_uuid: row for row in session.execute(
+            sa.select(a.c.action_plan_uuid, sa.func.count().label("total"),
+                      sa.func.sum(sa.case((a.c.state.in_(ENDED_ACTION_STATES), 1),
+                                          else_=0)).label("ended"),
+                      sa.func.min(sa.case((a.c.state != "PENDING", a.c.updated_at),
+                                          else_=None)).label("started"))
+            .where(a.c.action_plan_uuid.in_([r.uuid for r in shown]))
+            .group_by(a.c.action_plan_uuid))}
+    out = []
+    for r in shown:
+        st = stats.get(r.uuid)
+        started = _utc(st.started) if st is not None else None
+        doc = {"uuid": r.uuid, "state": r.state, "audit_name": r.audit_name,
+               "name": plan_name(r.strategy, json.loads(r.parameters or "{}")),
+               "started_at": started.isoformat() if started else None,
+               "elapsed_s": None, "remaining_s": None}
+        if started is not None:
+            end = now if r.state in OPEN_PLAN_STATES else _utc(r.updated_at or r.created_at)
+            elapsed = max(0.0, (end - started).total_seconds())
+            doc["elapsed_s"] = round(elapsed, 1)
+            ended, total = int(st.ended or 0), int(st.total)
+            if r.state in OPEN_PLAN_STATES and ended:
+                doc["remaining_s"] = round(elapsed / ended * (total - ended), 1)
+        out.append(doc)
+    return out
+
+
+def _failed_audits(api_db):
+    """The last audits that failed, with why (the servers that fit nowhere, a bad scope)."""
+    au = om.Audit.__table__
+    with api_db.session() as session:
+        rows = session.execute(
+            sa.select(au.c.uuid, au.c.name, au.c.strategy, au.c.parameters,
+                      au.c.status_message, au.c.updated_at, au.c.created_at)
+            .where(au.c.state == "FAILED").order_by(au.c.id.desc())
+            .limit(FAILED_AUDITS_SHOWN)).all()
+    return [{"uuid": r.uuid, "name": r.name,
+             "plan_name": plan_name(r.strategy, json.loads(r.parameters or "{}")),
+             "failed_at": _utc(r.updated_at or r.created_at).isoformat(),
+             "reason": r.status_message} for r in rows]
+
+
+# -- Placement -------------------------------------------------------------------------
 
 class ProviderBook:
     """Each provider's inventories, read again only when its generation moved (every
-    inventory change moves it), and its usages, read at every request: Placement
-    does not move a generation when allocations are deleted or shrink."""
+    inventory change moves it), and its usages, read at every reading: Placement
+    does not move a generation when allocations are deleted or shrink.
+
+    Placement has no request for many providers' usages at once, so reading 10,000
+    providers takes seconds. When readings are quick (a small fleet) an answer waits
+    for the one under way, or starts one; when they are not, it takes the last
+    complete reading (about one reading's time old) and one new reading runs behind
+    it: one at a time, however many pages ask."""
 
     def __init__(self):
         self._inventories = {}   # provider uuid -> (generation, {rc: inventory})
+        self._lock = threading.Lock()
+        self._reading = None     # the reading under way (a future)
+        self._last = None        # (seconds it took, {root: {rc: usage}}) of the last one
 
     def by_root(self, placement):
         """{root provider uuid: {rc: {"total", "reserved", "allocation_ratio", "capacity",
         "used"}}}: a compute node's tree summed per resource class."""
+        with self._lock:
+            if self._reading is None:
+                self._reading = _reader.submit(self._read_all, placement)
+            reading, last = self._reading, self._last
+        if last is not None and last[0] >= QUICK_READING_S:
+            return last[1]
+        return reading.result()
+
+    def _read_all(self, placement):
+        started = time.monotonic()
+        try:
+            out = self._read_trees(placement)
+            with self._lock:
+                self._last = (time.monotonic() - started, out)
+            return out
+        finally:
+            with self._lock:
+                self._reading = None
+
+    def _read_trees(self, placement):
         providers = placement.list_resource_providers(microversion=PLACEMENT_VERSION)
         read = dict(zip([rp["uuid"] for rp in providers],
                         _pool.map(lambda rp: self._read(placement, rp), providers)))
@@ -203,3 +399,7 @@ class ProviderBook:
 # Placement requests of one fleet answer run side by side (an HTTP endpoint's latency
 # is paid once per few providers, not once per provider).
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="fleet")
+# One reading of Placement at a time, whatever the number of pages asking.
+_reader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-read")
+# A reading quicker than this is waited for; a slower one is answered from the last.
+QUICK_READING_S = 0.5

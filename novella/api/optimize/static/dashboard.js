@@ -16,6 +16,9 @@
   // Watcher's microversion with each plan's and action's status_message
   const WATCHER_VERSION = "infra-optim 1.5";
   const FAILURES_SHOWN = 10;
+  const APART_SHOWN = 20;    // disabled or down hosts listed by name under each group
+  const MOVES_SHOWN = 20;
+  const HOVER_MS = 150;      // a host hovered this long is drilled into
 
   const $ = (id) => document.getElementById(id);
   const finishedPlans = new Map();   // uuid -> its actions, read once its state is final
@@ -169,12 +172,48 @@
       failed ? failures : null);
   }
 
-  function drawPlans(result) {
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined) return "–";
+    const s = Math.round(seconds);
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  }
+
+  // A plan's name and times come with the fleet (its audit's source and target).
+  function planTimes(summary) {
+    if (!summary) return null;
+    return el("div", {class: "plan-times"},
+      el("span", {class: "plan-started"},
+         summary.started_at ? `started ${new Date(summary.started_at).toLocaleTimeString()}`
+                            : "not started"),
+      el("span", {class: "plan-elapsed", "data-elapsed": summary.elapsed_s ?? ""},
+         `elapsed ${duration(summary.elapsed_s)}`),
+      summary.remaining_s !== null
+        ? el("span", {class: "plan-remaining", "data-remaining": summary.remaining_s},
+             `about ${duration(summary.remaining_s)} left`) : null);
+  }
+
+  function drawPlans(result, summaries, failedAudits) {
+    const byUuid = new Map(summaries.map((p) => [p.uuid, p]));
     const list = $("plan-list");
-    list.replaceChildren(...result.plans.map(planCard));
+    list.replaceChildren(...result.plans.map((plan) => {
+      const card = planCard(plan);
+      const summary = byUuid.get(plan.uuid);
+      if (summary) {
+        card.querySelector(".plan-head").prepend(el("span", {class: "plan-name"}, summary.name));
+        card.querySelector(".plan-head").after(planTimes(summary));
+      }
+      return card;
+    }));
     $("no-plans").hidden = result.plans.length > 0;
     $("no-plans").textContent = result.error ? `Action plans could not be read: ${result.error}`
                                              : "No action plan.";
+    $("failed-audits").replaceChildren(...failedAudits.map((a) =>
+      el("li", {"data-failed-audit": a.uuid},
+        el("strong", {}, `${a.plan_name} (audit ${a.name}) failed`),
+        ` at ${new Date(a.failed_at).toLocaleTimeString()}: ${a.reason || "no reason recorded"}`)));
+    $("failed-audits-box").hidden = failedAudits.length === 0;
   }
 
   function rcNames(resources) {
@@ -183,56 +222,90 @@
     return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   }
 
-  function hostRow(host) {
-    const resources = el("div", {class: "resources"});
-    for (const rc of rcNames(host.resources)) {
-      const r = host.resources[rc];
-      const share = r.capacity ? Math.min(100, 100 * r.used / r.capacity) : 0;
-      resources.append(
-        el("span", {class: "rc", title: rc}, rc),
-        el("div", {class: "usage"}, el("div", {class: share >= 90 ? "high" : "",
-                                             style: `width:${share}%`})),
-        el("span", {class: "numbers", "data-rc": rc, "data-used": r.used,
-                    "data-capacity": r.capacity}, `${r.used} / ${r.capacity}`));
-    }
-    const servers = el("div", {class: "servers"});
-    for (const s of host.servers) {
-      servers.append(el("span", {class: `server status-${s.status}`, "data-server": s.id,
-                                 title: `${s.id} ${s.status}`}, s.name || s.id));
-    }
-    return el("div", {class: "host", "data-host": host.host, "data-node": host.hypervisor_hostname,
-                      "data-servers": host.servers.length},
-      el("div", {class: "host-head"},
-        el("span", {class: "host-name"}, host.host),
-        el("span", {class: `badge ${host.state}`}, host.state),
-        el("span", {class: `badge ${host.status}`, title: host.disabled_reason || ""}, host.status),
-        el("span", {class: "muted server-count"}, plural(host.servers.length, "server"))),
-      resources, servers);
+  // -- the heat-map: one small square per host, coloured by its most-used class ----------
+  function useColour(use) {
+    // green (idle) through yellow to red (full); a host over its capacity stays red
+    const hue = 120 * (1 - Math.min(1, use));
+    return `hsl(${hue}, 70%, ${use ? 45 : 80}%)`;
   }
 
-  function cellCard(cell, names) {
-    const servers = cell.hosts.reduce((n, h) => n + h.servers.length, 0);
-    const card = el("div", {class: "cell", "data-cell": cell.name, "data-uuid": cell.uuid},
+  function hostCell(host) {
+    const flags = [host.state === "down" ? "down" : "", host.status === "disabled" ? "disabled" : ""];
+    const node = el("div", {class: `hm ${flags.join(" ").trim()}`, "data-host": host.host,
+                            "data-node": host.hypervisor_hostname,
+                            "data-provider": host.provider_uuid,
+                            "data-servers": host.servers, "data-use": host.use,
+                            title: `${host.host}: ${Math.round(100 * host.use)}% used, ` +
+                                   `${plural(host.servers, "server")}, ${host.state}, ${host.status}` +
+                                   (host.disabled_reason ? ` (${host.disabled_reason})` : "")});
+    node.style.background = useColour(host.use);
+    if (host.provider_uuid === selected) node.classList.add("selected");
+    return node;
+  }
+
+  // The hosts set apart, with why, under their group: not only on hover.
+  function setApart(hosts) {
+    const list = el("ul", {class: "apart"});
+    const apart = hosts.filter((h) => h.status === "disabled" || h.state === "down");
+    for (const h of apart.slice(0, APART_SHOWN)) {
+      list.append(el("li", {"data-apart": h.host},
+        el("span", {class: "host-name"}, h.host), " ",
+        h.state === "down" ? el("span", {class: "badge down"}, "down") : null, " ",
+        h.status === "disabled" ? el("span", {class: "badge disabled"}, "disabled") : null, " ",
+        h.status === "disabled" ? el("span", {class: "reason"}, h.disabled_reason || "no reason given")
+                                : null));
+    }
+    if (apart.length > APART_SHOWN) list.append(el("li", {}, `and ${apart.length - APART_SHOWN} more`));
+    return apart.length ? list : null;
+  }
+
+  function groupCard(group, attrs, names) {
+    const servers = group.hosts.reduce((n, h) => n + h.servers, 0);
+    const used = group.hosts.reduce((n, h) => n + h.use, 0);
+    const card = el("div", Object.assign({class: "cell"}, attrs),
       el("div", {class: "cell-head"},
-        el("h2", {}, cell.name),
+        el("h2", {}, group.name),
         el("span", {class: "counts"},
-           `${plural(cell.hosts.length, "host")}, ${plural(servers, "server")}, ` +
-           `${plural(cell.migrations.length, "move")} in flight`),
-        cell.disabled ? el("span", {class: "badge disabled"}, "disabled") : null));
-    if (cell.error) card.append(el("p", {class: "cell-error"}, cell.error));
-    for (const host of cell.hosts) card.append(hostRow(host));
-    if (cell.migrations.length) {
+           `${plural(group.hosts.length, "host")}, ${plural(servers, "server")}` +
+           (group.migrations ? `, ${plural(group.migrations.length, "move")} in flight` : "") +
+           (group.hosts.length ? `, ${Math.round(100 * used / group.hosts.length)}% used on average` : "")),
+        group.disabled ? el("span", {class: "badge disabled"}, "disabled") : null));
+    if (group.error) card.append(el("p", {class: "cell-error"}, group.error));
+    const map = el("div", {class: "heatmap"});
+    map.append(...group.hosts.map(hostCell));
+    card.append(map);
+    const apart = setApart(group.hosts);
+    if (apart) card.append(apart);
+    if (group.migrations && group.migrations.length) {
       const moves = el("ul", {class: "moves"});
-      for (const m of cell.migrations) {
+      for (const m of group.migrations.slice(0, MOVES_SHOWN)) {
         // the destination is unknown until the scheduler chose it
         moves.append(el("li", {"data-migration": m.uuid, "data-instance": m.instance_uuid},
           `${names.get(m.instance_uuid) || m.instance_uuid}: ${m.migration_type} ` +
           `${m.source_compute || "…"} → ${m.dest_compute || "…"}, ${m.status}` +
           `${m.cross_cell_move ? " (across cells)" : ""}`));
       }
+      if (group.migrations.length > MOVES_SHOWN) {
+        moves.append(el("li", {}, `and ${group.migrations.length - MOVES_SHOWN} more`));
+      }
       card.append(el("div", {}, el("strong", {}, "Moves in flight"), moves));
     }
     return card;
+  }
+
+  // Groups by aggregate: a host in several is in each; hosts in none are "no aggregate".
+  function byAggregate(fleet) {
+    const hosts = new Map();
+    for (const cell of fleet.cells) for (const h of cell.hosts) hosts.set(h.host, h);
+    const placed = new Set();
+    const groups = fleet.aggregates.map((agg) => {
+      const members = agg.hosts.filter((name) => hosts.has(name)).map((name) => hosts.get(name));
+      members.forEach((h) => placed.add(h.host));
+      return {name: agg.name, hosts: members};
+    });
+    const rest = [...hosts.values()].filter((h) => !placed.has(h.host));
+    if (rest.length) groups.push({name: "no aggregate", hosts: rest});
+    return groups;
   }
 
   function drawFleet(fleet) {
@@ -241,12 +314,75 @@
       el("span", {}, plural(t.cells, "cell")), el("span", {}, plural(t.hosts, "host")),
       el("span", {}, plural(t.servers, "server")),
       el("span", {}, `${plural(t.migrations, "move")} in flight`));
-    const names = new Map();
-    for (const cell of fleet.cells) {
-      for (const host of cell.hosts) for (const s of host.servers) names.set(s.id, s.name || s.id);
-    }
-    $("cells").replaceChildren(...fleet.cells.map((cell) => cellCard(cell, names)));
+    const names = serverNames;
+    const cards = $("group-by").value === "aggregate"
+      ? byAggregate(fleet).map((g) => groupCard(g, {"data-aggregate": g.name}, names))
+      : fleet.cells.map((cell) => groupCard(cell, {"data-cell": cell.name, "data-uuid": cell.uuid},
+                                            names));
+    $("cells").replaceChildren(...cards);
   }
+
+  // -- the drill-down: one host, its resource classes and its servers --------------------
+  let selected = null;        // the provider uuid of the host shown in the drill-down
+  const serverNames = new Map();   // server uuid -> name, of the hosts drilled into
+
+  async function drawHost(providerUuid) {
+    const body = await getJSON(new URL(`fleet/hosts/${encodeURIComponent(providerUuid)}`, V1).href);
+    const host = body.host;
+    if (selected !== providerUuid) return;   // another host was chosen meanwhile
+    const resources = el("div", {class: "resources"});
+    for (const rc of rcNames(host.resources)) {
+      const r = host.resources[rc];
+      const share = r.capacity ? Math.min(100, 100 * r.used / r.capacity) : 100;
+      resources.append(
+        el("span", {class: "rc"}, rc),
+        el("div", {class: "usage"}, el("div", {class: share >= 90 ? "high" : "",
+                                             style: `width:${share}%`})),
+        el("span", {class: "numbers", "data-rc": rc, "data-used": r.used,
+                    "data-capacity": r.capacity}, `${r.used} / ${r.capacity}`));
+    }
+    const servers = el("div", {class: "servers"});
+    for (const s of host.servers) {
+      serverNames.set(s.id, s.name || s.id);
+      servers.append(el("span", {class: `server status-${s.status}`, "data-server": s.id,
+                                 title: `${s.id} ${s.status}`}, s.name || s.id));
+    }
+    $("detail").replaceChildren(el("div", {class: "host", "data-detail": host.provider_uuid,
+                                           "data-host": host.host, "data-cell": host.cell},
+      el("div", {class: "host-head"},
+        el("span", {class: "host-name"}, host.host),
+        el("span", {class: "muted"}, host.cell),
+        el("span", {class: `badge ${host.state}`}, host.state),
+        el("span", {class: `badge ${host.status}`}, host.status),
+        host.disabled_reason ? el("span", {class: "reason"}, host.disabled_reason) : null,
+        el("span", {class: "muted server-count"}, plural(host.servers.length, "server"))),
+      resources,
+      host.servers.length ? servers : el("p", {class: "muted"}, "No server.")));
+    $("detail").hidden = false;
+  }
+
+  function choose(providerUuid) {
+    if (!providerUuid || providerUuid === selected) return;
+    selected = providerUuid;
+    for (const node of document.querySelectorAll(".hm.selected")) node.classList.remove("selected");
+    const node = document.querySelector(`.hm[data-provider="${providerUuid}"]`);
+    if (node) node.classList.add("selected");
+    drawHost(providerUuid).catch((err) => setStatus(`Host not read: ${err.message || err}`, true));
+  }
+
+  // One listener for every square: clicking chooses a host, hovering shows it.
+  let hoverTimer = null;
+  $("cells").addEventListener("click", (event) => {
+    const node = event.target.closest(".hm");
+    if (node) choose(node.dataset.provider);
+  });
+  $("cells").addEventListener("mouseover", (event) => {
+    const node = event.target.closest(".hm");
+    clearTimeout(hoverTimer);
+    if (node) hoverTimer = setTimeout(() => choose(node.dataset.provider), HOVER_MS);
+  });
+  $("group-by").addEventListener("change", () => { if (lastFleet) drawFleet(lastFleet); });
+  let lastFleet = null;
 
   // -- the loop -------------------------------------------------------------------------
   async function poll() {
@@ -256,8 +392,10 @@
     }
     try {
       const [fleet, plans] = await Promise.all([getJSON(new URL("fleet", V1).href), readPlans()]);
+      lastFleet = fleet.fleet;
       drawFleet(fleet.fleet);
-      drawPlans(plans);
+      drawPlans(plans, fleet.fleet.plans, fleet.fleet.failed_audits);
+      if (selected) await drawHost(selected);
       $("main").hidden = false;
       polls += 1;
       document.body.dataset.polls = polls;
