@@ -16,7 +16,7 @@ from novella import rpc
 from novella.cmd import manage
 from novella.conf import CONF
 from novella.db import cells as cells_mod
-from novella.endpoints import PORTS, SERVICES
+from novella.endpoints import CONSOLE_PROXIES, PORTS, SERVICES
 from novella.service import check_port_free
 
 LOG = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class AllInOne:
         if self.http:
             self.urls = {name: f"http://{self.bind}:{self.port(offset, default)}"
                          for name, offset, default in PORTS}
-            for name, offset, default in PORTS:  # said before any database is written
+            for name, offset, default in PORTS + CONSOLE_PROXIES:  # before any database is written
                 check_port_free(self.bind, self.port(offset, default), name)
             config_files = [self._write_auth_config()]
         self.config_files = config_files + self.user_config_files
@@ -80,6 +80,13 @@ class AllInOne:
             "api_database": {"connection": self._url("api")},
             "api": {"auth_strategy": "keystone" if self.http else "noauth2"},
         }
+        if self.http:
+            # The console URLs the hosts answer open this process's proxies.
+            ports = {name: self.port(offset, default) for name, offset, default in CONSOLE_PROXIES}
+            defaults["vnc"] = {"novncproxy_base_url":
+                               f"http://{self.bind}:{ports['novncproxy']}/vnc_lite.html"}
+            defaults["serial_console"] = {"enabled": True,
+                                          "base_url": f"ws://{self.bind}:{ports['serialproxy']}/"}
         for group, values in list(defaults.items()) + list(overrides.items()):
             for key, value in values.items():
                 CONF.set_override(key, value, group=group)
@@ -318,8 +325,19 @@ class AllInOne:
         for name, _offset, _default in PORTS:
             port = int(self.urls[name].rsplit(":", 1)[1])
             self.servers.append(HTTPServer(apps[name], self.bind, port, name).start())
+        self._start_console_proxies()
         self._write_clouds_yaml()
         self._write_service_configs()
+
+    def _start_console_proxies(self):
+        """The noVNC and serial console proxies (novella/console/proxy.py)."""
+        from novella.console import proxy
+        for name, types, web in (("novncproxy", proxy.NOVNC, CONF.web),
+                                 ("serialproxy", proxy.SERIAL, None)):
+            offset, default = next((o, d) for n, o, d in CONSOLE_PROXIES if n == name)
+            self.servers.append(proxy.ConsoleProxy(self.api_db, types, self.bind,
+                                                   self.port(offset, default), web=web,
+                                                   name=name).start())
 
     def _start_optimize(self):
         """The Infrastructure Optimization API and its engine (docs/drain.md). The engine

@@ -12,6 +12,9 @@ SERVICES = {"identity": ("identity", "keystone", "/v3"), "compute": ("compute", 
             "placement": ("placement", "placement", ""), "image": ("image", "glance", ""),
             "network": ("network", "neutron", ""), "volume": ("volumev3", "cinderv3", "/v3"),
             "optimize": ("infra-optim", "watcher", "")}
+# The console proxies (websockets, not in the catalog): name, offset from --port-base,
+# usual port ([vnc] novncproxy_port, [serial_console] serialproxy_port).
+CONSOLE_PROXIES = [("novncproxy", 7, 6080), ("serialproxy", 8, 6083)]
 # The `novella serve` service that runs each of them but identity (Keystone's own).
 SERVE = {"api": "compute", "placement": "placement", "image": "image", "network": "network",
          "volume": "volume", "optimize": "optimize"}

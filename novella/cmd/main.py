@@ -3,7 +3,7 @@
     novella up [--data-dir DIR]                 the whole system in one process
     novella up --separate --database URL --transport URL [--keystone]
                                                 each service in a process of its own
-    novella serve api|placement|conductor|scheduler|compute|image|network|volume|optimize [--config-file F]
+    novella serve api|placement|conductor|scheduler|compute|image|network|volume|optimize|novncproxy|serialproxy [--config-file F]
     novella drain --source-cell CELL [--target-cell CELL] ...   (docs/drain.md)
     novella image build-guest [--output DIR] [--config-file F]  (docs/real-guests.md)
     novella manage [--config-file F] api_db sync
@@ -69,15 +69,18 @@ SERVE_SERVICES = {
     "conductor": "the super-conductor (nova-conductor), on [DEFAULT] transport_url",
     "scheduler": "the scheduler (nova-scheduler), on [DEFAULT] transport_url",
     "compute": "one compute host (nova-compute) of the cell [database] connection names",
+    "novncproxy": "the VNC console proxy and noVNC's pages (nova-novncproxy)",
+    "serialproxy": "the serial console proxy (nova-serialproxy)",
 }
 
 
 def _serve_services_help():
-    from novella.endpoints import PORTS, SERVE
-    ports = {name: port for name, _offset, port in PORTS}
+    from novella.endpoints import CONSOLE_PROXIES, PORTS, SERVE
+    ports = {name: port for name, _offset, port in PORTS + CONSOLE_PROXIES}
     lines = []
     for service, what in SERVE_SERVICES.items():
-        where = f"port {ports[SERVE[service]]}" if service in SERVE else "RabbitMQ"
+        api = SERVE.get(service, service)
+        where = f"port {ports[api]}" if api in ports else "RabbitMQ"
         lines.append(f"  {service:<10} {where:<10} {what}")
     return "\n".join(lines)
 

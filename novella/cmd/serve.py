@@ -275,6 +275,28 @@ def serve_compute(args):
     _wait_forever([p.stop for p in periodics])
 
 
+def serve_console_proxy(args):
+    """The novncproxy or the serialproxy, on its ``[vnc]`` / ``[serial_console]``
+    address (or ``--bind``), finding tokens in the cells ``[api_database]`` maps."""
+    from novella.console import proxy
+    from novella.service import check_port_free
+    if not CONF.api_database.connection:
+        raise ConfigError("[api_database] connection (where the cells are mapped) is not set")
+    if args.service == "novncproxy":
+        host, port = CONF.vnc.novncproxy_host, CONF.vnc.novncproxy_port
+        types, web = proxy.NOVNC, CONF.web
+    else:
+        host, port = CONF.serial_console.serialproxy_host, CONF.serial_console.serialproxy_port
+        types, web = proxy.SERIAL, None
+    if args.bind:
+        host, port = _split(args.bind, port)
+    check_port_free(host, port, args.service)
+    srv = proxy.ConsoleProxy(cells_mod.database(CONF.api_database.connection), types, host,
+                             port, web=web, name=args.service).start()
+    print(f"{args.service} listening on {srv.url}", flush=True)
+    _wait_forever([srv.stop])
+
+
 def _split(bind, default_port):
     host, _, port = (bind or f"127.0.0.1:{default_port}").rpartition(":")
     return host or "127.0.0.1", int(port)
@@ -306,6 +328,7 @@ def main(args):
         if args.service in EMBEDDED:
             return _serve_http(embedded_api_builder(args.service), args, args.service)
         {"conductor": serve_conductor, "scheduler": serve_scheduler,
-         "compute": serve_compute}[args.service](args)
+         "compute": serve_compute, "novncproxy": serve_console_proxy,
+         "serialproxy": serve_console_proxy}[args.service](args)
     except (ConfigError, PortInUse) as exc:
         sys.exit(f"error: {exc}")

@@ -84,6 +84,8 @@ def main(args):
     print("  openstack server list; openstack resource provider list", flush=True)
     print(f"Dashboard: {cloud.urls['optimize']}/dashboard/ (it asks for a token: "
           "openstack token issue -f value -c id)", flush=True)
+    print("Consoles: openstack console url show --serial SERVER (a websocket; --novnc "
+          "opens noVNC's page for a guest with a display)", flush=True)
     print(f"Configuration for novella manage --config-file: {cloud.nova_conf} "
           f"(Placement: {cloud.placement_conf})", flush=True)
     print(f"Log: {log_file}", flush=True)
