@@ -19,13 +19,15 @@ enough for 10,000 hosts (aggregated here: a host's servers are counted, not list
       "plans": [{"uuid", "state", "name", "audit_name", "started_at", "elapsed_s",
                  "remaining_s"}],
       "failed_audits": [{"uuid", "name", "plan_name", "failed_at", "reason"}],
+      "usage_read": {"at", "seconds"},
       "totals": {"cells", "hosts", "servers", "migrations"}}}
 
 A host's ``resources`` are only the classes it has (capacity or usage), summed
 over its provider tree; ``use`` is the share used of its most-used class.
-``GET /v1/fleet/hosts/{provider uuid}`` is one host as above with its ``cell``
-and its ``servers`` listed (``[{"id", "name", "status"}]``): the page asks for
-it when a host is chosen.
+``GET /v1/fleet/hosts/{provider uuid}`` is one host as above with its ``cell``,
+its ``servers`` listed (``{"host": {..., "servers": [{"id", "name", "status"}]}}``)
+and each class's ``total``, ``reserved`` and ``allocation_ratio`` besides: the
+page asks for it when a host is chosen.
 
 Its cost does not grow with requests per host: each cell answers three
 statements in one transaction (compute nodes with their services, servers
@@ -34,7 +36,8 @@ hypervisor listing does; the plans are two statements of the API database.
 Placement answers one provider listing and each provider's usages (Placement
 has no request for many providers' usages at once, and deleting allocations
 does not move a provider's generation), side by side, one reading at a time
-(``ProviderBook`` says when an answer waits for one); a provider's
+(``ProviderBook`` says when an answer waits for one; ``usage_read`` is when
+the reading shown ended and how long it took); a provider's
 inventories are asked again only when its generation moved.
 """
 import concurrent.futures
@@ -107,7 +110,7 @@ def _authorize(req):
 def fleet(req):
     _authorize(req)
     state = req.state
-    resources = _provider_book(state).by_root(state["placement"])
+    resources, usage_read = _provider_book(state).by_root(state["placement"])
     cells = cells_mod.list_cells(state["api_db"], include_cell0=False)
     answers = cells_mod.scatter(cells, _cell_rows)
     out, totals = [], {"cells": len(cells), "hosts": 0, "servers": 0, "migrations": 0}
@@ -137,7 +140,7 @@ def fleet(req):
     return 200, {"fleet": {"cells": out, "aggregates": _aggregates(state["api_db"]),
                            "plans": _plans(state["api_db"]),
                            "failed_audits": _failed_audits(state["api_db"]),
-                           "totals": totals}}
+                           "usage_read": usage_read, "totals": totals}}
 
 
 def fleet_host(req, node_uuid):
@@ -151,8 +154,8 @@ def fleet_host(req, node_uuid):
         if isinstance(found, Exception) or found is None:
             continue
         node, servers = found
-        resources = _provider_book(state).by_root(state["placement"]).get(node.uuid, {})
-        doc = _host_doc(state["conf"], node, resources)
+        resources = _provider_book(state).by_root(state["placement"])[0].get(node.uuid, {})
+        doc = _host_doc(state["conf"], node, resources, lean=False)
         doc.update(cell=cell.name, servers=servers)
         return 200, {"host": doc}
     raise rest.not_found(f"Compute node {node_uuid} could not be found.")
@@ -163,7 +166,7 @@ def _provider_book(state):
     return book if book is not None else state.setdefault("fleet_providers", ProviderBook())
 
 
-def _host_doc(conf, node, resources):
+def _host_doc(conf, node, resources, lean=True):
     """A host as the heat-map shows it: only the resource classes it has capacity of
     (a bandwidth class with no inventory is not a row), and "use", the share of its
     most-used class, that colours its cell."""
@@ -177,7 +180,7 @@ def _host_doc(conf, node, resources):
             "disabled_reason": node.disabled_reason,
             "use": round(use, 3),
             "resources": {rc: {"used": r["used"], "capacity": r["capacity"]}
-                          for rc, r in has.items()}}
+                          for rc, r in has.items()} if lean else has}
 
 
 def _nodes_query():
@@ -330,35 +333,47 @@ class ProviderBook:
     does not move a generation when allocations are deleted or shrink.
 
     Placement has no request for many providers' usages at once, so reading 10,000
-    providers takes seconds. When readings are quick (a small fleet) an answer waits
-    for the one under way, or starts one; when they are not, it takes the last
-    complete reading (about one reading's time old) and one new reading runs behind
-    it: one at a time, however many pages ask."""
+    providers takes many seconds. When readings are quick (a small fleet) an answer
+    waits for the one under way, or starts one: what it shows is as fresh as the
+    request. When they are not, it takes the last complete reading, and a new
+    reading starts only once the last is as old as it took (Placement is read at
+    most half the time, however many pages ask), one at a time."""
 
     def __init__(self):
         self._inventories = {}   # provider uuid -> (generation, {rc: inventory})
         self._lock = threading.Lock()
         self._reading = None     # the reading under way (a future)
-        self._last = None        # (seconds it took, {root: {rc: usage}}) of the last one
+        self._last = None        # the last complete reading: (ended at, seconds, trees)
 
     def by_root(self, placement):
-        """{root provider uuid: {rc: {"total", "reserved", "allocation_ratio", "capacity",
-        "used"}}}: a compute node's tree summed per resource class."""
+        """({root provider uuid: {rc: {"total", "reserved", "allocation_ratio",
+        "capacity", "used"}}}: a compute node's tree summed per resource class,
+        {"at": when the reading ended, "seconds": how long it took})."""
         with self._lock:
-            if self._reading is None:
+            last = self._last
+            quick = last is None or last[1] < QUICK_READING_S
+            due = quick or time.time() - last[0] >= last[1]
+            if self._reading is None and due:
                 self._reading = _reader.submit(self._read_all, placement)
-            reading, last = self._reading, self._last
-        if last is not None and last[0] >= QUICK_READING_S:
-            return last[1]
-        return reading.result()
+            reading = self._reading
+        if not quick:
+            return last[2], self._when(last)
+        ended = reading.result()
+        return ended[2], self._when(ended)
+
+    @staticmethod
+    def _when(reading):
+        at = datetime.datetime.fromtimestamp(reading[0], datetime.timezone.utc)
+        return {"at": at.isoformat(), "seconds": round(reading[1], 3)}
 
     def _read_all(self, placement):
         started = time.monotonic()
         try:
-            out = self._read_trees(placement)
+            trees = self._read_trees(placement)
+            ended = (time.time(), time.monotonic() - started, trees)
             with self._lock:
-                self._last = (time.monotonic() - started, out)
-            return out
+                self._last = ended
+            return ended
         finally:
             with self._lock:
                 self._reading = None

@@ -19,6 +19,13 @@ def _hosts(fleet):
     return {h["host"]: h for cell in fleet["cells"] for h in cell["hosts"]}
 
 
+def _host(cloud, fleet_host):
+    """The drill-down of one host of the fleet: its servers listed, its classes in full."""
+    status, body, _ = cloud.optimize("GET", f"/v1/fleet/hosts/{fleet_host['provider_uuid']}")
+    assert status == 200, body
+    return body["host"]
+
+
 def _used(cloud, host):
     """{rc: used} of the host's provider, as Placement says."""
     return cloud.aio.placement.get_provider_usages(cloud.rp(host))[1]
@@ -46,9 +53,10 @@ def test_a_move_across_cells_in_flight_is_shown_once(make_dcloud):
     assert fleet["totals"] == {"cells": 2, "hosts": 2, "servers": 1, "migrations": 1}
     hosts = _hosts(fleet)
     # the server where its visible row is; the source still holds the migration's share
-    assert [s["id"] for s in hosts[dest]["servers"]] == [sid]
-    assert hosts[dest]["servers"][0]["status"] == "VERIFY_RESIZE"
-    assert hosts[src]["servers"] == []
+    assert [s["id"] for s in _host(cloud, hosts[dest])["servers"]] == [sid]
+    assert _host(cloud, hosts[dest])["servers"][0]["status"] == "VERIFY_RESIZE"
+    assert _host(cloud, hosts[src])["servers"] == []
+    assert (hosts[dest]["servers"], hosts[src]["servers"]) == (1, 0)   # counted
     for host in (src, dest):
         assert {rc: r["used"] for rc, r in hosts[host]["resources"].items()} == _used(cloud, host)
     assert hosts[src]["resources"]["MEMORY_MB"]["used"] == 512
@@ -74,7 +82,7 @@ def test_a_hosts_nested_providers_are_summed_per_resource_class(dcloud):
     placement.put_allocations(consumer, {nic["uuid"]: {"NET_BW_EGR_KILOBIT_PER_SEC": 300},
                                          root: {"VCPU": 2}}, "proj", "user")
     hosts = _hosts(_fleet(dcloud))
-    assert hosts["cell1-host1"]["resources"]["NET_BW_EGR_KILOBIT_PER_SEC"] == {
+    assert _host(dcloud, hosts["cell1-host1"])["resources"]["NET_BW_EGR_KILOBIT_PER_SEC"] == {
         "total": 10000, "reserved": 1000, "allocation_ratio": 2.0, "capacity": 18000,
         "used": 300}
     assert hosts["cell1-host1"]["resources"]["VCPU"]["used"] == 2
@@ -107,7 +115,7 @@ def test_a_cell_that_does_not_answer_is_named_and_the_others_shown(dcloud, tmp_p
     cells = {c["name"]: c for c in fleet["cells"]}
     assert cells["cell2"]["hosts"] == [] and "did not answer" in cells["cell2"]["error"]
     assert cells["cell1"]["error"] is None
-    assert [s["id"] for s in _hosts(fleet)["cell1-host1"]["servers"]] == [sid]
+    assert [s["id"] for s in _host(dcloud, _hosts(fleet)["cell1-host1"])["servers"]] == [sid]
     assert len(_fleet(dcloud)["cells"][1]["hosts"]) == 2   # answers again
 
 
