@@ -76,12 +76,14 @@ SERVE_SERVICES = {
 
 def _serve_services_help():
     from novella.endpoints import CONSOLE_PROXIES, PORTS, SERVE
-    ports = {name: port for name, _offset, port in PORTS + CONSOLE_PROXIES}
+    api_ports = {name: port for name, _offset, port in PORTS}
+    proxy_ports = {name: port for name, _offset, port in CONSOLE_PROXIES}
     lines = []
     for service, what in SERVE_SERVICES.items():
-        api = SERVE.get(service, service)
-        where = f"port {ports[api]}" if api in ports else "RabbitMQ"
-        lines.append(f"  {service:<10} {where:<10} {what}")
+        # A service's own name may be an API's ("compute"): only SERVE says which it runs.
+        port = api_ports[SERVE[service]] if service in SERVE else proxy_ports.get(service)
+        where = f"port {port}" if port else "RabbitMQ"
+        lines.append(f"  {service:<11} {where:<10} {what}")
     return "\n".join(lines)
 
 

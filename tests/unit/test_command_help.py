@@ -2,7 +2,7 @@
 import argparse
 
 from novella.cmd.main import build_parser
-from novella.endpoints import PORTS
+from novella.endpoints import CONSOLE_PROXIES, PORTS
 
 
 def _walk(parser, path=("novella",)):
@@ -50,3 +50,9 @@ def test_serve_help_lists_each_services_default_port():
     ports = {name: port for name, _offset, port in PORTS}
     for service, api in wanted.items():
         assert f"port {ports[api]}" in lines[service], lines.get(service)
+    for service, _offset, port in CONSOLE_PROXIES:
+        assert f"port {port}" in lines[service], lines.get(service)
+    # The services on the message bus listen on no port.
+    for service in ("conductor", "scheduler", "compute"):
+        assert "port" not in lines[service].split()[1], lines[service]
+        assert lines[service].split()[1] == "RabbitMQ", lines[service]
