@@ -170,3 +170,92 @@ def test_one_answer_costs_the_same_statements_whatever_the_hosts(make_dcloud, mo
     assert large[1] == sorted([("GET", "/resource_providers")] + [("GET", "usages")] * 5)
     for engine in engines:
         sa.event.remove(engine, "before_cursor_execute", count)
+
+
+def test_plans_are_named_by_source_and_target_with_their_times(dcloud):
+    dcloud.allow_cross_cell()
+    for i in range(2):
+        dcloud.boot(f"d{i}", availability_zone=f"nova:cell1-host{1 + i}")
+    dcloud.aio.wait_idle()
+    audit = dcloud.audit("cell_drain", source_cell="cell1", target_cells=["cell2"])
+    assert audit["state"] == "SUCCEEDED", audit["status_message"]
+    [plan] = dcloud.plan_of(audit)
+    (shown,) = _fleet(dcloud)["plans"]
+    # not started: named, no times
+    assert shown == {"uuid": plan["uuid"], "state": "RECOMMENDED", "audit_name": audit["name"],
+                     "name": "drain cell1 -> cell2", "started_at": None, "elapsed_s": None,
+                     "remaining_s": None}
+    before = datetime.datetime.now(datetime.timezone.utc)
+    assert dcloud.start(plan["uuid"])["state"] == "SUCCEEDED"
+    after = datetime.datetime.now(datetime.timezone.utc)
+    (shown,) = _fleet(dcloud)["plans"]
+    started = datetime.datetime.fromisoformat(shown["started_at"])
+    assert before - datetime.timedelta(seconds=1) <= started <= after
+    # ended: elapsed is from the first action's start to the plan's end, nothing remains
+    assert 0 <= shown["elapsed_s"] <= (after - before).total_seconds() + 1
+    assert shown["state"] == "SUCCEEDED" and shown["remaining_s"] is None
+
+
+def test_a_running_plans_remaining_time_is_at_the_pace_of_the_moves_done(dcloud):
+    """A plan ONGOING for 60 s with 3 of its 4 actions ended: about 20 s remain."""
+    from novella.db import optimize_models as om
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    with dcloud.aio.api_db.session(write=True) as s:
+        s.add(om.Audit(uuid="a0000000-0000-4000-8000-000000000001", name="drain-az",
+                       audit_type="ONESHOT", state="SUCCEEDED", goal="hardware_maintenance",
+                       strategy="cell_drain", scope="[]", context="{}",
+                       parameters='{"source_zone": "az1", "target_zones": ["az2", "az3"]}'))
+        s.add(om.ActionPlan(uuid="b0000000-0000-4000-8000-000000000001",
+                            audit_uuid="a0000000-0000-4000-8000-000000000001",
+                            strategy="cell_drain", state="ONGOING", efficacy_indicators="[]",
+                            global_efficacy="[]", parameters="{}", context="{}"))
+        for i, state in enumerate(["SUCCEEDED", "FAILED", "SUCCEEDED", "PENDING"]):
+            s.add(om.Action(uuid=f"c0000000-0000-4000-8000-00000000000{i}",
+                            action_plan_uuid="b0000000-0000-4000-8000-000000000001",
+                            position=i, action_type="migrate", state=state,
+                            input_parameters="{}", parents="[]", progress="{}",
+                            updated_at=now - datetime.timedelta(seconds=60 - 10 * i)))
+    (shown,) = _fleet(dcloud)["plans"]
+    assert shown["name"] == "drain az1 -> az2, az3" and shown["state"] == "ONGOING"
+    assert 60 <= shown["elapsed_s"] < 70
+    assert shown["remaining_s"] == round(shown["elapsed_s"] / 3, 1)
+
+
+def test_failed_audits_are_shown_with_their_reasons(dcloud):
+    for i in range(2):
+        dcloud.boot(f"d{i}", availability_zone=f"nova:cell1-host{1 + i}")
+    dcloud.aio.wait_idle()
+    for host in ("cell2-host1", "cell2-host2"):   # nowhere to go
+        status, body = dcloud.api("PUT", f"/os-services/{dcloud.service(host).uuid}",
+                                  {"status": "disabled", "disabled_reason": "racked out"})
+        assert status == 200, body
+    audit = dcloud.audit("cell_drain", source_cell="cell1", target_cells=["cell2"])
+    assert audit["state"] == "FAILED" and audit["status_message"]
+    fleet = _fleet(dcloud)
+    assert [(a["uuid"], a["name"], a["plan_name"], a["reason"]) for a in fleet["failed_audits"]] \
+        == [(audit["uuid"], audit["name"], "drain cell1 -> cell2", audit["status_message"])]
+    assert fleet["plans"] == []
+    # the disabled hosts carry their reason in the fleet's answer, not only in a drill-down
+    hosts = _hosts(fleet)
+    assert {h: (hosts[h]["status"], hosts[h]["disabled_reason"])
+            for h in ("cell2-host1", "cell2-host2")} == {
+        h: ("disabled", "racked out") for h in ("cell2-host1", "cell2-host2")}
+
+
+def test_a_host_shows_only_the_classes_it_has_and_its_use(dcloud):
+    placement = dcloud.aio.placement
+    root = dcloud.rp("cell1-host1")
+    nic = placement.create_resource_provider(name="cell1-host1:nic", parent_provider_uuid=root)
+    # all of it reserved: no capacity and no use, so no row
+    placement.set_inventory(nic["uuid"], {"NET_BW_IGR_KILOBIT_PER_SEC": {
+        "total": 1000, "reserved": 1000}})
+    sid = dcloud.boot("one", availability_zone="nova:cell1-host1")
+    dcloud.aio.wait_idle()
+    host = _hosts(_fleet(dcloud))["cell1-host1"]
+    assert "NET_BW_IGR_KILOBIT_PER_SEC" not in host["resources"]
+    assert set(host["resources"]) == {"VCPU", "MEMORY_MB", "DISK_GB"}
+    assert all(set(r) == {"used", "capacity"} for r in host["resources"].values())
+    assert host["use"] == round(max(r["used"] / r["capacity"]
+                                    for r in host["resources"].values()), 3) > 0
+    assert host["servers"] == 1
+    assert [s["id"] for s in _host(dcloud, host)["servers"]] == [sid]
