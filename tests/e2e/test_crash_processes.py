@@ -42,7 +42,7 @@ from novella.db.timestamps import utcnow
 from tests.e2e import processes
 from tests.e2e.processes import ADMIN
 
-N_PORTS = 7            # identity, compute, placement, image, network, volume, optimize
+N_PORTS = 9            # identity, compute, ... optimize, novncproxy, serialproxy
 COPY_SECONDS = 3.0     # [simulated] resize_disk_copy_seconds: the window the kill lands in
 LEASE = 2              # [conductor] operation_lease of the two-conductor test
 HEADERS_274 = {"OpenStack-API-Version": "compute 2.74"}

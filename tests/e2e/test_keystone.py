@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.postgresql, pytest.mark.rabbitmq]
 BIN = os.path.dirname(sys.executable)
 OPENSTACK = os.path.join(BIN, "openstack") if os.path.exists(
     os.path.join(BIN, "openstack")) else shutil.which("openstack")
-N_PORTS = 7          # the all-in-one's port layout: identity, compute, ... optimize
+N_PORTS = 9          # the all-in-one's port layout: identity, compute, ... serialproxy
 UP_TIMEOUT = 420     # seconds for Keystone, the schemas and every service to start
 CLI_TIMEOUT = 120
 

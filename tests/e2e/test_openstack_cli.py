@@ -25,7 +25,7 @@ if not os.path.exists(OPENSTACK):
                 allow_module_level=True)
 openstack_sdk = pytest.importorskip("openstack")
 
-N_PORTS = 7          # identity, compute, placement, image, network, volume, optimize
+N_PORTS = 9          # identity, compute, ... optimize, novncproxy, serialproxy
 DEADLINE = 60        # seconds any one wait may take
 CLI_TIMEOUT = 90     # seconds any one command may take
 

@@ -47,7 +47,7 @@ def test_the_walkthrough_runs(tmp_path):
     lines = walkthrough(open(README).read())
     assert lines[0] == f"novella up --data-dir {DATA_DIR} &", lines[0]
     data_dir = tmp_path / "novella"
-    base = processes.free_port_base(7)
+    base = processes.free_port_base(9)
     lines[0] = f"novella up --data-dir {data_dir} --port-base {base} > {tmp_path}/up.log 2>&1 &"
     script = tmp_path / "readme.sh"
     script.write_text("set -euo pipefail\nPS4='+ ${SECONDS}s '\nset -x\n"
