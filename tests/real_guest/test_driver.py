@@ -2,9 +2,12 @@
 an all-in-one, checked from inside the guest and on the books."""
 import base64
 import os
+import subprocess
+import time
 
 import pytest
 
+from novella.context import get_admin_context
 
 pytestmark = pytest.mark.real_guest
 
@@ -40,3 +43,124 @@ def test_boot_console_guest_and_delete(qemu_cloud):
     cloud.aio.wait_idle()
     assert guest.pid() is None and not os.path.exists(guest.dir)
     assert cloud.allocations(server_id) == {}
+
+
+def wait_for(check, what, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def test_stop_start_reboot_pause_suspend(qemu_cloud):
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-power")
+    boot_id = cloud.wait_boot(server_id)
+    cloud.probe(server_id).check("echo kept-on-disk > /root/mark && sync")
+
+    cloud.action(server_id, {"os-stop": None})
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:power_state"]) == ("SHUTOFF", 4)
+    assert cloud.guest(server_id).pid() is None
+    cloud.action(server_id, {"os-start": None})
+    started = cloud.wait_boot(server_id, seen={boot_id})
+    assert cloud.probe(server_id).check("cat /root/mark").strip() == "kept-on-disk"
+
+    boots = [boot_id, started]
+    for kind in ("SOFT", "HARD"):
+        cloud.action(server_id, {"reboot": {"type": kind}})
+        assert cloud.server(server_id)["status"] == "ACTIVE"
+        boots.append(cloud.wait_boot(server_id, seen=boots))
+    assert len(set(boots)) == 4  # each boot its own boot id
+
+    cloud.action(server_id, {"pause": None})
+    assert cloud.server(server_id)["status"] == "PAUSED"
+    paused_at = cloud.count(server_id)
+    time.sleep(3)
+    assert cloud.count(server_id) == paused_at  # the counter stopped
+    cloud.action(server_id, {"unpause": None})
+    wait_for(lambda: cloud.count(server_id)[1] > paused_at[1], "the counter did not resume")
+    assert cloud.count(server_id)[0] == boots[-1]
+
+    cloud.action(server_id, {"suspend": None})
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:power_state"]) == ("SUSPENDED", 7)
+    assert cloud.guest(server_id).pid() is None
+    suspended_at = cloud.count(server_id)
+    cloud.action(server_id, {"resume": None})
+    assert cloud.server(server_id)["status"] == "ACTIVE"
+    wait_for(lambda: cloud.count(server_id)[1] > suspended_at[1], "the counter did not go on")
+    assert cloud.count(server_id)[0] == boots[-1]  # the same boot, resumed
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+
+
+def test_rescue_snapshot_rebuild(qemu_cloud, tmp_path):
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-rescue")
+    boot_id = cloud.wait_boot(server_id)
+    cloud.probe(server_id).check("echo kept-on-disk > /root/mark && sync")
+
+    cloud.action(server_id, {"rescue": {}}, expect=200)
+    assert cloud.server(server_id)["status"] == "RESCUE"
+    rescue_boot = cloud.wait_boot(server_id, seen={boot_id})
+    probe = cloud.probe(server_id)
+    assert probe.run("cat /root/mark")[0] != 0  # booted from the rescue image
+    assert probe.check("mkdir -p /mnt/own && mount /dev/vdb /mnt/own && cat /mnt/own/root/mark "
+                       "&& umount /mnt/own").strip() == "kept-on-disk"
+    cloud.action(server_id, {"unrescue": None})
+    unrescued = cloud.wait_boot(server_id, seen={boot_id, rescue_boot})
+    assert cloud.probe(server_id).check("cat /root/mark").strip() == "kept-on-disk"
+
+    out = cloud.action(server_id, {"createImage": {"name": "vm-rescue-snap"}})
+    image_id = out["image_id"] if out else None
+    image = cloud.aio.image_api.get(get_admin_context(), image_id)
+    assert image["status"] == "active" and image["size"] > 0
+    raw = tmp_path / "snap.raw"
+    subprocess.run(["qemu-img", "convert", "-O", "raw",
+                    cloud.aio.image_api.data_path(image_id), str(raw)], check=True)
+    assert b"kept-on-disk" in raw.read_bytes()  # the root disk's bytes, flattened
+
+    cloud.action(server_id, {"rebuild": {"imageRef": cloud.aio.demo_image["id"]}})
+    assert cloud.server(server_id)["status"] == "ACTIVE"
+    cloud.wait_boot(server_id, seen={boot_id, rescue_boot, unrescued})
+    assert cloud.probe(server_id).run("cat /root/mark")[0] != 0  # a new root disk
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+
+
+def test_volume_written_in_one_guest_is_read_in_another(qemu_cloud):
+    cloud = qemu_cloud
+    first, second = cloud.boot(name="vm-a"), cloud.boot(name="vm-b")
+    for server_id in (first, second):
+        assert cloud.server(server_id)["status"] == "ACTIVE", cloud.server(server_id).get("fault")
+        cloud.wait_boot(server_id)
+    volume = cloud.aio.volume_api.create(get_admin_context(), 1, name="data")
+    attach = {"volumeAttachment": {"volumeId": volume["id"]}}
+
+    def has_disk(server_id):
+        return cloud.probe(server_id).run("test -b /dev/vdb")[0] == 0
+
+    status, body = cloud.api("POST", f"/servers/{first}/os-volume_attachments", attach)
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    wait_for(lambda: has_disk(first), "the volume did not appear in the first guest")
+    cloud.probe(first).check("echo written-by-vm-a | dd of=/dev/vdb conv=fsync 2>/dev/null")
+    status, _ = cloud.api("DELETE", f"/servers/{first}/os-volume_attachments/{volume['id']}")
+    assert status == 202
+    cloud.aio.wait_idle()
+    assert not has_disk(first)  # unplugged while the guest runs
+
+    status, body = cloud.api("POST", f"/servers/{second}/os-volume_attachments", attach)
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    wait_for(lambda: has_disk(second), "the volume did not appear in the second guest")
+    assert cloud.probe(second).check("head -c 15 /dev/vdb") == "written-by-vm-a"
+    assert cloud.aio.volume_api.get(get_admin_context(), volume["id"])["status"] == "in-use"
+
+    for server_id in (first, second):
+        guest = cloud.guest(server_id)
+        cloud.api("DELETE", f"/servers/{server_id}")
+        cloud.aio.wait_idle()
+        assert guest.pid() is None and not os.path.exists(guest.dir)
+        assert cloud.allocations(server_id) == {}

@@ -1,7 +1,12 @@
 """One QMP command at a time over a guest's monitor socket (QEMU's qemu.qmp client)."""
+import logging
 import threading
 
 from qemu.qmp import legacy
+
+# A monitor that does not answer yet (QEMU starting) or any more (QEMU gone) is an
+# answer here (QMPError), not an error for the log: qemu.qmp logs each as one.
+logging.getLogger("qemu.qmp.protocol").setLevel(logging.CRITICAL)
 
 
 class QMPError(Exception):
