@@ -246,7 +246,9 @@
   // The hosts set apart, with why, under their group: not only on hover.
   function setApart(hosts) {
     const list = el("ul", {class: "apart"});
-    const apart = hosts.filter((h) => h.status === "disabled" || h.state === "down");
+    // disabled hosts first: each has a reason to read
+    const apart = hosts.filter((h) => h.status === "disabled")
+      .concat(hosts.filter((h) => h.status !== "disabled" && h.state === "down"));
     for (const h of apart.slice(0, APART_SHOWN)) {
       list.append(el("li", {"data-apart": h.host},
         el("span", {class: "host-name"}, h.host), " ",
@@ -399,7 +401,9 @@
       $("main").hidden = false;
       polls += 1;
       document.body.dataset.polls = polls;
-      setStatus(`Updated ${new Date().toLocaleTimeString()}`, false);
+      const read = fleet.fleet.usage_read;
+      setStatus(`Updated ${new Date().toLocaleTimeString()}; usage read ` +
+                `${new Date(read.at).toLocaleTimeString()} (in ${read.seconds} s)`, false);
     } catch (err) {
       if (err instanceof AuthError) {
         sessionStorage.removeItem(TOKEN_KEY);
