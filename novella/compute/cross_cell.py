@@ -12,17 +12,18 @@ server in its own cell database (docs/cross-cell.md):
     finish_snapshot_based_resize_at_dest      destination  spawn from the image, ports
                                                            active here, volumes attached
     confirm_snapshot_based_resize_at_source   source       guest destroyed, its bindings
-                                                           and attachments gone, the
-                                                           migration's allocation deleted
+                                                           and attachments gone
     revert_snapshot_based_resize_at_dest      destination  guest destroyed, bindings,
                                                            attachments and claim gone
     finish_revert_snapshot_based_resize_at_source  source  the old guest back, ports and
-                                                           volumes here, allocation back
+                                                           volumes here
 
 A step that fails undoes its own half-done work before raising, so the
-conductor's rollback of the completed steps leaves the host as it was. With
-``rollback=True`` the revert methods undo a failed move: placement and the
-migration status are then the conductor's to restore.
+conductor's rollback of the completed steps leaves the host as it was. The
+revert methods also undo a failed move (only a revert asked for, the
+migration 'reverting', ends it 'reverted'). No step here changes an
+allocation: the conductor's task around each does
+(novella/placement/allocations.py).
 """
 import contextlib
 import json
@@ -182,13 +183,8 @@ class ComputeCrossCell:
             st.instance = self._get(instance_uuid)
         return {"host": self.host, "node": self.rt.nodename}
 
-    def revert_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid,
-                                             rollback=False):
-        """Destroy the guest here, delete this host's bindings, attachments and claim.
-
-        Unless ``rollback``, the instance's allocation (the destination's) is
-        deleted; the migration still holds the source's.
-        """
+    def revert_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid):
+        """Destroy the guest here, delete this host's bindings, attachments and claim."""
         mig = self._migration(migration_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_revert_snapshot_based_resize_at_dest",
                              None) as st:
@@ -206,8 +202,6 @@ class ComputeCrossCell:
             self.rt.drop_move_claim(ctxt, instance_uuid)
             if inst.host == self.host:
                 self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
-            if not rollback:
-                self.placement.delete_allocations(instance_uuid)
             self.rt.refresh_usage()
 
     # -- source -------------------------------------------------------------------------
@@ -256,8 +250,8 @@ class ComputeCrossCell:
         return {"snapshot_id": snapshot_id}
 
     def confirm_snapshot_based_resize_at_source(self, ctxt, instance_uuid, migration_uuid):
-        """The move is kept: the old guest, its bindings and attachments and the
-        migration's allocation go. The conductor then hard-deletes this copy."""
+        """The move is kept: the old guest, its bindings and attachments go. The
+        conductor then hard-deletes this copy."""
         with steps.step(self, ctxt, instance_uuid,
                              "compute_confirm_snapshot_based_resize_at_source", None) as st:
             inst = st.instance
@@ -266,20 +260,16 @@ class ComputeCrossCell:
             if self.network_api is not None:
                 self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
             self._drop_attachments(ctxt, instance_uuid)
-            self.placement.delete_allocations(migration_uuid)
             self._migration(migration_uuid, status=ms.CONFIRMED)
         return ms.CONFIRMED
 
     def finish_revert_snapshot_based_resize_at_source(self, ctxt, instance_uuid,
-                                                      migration_uuid, power_on=True,
-                                                      rollback=False):
-        """The old guest back on this host with the old flavor.
-
-        Unless ``rollback``, the migration's allocation goes back to the
-        instance (one POST /allocations) and the migration is 'reverted'.
-        """
+                                                      migration_uuid, power_on=True):
+        """The old guest back on this host with the old flavor; a revert asked for
+        (the migration 'reverting') ends the migration 'reverted'."""
         flavors = records.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
+        mig = self._migration(migration_uuid)
         with steps.step(self, ctxt, instance_uuid,
                              "compute_finish_revert_snapshot_based_resize_at_source") as st:
             inst = st.instance
@@ -299,6 +289,6 @@ class ComputeCrossCell:
                 if power_on and self._power(instance_uuid) != power_state.RUNNING:
                     self.driver.power_on(ctxt, self.instance_dict(inst, old), network_info,
                                          self.block_device_info(instance_uuid))
-            self._back_on_source(instance_uuid, migration_uuid, old, power_on, rollback)
+            self._back_on_source(instance_uuid, mig, old, power_on)
             self.rt.refresh_usage()
             st.instance = self._get(instance_uuid)

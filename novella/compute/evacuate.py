@@ -25,6 +25,7 @@ from novella.compute import steps
 from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
+from novella.placement import allocations
 
 
 class ComputeEvacuate:
@@ -85,5 +86,5 @@ class ComputeEvacuate:
                     self.driver.destroy(ctxt, {"uuid": instance_uuid}, destroy_disks=True)
                 if self.network_api is not None:
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
-                self.placement.delete_allocations(migration_uuid)
+                allocations.confirm(self.placement, migration_uuid)
                 self._migration(migration_uuid, status=ms.COMPLETED)

@@ -53,6 +53,7 @@ from novella.db import host_operations
 from novella.db import journal_rows
 from novella.db import records
 from novella.network import ownership
+from novella.placement import allocations
 from novella.placement import client as placement_client
 from novella.rpc import notifications
 
@@ -249,16 +250,8 @@ class ComputeInterfaces:
                 rp = chosen.get(group["id"])
                 for rc, amount in group["resources"].items() if rp in needed else ():
                     needed[rp][rc] = needed[rp].get(rc, 0) + amount
-        current = self.placement.get_allocations(inst.uuid)
-        held = {rp: dict(a["resources"]) for rp, a in current["allocations"].items()}
-        wanted = {rp: res for rp, res in held.items() if rp not in needed}
-        wanted.update({rp: res for rp, res in needed.items() if res})
-        if wanted != held:
-            self.placement.put_allocations(
-                inst.uuid, {rp: {"resources": res} for rp, res in wanted.items()},
-                current.get("project_id") or inst.project_id,
-                current.get("user_id") or inst.user_id,
-                consumer_generation=current.get("consumer_generation"))
+        allocations.set_on_providers(self.placement, inst.uuid, needed, inst.project_id,
+                                     inst.user_id)
 
     def _set_vif(self, uuid, vif, drop=None):
         """The server's network info cache with ``vif`` added (or replaced), or with

@@ -43,6 +43,7 @@ from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
 from novella.network import ownership
+from novella.placement import allocations
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
 
@@ -624,7 +625,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 self._deallocate_network(ctxt, inst)
                 self._notify(ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
                 self._detach_volumes(ctxt, inst, delete_volumes=True, bdms=bdms)
-                self.placement.delete_allocations(instance_uuid)
+                allocations.give_back(self.placement, instance_uuid)
                 st.instance = self._soft_delete(inst)
                 self.rt.instance_removed(inst)
         except records.InstanceNotFound:

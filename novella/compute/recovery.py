@@ -172,8 +172,7 @@ class ComputeRecovery:
             if uuid in guests and (not running or self._power(uuid) == power_state.RUNNING):
                 continue
             with cleanup.step(f"bring back {uuid} after an undone move"):
-                self.finish_revert_resize(ctxt, uuid, migration_uuid, power_on=running,
-                                          rollback=True)
+                self.finish_revert_resize(ctxt, uuid, migration_uuid, power_on=running)
                 done[uuid] = "restored"
         for uuid in held - moving:
             if hosts.get(uuid) == self.host:

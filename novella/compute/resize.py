@@ -6,15 +6,15 @@ The conductor drives a move by calling, in order (docs/moves.md):
     resize_instance      source       power off, move the disks to the destination
     finish_resize        destination  spawn with the new flavor -> VERIFY_RESIZE
 
-and afterwards ``confirm_resize`` (source: the kept copy goes, the
-migration's allocation is deleted) or ``revert_resize`` (destination: guest
-destroyed, its allocation dropped) followed by ``finish_revert_resize``
-(source: the old guest back, the source allocation handed back to the
-instance in one POST /allocations).
+and afterwards ``confirm_resize`` (source: the kept copy goes) or
+``revert_resize`` (destination: guest destroyed, its claim dropped) followed
+by ``finish_revert_resize`` (source: the old guest back).
 
 ``revert_resize`` and ``finish_revert_resize`` also undo a move that failed
-half way (``rollback=True``): then placement and the migration status are the
-conductor's to restore, and only the host's own state is put back.
+half way: only a revert the user asked for (the migration 'reverting') is
+told and ends the migration 'reverted'; otherwise the conductor's undo ends
+it. No step here changes an allocation: the conductor's task around each
+does (novella/placement/allocations.py).
 """
 import contextlib
 import datetime
@@ -31,6 +31,7 @@ from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import migration_records
 from novella.db import records
+from novella.placement import allocations
 
 LOG = logging.getLogger(__name__)
 
@@ -38,6 +39,13 @@ LOG = logging.getLogger(__name__)
 def _zone(availability_zone):
     """The instance values that set its zone, when the caller named one."""
     return {"availability_zone": availability_zone} if availability_zone else {}
+
+
+def revert_asked(mig):
+    """Whether ``mig`` is being reverted at its user's request (the API made it
+    'reverting'; a revert run again finds it 'reverted'), rather than undone after a
+    failed step (then the conductor's undo ends it, and nothing is told)."""
+    return mig["status"] in (ms.REVERTING, ms.REVERTED)
 
 
 class ComputeResize:
@@ -50,21 +58,16 @@ class ComputeResize:
             return migration_records.update(self.cell_db, migration_uuid, **values)
         return migration_records.get(self.cell_db, migration_uuid)
 
-    def _back_on_source(self, instance_uuid, migration_uuid, old_flavor, power_on, rollback,
-                        **instance_values):
-        """The server is this host's again, with its old flavor. Unless
-        ``rollback``, the migration's allocation (this host's) goes back to the
-        instance in one POST /allocations and the migration is 'reverted'."""
-        if not rollback:
-            self.placement.move_allocations(migration_uuid, instance_uuid,
-                                            target_consumer_type="INSTANCE", retries=3)
+    def _back_on_source(self, instance_uuid, mig, old_flavor, power_on, **instance_values):
+        """The server is this host's again, with its old flavor; a revert asked
+        for (``mig``, as read before, 'reverting') ends the migration 'reverted'."""
         records.set_flavors(self.cell_db, instance_uuid, old_flavor, host=self.host,
                             node=self.rt.nodename,
                             vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
                             task_state=None, power_state=self._power(instance_uuid),
                             **instance_values)
-        if not rollback:
-            self._migration(migration_uuid, status=ms.REVERTED)
+        if revert_asked(mig):
+            self._migration(mig["uuid"], status=ms.REVERTED)
 
     def _power(self, instance_uuid):
         return self.driver.get_info({"uuid": instance_uuid})["state"]
@@ -238,7 +241,8 @@ class ComputeResize:
     # -- source: confirm ----------------------------------------------------------------
 
     def confirm_resize(self, ctxt, instance_uuid, migration_uuid):
-        """The move is kept: drop the source copy, its claim and the migration's allocation."""
+        """The move is kept: drop the source copy and its claim. Returns the migration's
+        status ('confirmed', or what a revert that took it meanwhile made it)."""
         try:
             with steps.step(self, ctxt, instance_uuid, "compute_confirm_resize",
                             notifications.RESIZE_CONFIRM, flavor=records.flavor_of,
@@ -264,7 +268,6 @@ class ComputeResize:
         # The old and new flavors are forgotten with the claim, in its statement.
         doc = records.flavor_doc(flavors["cur"])
         self.rt.drop_move_claim(ctxt, instance_uuid, flavors=doc)
-        self.placement.delete_allocations(migration_uuid)
         vm_state = (vm_states.STOPPED if inst.power_state == power_state.SHUTDOWN
                     else vm_states.ACTIVE)
         now = records.utcnow()
@@ -281,12 +284,9 @@ class ComputeResize:
 
     # -- destination, then source: revert ----------------------------------------------------
 
-    def revert_resize(self, ctxt, instance_uuid, migration_uuid, rollback=False):
-        """Destination side of a revert: destroy the new guest, drop its claim.
-
-        Unless ``rollback``, also delete the destination allocation (the
-        instance's); the migration keeps the source's until finish_revert_resize.
-        """
+    def revert_resize(self, ctxt, instance_uuid, migration_uuid):
+        """Destination side of a revert (or of the undo of a failed move): destroy
+        the new guest, drop its claim."""
         mig = self._migration(migration_uuid)
         # The revert is told by the source (finish_revert_resize), once.
         with steps.step(self, ctxt, instance_uuid, "compute_revert_resize") as st:
@@ -301,16 +301,13 @@ class ComputeResize:
             self.rt.revert_migration_context(ctxt, instance_uuid)
             if inst.host == self.host and not same_host:
                 self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
-            if not rollback:
-                self.placement.delete_allocations(instance_uuid)
             self.rt.refresh_usage()
 
     def finish_revert_resize(self, ctxt, instance_uuid, migration_uuid, power_on=True,
-                             rollback=False, availability_zone=None, port_profiles=None):
-        """Source side of a revert: the old guest and flavor back on this host.
-
-        Unless ``rollback``, the migration's allocation goes back to the
-        instance in one POST /allocations and the migration is 'reverted'.
+                             availability_zone=None, port_profiles=None):
+        """Source side of a revert (or of the undo of a failed move): the old guest
+        and flavor back on this host. A revert asked for (the migration
+        'reverting') is told and ends the migration 'reverted'.
         ``availability_zone``: this host's zone, which the server shows again;
         ``port_profiles`` as for ``finish_resize``.
         """
@@ -318,11 +315,12 @@ class ComputeResize:
             flavors = records.flavors_of(inst)
             return flavors["old"] or flavors["cur"]
 
+        mig = self._migration(migration_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_finish_revert_resize",
-                        None if rollback else notifications.RESIZE_REVERT, flavor=old_of) as st:
+                        notifications.RESIZE_REVERT if revert_asked(mig) else None,
+                        flavor=old_of) as st:
             inst = st.instance
             old = old_of(inst)
-            mig = self._migration(migration_uuid)
             # Ports and volumes first: until then the bindings and the volumes'
             # connections are the destination's, and the driver must be given
             # this host's to bring the old guest back.
@@ -332,8 +330,7 @@ class ComputeResize:
                 ctxt, self.instance_dict(inst, old), network_info, migration=mig,
                 block_device_info=self.block_device_info(instance_uuid, bdms), power_on=power_on)
             self.rt.revert_migration_context(ctxt, instance_uuid)
-            self._back_on_source(instance_uuid, migration_uuid, old, power_on, rollback,
-                                 **_zone(availability_zone))
+            self._back_on_source(instance_uuid, mig, old, power_on, **_zone(availability_zone))
             self.rt.refresh_usage()
             st.instance = self._get(instance_uuid)
 
@@ -359,7 +356,8 @@ class ComputeResize:
                 if inst.vm_state != vm_states.RESIZED or inst.task_state is not None:
                     continue
                 records.start_action(self.cell_db, actx, instance_uuid, "confirmResize")
-                self.confirm_resize(actx, instance_uuid, migration_uuid)
+                if self.confirm_resize(actx, instance_uuid, migration_uuid) == ms.CONFIRMED:
+                    allocations.confirm(self.placement, migration_uuid)
                 records.finish_action(self.cell_db, actx, instance_uuid)
                 confirmed.append(migration_uuid)
             except Exception:  # noqa: BLE001 - one stuck move must not block the others

@@ -99,23 +99,22 @@ class ComputeAPI:
                           availability_zone=availability_zone, port_profiles=port_profiles)
 
     def confirm_resize(self, ctxt, host, instance_uuid, migration_uuid):
-        """Source: drop the kept copy and the migration's allocation."""
+        """Source: drop the kept copy; returns the migration's status."""
         return self._call(ctxt, host, "confirm_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid)
 
-    def revert_resize(self, ctxt, host, instance_uuid, migration_uuid, rollback=False):
-        """Destination: destroy the new guest, drop its claim (and allocation unless rollback)."""
+    def revert_resize(self, ctxt, host, instance_uuid, migration_uuid):
+        """Destination: destroy the new guest, drop its claim."""
         return self._call(ctxt, host, "revert_resize", timeout=self.long_timeout,
-                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          rollback=rollback)
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid)
 
     def finish_revert_resize(self, ctxt, host, instance_uuid, migration_uuid, power_on=True,
-                             rollback=False, availability_zone=None, port_profiles=None):
-        """Source: the old guest back (and the source allocation unless rollback),
-        in ``host``'s zone, its ports' bindings with ``port_profiles``."""
+                             availability_zone=None, port_profiles=None):
+        """Source: the old guest back, in ``host``'s zone, its ports' bindings with
+        ``port_profiles``."""
         return self._call(ctxt, host, "finish_revert_resize", timeout=self.long_timeout,
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          power_on=power_on, rollback=rollback,
+                          power_on=power_on,
                           availability_zone=availability_zone, port_profiles=port_profiles)
 
     # -- resize and cold migrate across cells (novella/compute/cross_cell.py) -----------
@@ -147,19 +146,16 @@ class ComputeAPI:
                           timeout=self.long_timeout, instance_uuid=instance_uuid,
                           migration_uuid=migration_uuid)
 
-    def revert_snapshot_based_resize_at_dest(self, ctxt, host, instance_uuid, migration_uuid,
-                                             rollback=False):
+    def revert_snapshot_based_resize_at_dest(self, ctxt, host, instance_uuid, migration_uuid):
         return self._call(ctxt, host, "revert_snapshot_based_resize_at_dest",
                           timeout=self.long_timeout,
-                          instance_uuid=instance_uuid, migration_uuid=migration_uuid,
-                          rollback=rollback)
+                          instance_uuid=instance_uuid, migration_uuid=migration_uuid)
 
     def finish_revert_snapshot_based_resize_at_source(self, ctxt, host, instance_uuid,
-                                                      migration_uuid, power_on=True,
-                                                      rollback=False):
+                                                      migration_uuid, power_on=True):
         return self._call(ctxt, host, "finish_revert_snapshot_based_resize_at_source",
                           timeout=self.long_timeout, instance_uuid=instance_uuid,
-                          migration_uuid=migration_uuid, power_on=power_on, rollback=rollback)
+                          migration_uuid=migration_uuid, power_on=power_on)
 
     # -- live migration (novella/compute/live_migrate.py) ------------------------------
 

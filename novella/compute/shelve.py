@@ -35,6 +35,7 @@ from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
+from novella.placement import allocations
 
 
 class ComputeShelve:
@@ -140,7 +141,7 @@ class ComputeShelve:
                     with cleanup.step("delete the volume's attachment"):
                         self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
                 self._set_bdm_attachment(bdm.id, parked["id"], None)
-        self.placement.delete_allocations(inst.uuid)
+        allocations.give_back(self.placement, inst.uuid)
 
     def _set_bdm_attachment(self, bdm_id, attachment_id, connection_info, device=None):
         with self.cell_db.session(write=True) as s:

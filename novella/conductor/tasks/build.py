@@ -41,6 +41,7 @@ from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
 from novella.db import records
 from novella.db.engine import insert_row, insert_rows
+from novella.placement import allocations
 from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class ClaimedAllocation(BuildTask):
         pass
 
     def undo(self, exc):
-        self.build.placement.delete_allocations(self.build.instance_uuid)
+        allocations.give_back(self.build.placement, self.build.instance_uuid)
 
 
 class CreateInstanceInCell(BuildTask):
@@ -225,14 +226,14 @@ class BuildOnHost(BuildTask):
             records.end_action(build.cell_db, build.action_id)
         except (compute_exc.BuildAbortException, records.InstanceNotFound):
             # Deleted by its user during the build: the delete owns the server now.
-            build.placement.delete_allocations(build.instance_uuid)
+            allocations.give_back(build.placement, build.instance_uuid)
         except rpc.Timeout as exc:
             # The host did not answer: it may have made the guest. ERROR on that host,
             # which keeps its claim; the delete goes there and frees both.
             self._failed(exc)
         except (MaxRetriesExceeded, compute_exc.ComputeException, rpc.RemoteError) as exc:
             # The host list is spent or the build failed for good: ERROR, nothing held.
-            build.placement.delete_allocations(build.instance_uuid)
+            allocations.give_back(build.placement, build.instance_uuid)
             self._failed(exc, host=None, node=None)
 
     def _failed(self, exc, **values):
@@ -266,7 +267,7 @@ class BuildOnHost(BuildTask):
                 LOG.info("build of %s on %s rescheduled: %s", build.instance_uuid,
                          sel["service_host"], exc)
             build.failed_hosts.append(sel["service_host"])
-            build.placement.delete_allocations(build.instance_uuid)
+            allocations.give_back(build.placement, build.instance_uuid)
         raise MaxRetriesExceeded(build.instance_uuid)
 
 

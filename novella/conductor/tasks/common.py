@@ -27,7 +27,7 @@ from novella.db import cells as cells_mod
 from novella.db import instance_copy
 from novella.db import migration_records
 from novella.db import records
-from novella.placement import client as placement_client
+from novella.placement import allocations
 from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
@@ -249,20 +249,15 @@ class MigrationAllocation(MoveTask):
 
     def execute(self):
         move = self.move
-        if not move.placement.move_allocations(move.instance_uuid, move.migration_uuid,
-                                               retries=3):
-            raise placement_client.PlacementError(
-                "PUT", f"/allocations/{move.instance_uuid}", 409,
-                detail=f"Instance {move.instance_uuid} has no allocation to move")
+        allocations.to_migration(move.placement, move.instance_uuid, move.migration_uuid)
 
     def undo(self, exc):
         move = self.move
-        move.placement.move_allocations(move.migration_uuid, move.instance_uuid,
-                                        target_consumer_type="INSTANCE", retries=3)
+        allocations.hand_back(move.placement, move.migration_uuid, move.instance_uuid)
         # A delete that came in during the move may already have freed the
         # instance's allocation: what was just handed back must not outlive it.
         if _being_deleted(move):
-            move.placement.delete_allocations(move.instance_uuid)
+            allocations.give_back(move.placement, move.instance_uuid)
 
 
 def _being_deleted(move):
@@ -308,8 +303,8 @@ def free_what_a_delete_left(services, ctxt, instance_uuid, migration_uuid, place
         return False
     cells_mod.set_instance_cell(services.api_db, instance_uuid, deleted)
     if migration_uuid:
-        services.placement.delete_allocations(migration_uuid)
-    services.placement.delete_allocations(instance_uuid)
+        allocations.give_back(services.placement, migration_uuid)
+    allocations.give_back(services.placement, instance_uuid)
     for cell in cells.values():
         cell_db = cells_mod.cell_database(cell)
         if cell.uuid != deleted.uuid:
@@ -401,7 +396,7 @@ def on_a_destination(state, what, prepare):
             reasons.append(f"{sel['service_host']}: {exc}")
             if isinstance(exc, rpc.Timeout):  # it could not take back what it began
                 unanswered(state, sel["service_host"])
-        state.placement.delete_allocations(state.instance_uuid)  # release the refused claim
+        allocations.give_back(state.placement, state.instance_uuid)  # the refused claim
     state.selection = None
     raise MaxRetriesExceeded(state.instance_uuid, reasons)
 
@@ -417,15 +412,8 @@ def prepare_destination(move, method, *args):
 
 def claim_alternate(state, sel):
     """Claim an alternate's allocation request for the instance; False if refused."""
-    request = sel["allocation_request"]
-    try:
-        return state.placement.put_allocations(
-            state.instance_uuid, request["allocations"], state.project_id, state.user_id,
-            consumer_generation=None, mappings=request.get("mappings"))
-    except placement_client.Conflict as exc:
-        LOG.info("alternate %s for %s refused: %s", sel["service_host"], state.instance_uuid,
-                 exc)
-        return False
+    return allocations.claim(state.placement, state.instance_uuid, sel["allocation_request"],
+                             state.project_id, state.user_id)
 
 
 class Resized(Recorded):

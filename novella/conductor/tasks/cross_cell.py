@@ -20,13 +20,13 @@ when a later one fails:
                              attachment for each volume of the    |
                              copy                                 |
     PrepResizeAtDestTask     prep_snapshot_based_resize_at_dest:  | undo: revert_snapshot_based_resize_
-                             resize claim, volume connector,      |   at_dest(rollback): guest, bindings,
+                             resize claim, volume connector,      |   at_dest: guest, bindings,
                              INACTIVE port bindings on the dest;  |   attachments' connections and the
                              the next alternate of the target     |   claim dropped
                              cell when a host refuses             |
     PrepResizeAtSourceTask   snapshot image record (image-backed  | undo: finish_revert_snapshot_based_
-                             servers); prep_snapshot_based_resize_|   resize_at_source(rollback): volumes
-                             at_source: power off, root disk      |   back, powered on as it was; the
+                             servers); prep_snapshot_based_resize_|   resize_at_source: volumes back,
+                             at_source: power off, root disk      |   powered on as it was; the
                              uploaded, volumes disconnected       |   snapshot deleted
     FinishResizeAtDestTask   finish_snapshot_based_resize_at_dest:| undo: nothing of its own (the guest
                              spawn from the snapshot, ports       |   goes with the destination's
@@ -44,7 +44,7 @@ hands the source back).
 Confirm (``confirm_tasks``):
 
     ConfirmAtSourceTask      confirm_snapshot_based_resize_at_source: the old guest, its bindings
-                             and attachments and the migration's allocation go
+                             and attachments go; then the migration's allocation
     DeleteSourceCopy         the source cell's events join the server's; its copy hard-deleted
     FinishConfirm            the server's flavors and state settle; migration 'confirmed'
 
@@ -57,10 +57,11 @@ Revert (``revert_tasks``):
                              the source copy shown (resize_reverting),   |   hidden flags back
                              the target copy hidden                      |
     RevertAtDestTask         revert_snapshot_based_resize_at_dest: guest, bindings, attachments,
-                             claim and the instance's allocation go
+                             claim go; then the instance's allocation
     DeleteTargetCopy         the target cell's events join; its copy hard-deleted
-    FinishRevertAtSourceTask finish_revert_snapshot_based_resize_at_source: the old guest back,
-                             ports and volumes there, the allocation back; migration 'reverted'
+    FinishRevertAtSourceTask the migration's allocation back to the instance; then
+                             finish_revert_snapshot_based_resize_at_source: the old guest back,
+                             ports and volumes there; migration 'reverted'
     RecordOldFlavor          (tasks/resize.py)
 """
 import logging
@@ -79,6 +80,7 @@ from novella.db import cells as cells_mod
 from novella.db import instance_copy
 from novella.db import migration_records
 from novella.db import records
+from novella.placement import allocations
 
 LOG = logging.getLogger(__name__)
 
@@ -230,8 +232,7 @@ class PrepResizeAtDestTask(MoveTask):
         if not move.dest_reverted:
             common.roll_back_destination(move, lambda: (
                 move.target_compute.revert_snapshot_based_resize_at_dest(
-                    move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
-                    rollback=True)))
+                    move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid)))
             move.dest_reverted = True
 
 
@@ -262,7 +263,7 @@ class PrepResizeAtSourceTask(MoveTask):
         try:
             move.compute.finish_revert_snapshot_based_resize_at_source(
                 move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid,
-                power_on=move.was_running, rollback=True)
+                power_on=move.was_running)
         finally:
             if move.snapshot_id is None and move.image_api is not None:
                 # A conductor that died in this step made the image (or not)
@@ -316,6 +317,7 @@ class ConfirmAtSourceTask(ResizedTask):
         resized = self.resized
         resized.source_compute.confirm_snapshot_based_resize_at_source(
             resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid)
+        allocations.confirm(resized.placement, resized.migration_uuid)
 
 
 def delete_copy(resized, copy_db, server_db):
@@ -391,6 +393,7 @@ class RevertAtDestTask(ResizedTask):
         resized = self.resized
         resized.dest_compute.revert_snapshot_based_resize_at_dest(
             resized.ctxt, resized.dest_host, resized.instance_uuid, resized.migration_uuid)
+        allocations.give_back(resized.placement, resized.instance_uuid)
 
 
 class DeleteTargetCopy(ResizedTask):
@@ -401,6 +404,7 @@ class DeleteTargetCopy(ResizedTask):
 class FinishRevertAtSourceTask(ResizedTask):
     def execute(self):
         resized = self.resized
+        allocations.hand_back(resized.placement, resized.migration_uuid, resized.instance_uuid)
         resized.source_compute.finish_revert_snapshot_based_resize_at_source(
             resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid,
             power_on=resized.power_on)

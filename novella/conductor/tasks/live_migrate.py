@@ -28,6 +28,7 @@ from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask
 from novella.db import migration_records
 from novella.db import records
+from novella.placement import allocations
 
 CONDUCTOR_EVENT = "conductor_live_migrate_instance"
 
@@ -130,5 +131,5 @@ class CleanUpSource(MoveTask):
                     move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid)
             except rpc.Timeout:  # its guest goes when it starts again (reconcile_moves)
                 common.unanswered(move, move.source_host)
-        move.placement.delete_allocations(move.migration_uuid)
+        allocations.confirm(move.placement, move.migration_uuid)
         migration_records.update(move.cell_db, move.migration_uuid, status=ms.COMPLETED)

@@ -17,16 +17,19 @@ A failing step undoes its own half-done work (compute cleans up a failed
 claim or disk move) and the completed steps are undone newest first.
 
 In VERIFY_RESIZE the server is confirmed (``confirm_tasks``: the source
-host drops its copy and the migration's allocation) or reverted
-(``revert_tasks``: the destination drops the new guest and its allocation,
-then the source brings the old one back with the migration's allocation
-handed back to the instance).
+host drops its copy, then the migration's allocation goes) or reverted
+(``revert_tasks``: the destination drops the new guest, then its allocation
+(the instance's) goes; the migration's allocation is handed back to the
+instance, then the source brings the old guest back). Every allocation
+change is novella/placement/allocations.py's, made here, never by a host.
 """
+from novella.compute.states import migration_status as ms
 from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask, ResizedTask
 from novella.db import aggregates
 from novella.db import records
 from novella.db import request_specs
+from novella.placement import allocations
 from novella.scheduler import utils as scheduler_utils
 
 CONDUCTOR_EVENT = "conductor_migrate_server"
@@ -54,8 +57,7 @@ class PrepResizeAtDest(MoveTask):
         move = self.move
         if not move.dest_reverted:
             common.roll_back_destination(move, lambda: move.compute.revert_resize(
-                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
-                rollback=True))
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid))
             move.dest_reverted = True
 
 
@@ -73,15 +75,14 @@ class ResizeInstance(MoveTask):
         # must not keep the source from taking its guest back.
         if move.dest_host == move.source_host:
             move.compute.revert_resize(move.ctxt, move.dest_host, move.instance_uuid,
-                                       move.migration_uuid, rollback=True)
+                                       move.migration_uuid)
         else:
             common.roll_back_destination(move, lambda: move.compute.revert_resize(
-                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
-                rollback=True))
+                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid))
         move.dest_reverted = True
         move.compute.finish_revert_resize(
             move.ctxt, move.source_host, move.instance_uuid, move.migration_uuid,
-            power_on=move.was_running, rollback=True, availability_zone=move.source_zone,
+            power_on=move.was_running, availability_zone=move.source_zone,
             port_profiles=common.held_port_profiles(move.placement, move.request_spec,
                                                     move.migration_uuid))
 
@@ -125,10 +126,14 @@ def revert_tasks(resized):
 
 
 class ConfirmAtSource(ResizedTask):
+    """The old guest and its claim go, then the migration's allocation (the source's)."""
+
     def execute(self):
         resized = self.resized
-        resized.source_compute.confirm_resize(resized.ctxt, resized.source_host,
-                                              resized.instance_uuid, resized.migration_uuid)
+        status = resized.source_compute.confirm_resize(
+            resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid)
+        if status == ms.CONFIRMED:  # not when a revert took the migration meanwhile
+            allocations.confirm(resized.placement, resized.migration_uuid)
 
 
 class RevertAtDest(ResizedTask):
@@ -138,21 +143,24 @@ class RevertAtDest(ResizedTask):
         resized = self.resized
         resized.dest_compute.revert_resize(resized.ctxt, resized.dest_host,
                                            resized.instance_uuid, resized.migration_uuid)
+        allocations.give_back(resized.placement, resized.instance_uuid)
 
 
 class FinishRevertAtSource(ResizedTask):
-    """The old guest back; the migration's allocation handed back to the instance."""
+    """The migration's allocation handed back to the instance; the old guest back."""
 
     def execute(self):
         resized = self.resized
+        port_profiles = common.held_port_profiles(
+            resized.placement, request_specs.get(resized.api_db, resized.instance_uuid),
+            resized.migration_uuid, resized.instance_uuid)
+        allocations.hand_back(resized.placement, resized.migration_uuid, resized.instance_uuid)
         resized.source_compute.finish_revert_resize(
             resized.ctxt, resized.source_host, resized.instance_uuid, resized.migration_uuid,
             power_on=resized.power_on,
             availability_zone=aggregates.host_availability_zone(
                 resized.api_db, resized.source_host, resized.conf.default_availability_zone),
-            port_profiles=common.held_port_profiles(
-                resized.placement, request_specs.get(resized.api_db, resized.instance_uuid),
-                resized.migration_uuid, resized.instance_uuid))
+            port_profiles=port_profiles)
 
 
 class RecordOldFlavor(ResizedTask):

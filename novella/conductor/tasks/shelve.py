@@ -25,6 +25,7 @@ from novella.conductor.tasks import common
 from novella.conductor.tasks.base import Task
 from novella.db import cells as cells_mod
 from novella.db import records
+from novella.placement import allocations
 from novella.scheduler import utils as scheduler_utils
 
 LOG = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class ScheduleInCell(UnshelveTask):
 
     def undo(self, exc):
         # The scheduler's claim: an offloaded server holds nothing else.
-        self.unshelve.placement.delete_allocations(self.unshelve.instance_uuid)
+        allocations.give_back(self.unshelve.placement, self.unshelve.instance_uuid)
 
 
 class UnshelveOnHost(UnshelveTask):
