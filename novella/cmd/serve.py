@@ -247,7 +247,7 @@ def serve_scheduler(args):
 
 
 def serve_compute(args):
-    from novella.compute import pci
+    from novella.virt import pci
     from novella.compute.manager import ComputeManager
     from novella.service import Periodic
     from novella.virt.driver import load_compute_driver

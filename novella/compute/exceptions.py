@@ -6,6 +6,8 @@ callers (the conductor) can write ``except RescheduledException``.
 """
 import re
 
+from novella.virt.driver import LiveMigrationAborted  # the driver raises it
+
 
 class ComputeException(Exception):
     code = 500
@@ -54,11 +56,6 @@ class InstanceInvalidState(ComputeException):
 
 class InstanceNotRunning(InstanceInvalidState):
     """The instance is not running."""
-
-
-class LiveMigrationAborted(ComputeException):
-    """The live migration was aborted on request."""
-    expected = True  # asked for: no compute.exception (novella/compute/steps.py)
 
 
 _BY_NAME = {cls.__name__: cls for cls in (

@@ -46,6 +46,7 @@ from novella.network import ownership
 from novella.placement import allocations
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
+from novella.virt import pci as virt_pci
 
 LOG = logging.getLogger(__name__)
 
@@ -383,7 +384,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         if read is not None and not requested_networks:
             vifs = self.network_info(read)
             if all(vif.get("vnic_type") for vif in vifs) and not any(
-                    vif["vnic_type"] in pci.SRIOV_VNIC_TYPES for vif in vifs):
+                    vif["vnic_type"] in virt_pci.SRIOV_VNIC_TYPES for vif in vifs):
                 return []
         port_ids = [r.get("port_id") or r.get("port") for r in requested_networks or []
                     if isinstance(r, dict) and (r.get("port_id") or r.get("port"))]

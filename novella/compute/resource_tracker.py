@@ -38,6 +38,7 @@ from novella.compute import pci
 from novella.db import cell_models as m
 from novella.db import records
 from novella.db.engine import insert_row, insert_rows
+from novella.virt import pci as virt_pci
 
 LOG = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class ResourceTracker:
         self.conf = conf
         self.nodename = driver.get_available_nodes()[0]
         self.aliases = claims.parse_aliases(conf.pci.alias)
-        self.device_specs = pci.parse_device_specs(conf.pci.device_spec)
+        self.device_specs = virt_pci.parse_device_specs(conf.pci.device_spec)
         self.lock = threading.RLock()
         self.compute_node = None   # the compute_nodes row as a dict
         self._resources = None     # the driver's last view of the node
@@ -505,7 +506,7 @@ class ResourceTracker:
         pci_devices = claims.pick_pci(devices, usage["pci"], pci_requests, numa)
         if ports:
             pci_devices += pci.pick(
-                pci.port_devices(devices, self.device_specs),
+                virt_pci.port_devices(devices, self.device_specs),
                 usage["pci"] | {d["address"] for d in pci_devices}, ports,
                 pci.pf_of_ports(port_profiles, self.pf_providers()), numa, port_profiles)
         return numa, pci_devices or None
@@ -514,7 +515,8 @@ class ResourceTracker:
         """``{provider uuid: pf}`` of the SR-IOV agent's providers of this node."""
         if self.provider_uuid is None:
             return {}
-        return {pci.provider_uuid(self.provider_uuid, pci.provider_name(self.nodename, pf)): pf
+        return {virt_pci.provider_uuid(self.provider_uuid,
+                                       virt_pci.provider_name(self.nodename, pf)): pf
                 for pf in {d.get("devname") for d in self.resources().get(
                     "pci_passthrough_devices") or [] if d.get("dev_type") == "type-PF"}}
 

@@ -1,4 +1,8 @@
-"""Server states, named exactly as the reference names them."""
+"""Server states, named exactly as the reference names them.
+
+``power_state`` is the guest's, as the hypervisor reports it (novella/virt/power.py).
+"""
+from novella.virt.power import power_state  # noqa: F401 - a server's states, in one place
 
 # vm_state
 ACTIVE = "active"
@@ -56,16 +60,6 @@ class task_states:  # noqa: N801 - a namespace, spelled as in the reference
     IMAGE_PENDING_UPLOAD = "image_pending_upload"
     IMAGE_UPLOADING = "image_uploading"
     IMAGE_BACKUP = "image_backup"
-
-
-class power_state:  # noqa: N801
-    NOSTATE = 0
-    RUNNING = 1
-    PAUSED = 3
-    SHUTDOWN = 4
-    CRASHED = 6
-    SUSPENDED = 7
-    NAMES = {0: "NOSTATE", 1: "RUNNING", 3: "PAUSED", 4: "SHUTDOWN", 6: "CRASHED", 7: "SUSPENDED"}
 
 
 _REBUILD = (task_states.REBUILDING, task_states.REBUILD_BLOCK_DEVICE_MAPPING,

@@ -114,7 +114,7 @@ class ComputeDriver:
         raise NotImplementedError
 
     def get_info(self, instance):
-        """``{"state": power_state}`` (novella.compute.states.power_state)."""
+        """``{"state": power_state}`` (novella/virt/power.py)."""
         raise NotImplementedError
 
     def attach_volume(self, ctxt, connection_info, instance, mountpoint):
@@ -260,7 +260,8 @@ class ComputeDriver:
         raise NotImplementedError
 
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):
-        """Upload the root disk's bytes as image ``image_id``."""
+        """Upload the root disk's bytes as image ``image_id``; ``instance["task_state"]``
+        says why (``resize_migrating``: the root disk of a move between cells)."""
         raise NotImplementedError
 
     # -- live migration ------------------------------------------------------
@@ -278,7 +279,7 @@ class ComputeDriver:
         guest here running. ``steering`` (a ``LiveMigrationSteering``) says
         what was asked of the move while it runs: on ``ABORT`` the driver
         stops, leaves nothing on ``dest`` and raises
-        ``novella.compute.exceptions.LiveMigrationAborted``; on
+        ``LiveMigrationAborted``; on
         ``FORCE_COMPLETE`` it finishes the copy at once.
         """
         raise NotImplementedError
@@ -308,6 +309,17 @@ class ConsoleTypeUnavailable(Exception):
     def __init__(self, console_type):
         self.console_type = console_type
         super().__init__(f"Unavailable console type {console_type}.")
+
+
+class LiveMigrationAborted(Exception):
+    """The live migration was aborted on request."""
+
+    code = 500
+    expected = True  # asked for: no compute.exception (novella/compute/steps.py)
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        super().__init__(message or self.__doc__)
 
 
 class LiveMigrationSteering:

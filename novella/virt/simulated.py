@@ -41,11 +41,10 @@ import time
 
 import os_traits
 
-from novella.compute import exceptions
-from novella.compute import pci as pci_mod
-from novella.compute.states import power_state, task_states
 from novella.virt import driver as driver_mod
+from novella.virt import pci as pci_mod
 from novella.virt import simulated_console
+from novella.virt.power import power_state
 
 HEADER_MAGIC = "NOVELLA-DISK"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap"}
@@ -55,6 +54,9 @@ BOOT_LOG = ("SeaBIOS (version simulated)", "Booting from Hard Disk...",
             "Linux version 6.1.0 (simulated guest)", "Reached target Multi-User System.",
             "login:")
 IMAGE_CACHE_SIZE = 8  # images kept per host
+# The task state a snapshot's instance shows when it is the root disk of a move
+# between cells (ComputeDriver.snapshot): copied as slowly as a resize's disks.
+RESIZE_MIGRATING = "resize_migrating"
 DEFAULT_TRAITS = (
     "COMPUTE_NODE", "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG",
     "COMPUTE_VOLUME_ATTACH_WITH_TAG", "COMPUTE_VOLUME_EXTEND", "COMPUTE_VOLUME_MULTI_ATTACH",
@@ -755,7 +757,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         while True:
             asked = steering.asked if steering is not None else None
             if asked == driver_mod.LiveMigrationSteering.ABORT:
-                raise exceptions.LiveMigrationAborted(
+                raise driver_mod.LiveMigrationAborted(
                     f"Live migration of instance {uuid} from {self.host} was aborted.")
             left = deadline - time.monotonic()
             if asked == driver_mod.LiveMigrationSteering.FORCE_COMPLETE or left <= 0:
@@ -783,7 +785,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):
         uuid = instance["uuid"]
         self._fault("snapshot", uuid)
-        if instance.get("task_state") == task_states.RESIZE_MIGRATING:
+        if instance.get("task_state") == RESIZE_MIGRATING:
             self._resize_copy_pause()  # the root disk of a cross-cell move
         elif self._sim.snapshot_seconds > 0:
             time.sleep(self._sim.snapshot_seconds)  # [simulated] snapshot_seconds

@@ -1,4 +1,4 @@
-"""SR-IOV devices for ports (novella/compute/pci.py): which devices a [pci] device_spec
+"""SR-IOV devices for ports (novella/virt/pci.py, novella/compute/pci.py): which devices a [pci] device_spec
 gives ports, and which one a port gets."""
 import json
 
@@ -6,6 +6,7 @@ import pytest
 
 from novella.compute import pci
 from novella.compute.exceptions import PciDeviceRequestFailed
+from novella.virt import pci as virt_pci
 from novella.virt.simulated import SimulatedDriver
 
 
@@ -18,12 +19,12 @@ def devices(tmp_path):
 
 
 def _spec(**spec):
-    return pci.parse_device_specs([json.dumps(spec)])
+    return virt_pci.parse_device_specs([json.dumps(spec)])
 
 
 def _tagged(devices, *specs):
     return sorted((d["address"], d["physical_network"])
-                  for d in pci.port_devices(devices, [s for ss in specs for s in ss]))
+                  for d in virt_pci.port_devices(devices, [s for ss in specs for s in ss]))
 
 
 PF1 = ["0000:3b:00.0", "0000:3b:02.0", "0000:3b:02.1"]
@@ -51,7 +52,7 @@ def _port(pid, vnic="direct", physnet="p"):
 
 
 def test_a_port_takes_a_vf_of_its_pf_and_a_direct_physical_port_a_whole_pf(devices):
-    tagged = pci.port_devices(devices, _spec(vendor_id="8086", physical_network="p"))
+    tagged = virt_pci.port_devices(devices, _spec(vendor_id="8086", physical_network="p"))
     [vf] = pci.pick(tagged, set(), [_port("a")], {"a": "ens2"},
                     port_profiles={"a": {"allocation": {"g": "rp2"}}})
     assert (vf["address"], vf["port_id"], vf["parent_ifname"]) == ("0000:3c:02.0", "a", "ens2")
@@ -73,7 +74,7 @@ def test_a_port_takes_a_vf_of_its_pf_and_a_direct_physical_port_a_whole_pf(devic
 
 def test_profiles_name_the_pf_of_the_allocation_and_take_the_device():
     node = "7b1c3f1e-0a65-4a3a-9d4e-000000000001"
-    rp = pci.provider_uuid(node, pci.provider_name("h1", "ens2"))
+    rp = virt_pci.provider_uuid(node, virt_pci.provider_name("h1", "ens2"))
     assert pci.pf_of_ports({"a": {"allocation": {"g": rp}}, "b": {"allocation": {"g": "x"}}},
                            {rp: "ens2"}) == {"a": "ens2"}
     merged = pci.with_devices({"a": {"allocation": {"g": rp}}}, [
@@ -85,6 +86,6 @@ def test_profiles_name_the_pf_of_the_allocation_and_take_the_device():
 
 def test_a_bad_device_spec_is_named_in_the_error():
     with pytest.raises(ValueError, match=r"\[pci\] device_spec '\{devname' is not JSON"):
-        pci.parse_device_specs(["{devname"])
+        virt_pci.parse_device_specs(["{devname"])
     with pytest.raises(ValueError, match="a spec is a JSON object"):
-        pci.parse_device_specs(['["ens1"]'])
+        virt_pci.parse_device_specs(['["ens1"]'])
