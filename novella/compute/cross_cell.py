@@ -33,6 +33,8 @@ from novella.compute import pci
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
+from novella.compute import connections
+from novella.compute import guest
 from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
@@ -42,7 +44,7 @@ class ComputeCrossCell:
     """Snapshot-based move steps of one host; needs the attributes of ComputeManager."""
 
     def _volume_bdms(self, instance_uuid):
-        return [b for b in self._bdms(instance_uuid)
+        return [b for b in guest.bdms_of(self, instance_uuid)
                 if b.destination_type == "volume" and b.volume_id]
 
     def _set_bdm(self, bdm_id, **values):
@@ -69,9 +71,9 @@ class ComputeCrossCell:
             info = json.loads(bdm.connection_info) if bdm.connection_info else {}
             info.setdefault("volume_id", bdm.volume_id)
             if connect:
-                self.driver.attach_volume(ctxt, info, self.instance_dict(inst), bdm.device_name)
+                self.driver.attach_volume(ctxt, info, guest.instance_dict(inst), bdm.device_name)
             else:
-                self.driver.detach_volume(ctxt, info, self.instance_dict(inst), bdm.device_name)
+                self.driver.detach_volume(ctxt, info, guest.instance_dict(inst), bdm.device_name)
 
     # -- destination ------------------------------------------------------------------
 
@@ -90,16 +92,16 @@ class ComputeCrossCell:
         with steps.step(self, ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_dest",
                         notifications.RESIZE_PREP, flavor=cur, new_flavor=new_flavor,
                         end_always=True) as st:
-            mig = self._migration(migration_uuid)
+            mig = guest.migration(self, migration_uuid)
             claim = None
             try:
                 records.set_flavors(self.cell_db, instance_uuid, cur, old=cur, new=new_flavor)
                 claim = self.rt.resize_claim(ctxt, instance_uuid, new_flavor, {
                     "uuid": migration_uuid, "source_compute": mig["source_compute"],
                     "source_node": mig["source_node"]},
-                    ports=self._sriov_ports(ctxt, instance_uuid), port_profiles=port_profiles)
-                self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
-                connector = self.driver.get_volume_connector(self.instance_dict(st.instance))
+                    ports=connections.sriov_ports(self, ctxt, instance_uuid), port_profiles=port_profiles)
+                self.driver.prep_resize(ctxt, guest.instance_dict(st.instance), new_flavor, mig)
+                connector = self.driver.get_volume_connector(guest.instance_dict(st.instance))
                 if self.volume_api is not None:
                     for bdm in self._volume_bdms(instance_uuid):
                         if bdm.attachment_id:  # made by the conductor for this cell's copy
@@ -121,9 +123,9 @@ class ComputeCrossCell:
                 records.set_flavors(self.cell_db, instance_uuid, cur)
                 raise
             node = self.rt.compute_node or {}
-            self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
+            guest.migration(self, migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=node.get("host_ip") or self.host)
-            st.instance = self._get(instance_uuid)
+            st.instance = guest.get(self, instance_uuid)
         return {"host": self.host, "node": self.rt.nodename,
                 "dest_host": node.get("host_ip") or self.host}
 
@@ -140,56 +142,56 @@ class ComputeCrossCell:
         with steps.step(self, ctxt, instance_uuid, "compute_finish_snapshot_based_resize_at_dest",
                         notifications.RESIZE_FINISH, flavor=new) as st:
             inst = st.instance
-            mig = self._migration(migration_uuid)
-            inst = self._update(instance_uuid, task_state=task_states.RESIZE_FINISH,
+            mig = guest.migration(self, migration_uuid)
+            inst = guest.update(self, instance_uuid, task_state=task_states.RESIZE_FINISH,
                                 host=self.host, node=self.rt.nodename)
             spawned = activated = False
             try:
-                network_info = self.network_info(inst)
+                network_info = guest.network_info_of(inst)
                 if self.network_api is not None:
                     network_info = self.network_api.activate_port_bindings(
                         ctxt, instance_uuid, self.host)
                     activated = True
-                    self._save_network_info(instance_uuid, network_info)
+                    guest.save_network_info(self, instance_uuid, network_info)
                 if self.volume_api is not None:
                     for bdm in self._volume_bdms(instance_uuid):
                         if bdm.attachment_id:
                             self.volume_api.attachment_complete(ctxt, bdm.attachment_id)
                 spawned = True
                 image_meta = {"id": snapshot_id or inst.image_ref, "properties": {}}
-                self.driver.spawn(ctxt, self.instance_dict(inst, new), image_meta,
+                self.driver.spawn(ctxt, guest.instance_dict(inst, new), image_meta,
                                   network_info=network_info,
-                                  block_device_info=self.block_device_info(instance_uuid),
+                                  block_device_info=guest.block_device_info(self, instance_uuid),
                                   power_on=power_on)
                 self.rt.apply_migration_context(ctxt, instance_uuid)
             except Exception:
                 if spawned:
                     with cleanup.step("destroy"):
-                        self.driver.destroy(ctxt, self.instance_dict(inst, new),
+                        self.driver.destroy(ctxt, guest.instance_dict(inst, new),
                                             destroy_disks=True)
                 if activated:
                     with cleanup.step("activate source bindings"):
                         self.network_api.activate_port_bindings(ctxt, instance_uuid,
                                                                 mig["source_compute"])
                 with cleanup.step("reset the copy"):
-                    self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+                    guest.update(self, instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                                  host=mig["source_compute"], node=mig["source_node"])
                 raise
             records.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
                                 vm_state=vm_states.RESIZED, task_state=None,
-                                power_state=self._power(instance_uuid), launched_on=self.host)
-            self._migration(migration_uuid, status=ms.FINISHED)
+                                power_state=guest.power(self, instance_uuid), launched_on=self.host)
+            guest.migration(self, migration_uuid, status=ms.FINISHED)
             self.rt.refresh_usage()
-            st.instance = self._get(instance_uuid)
+            st.instance = guest.get(self, instance_uuid)
         return {"host": self.host, "node": self.rt.nodename}
 
     def revert_snapshot_based_resize_at_dest(self, ctxt, instance_uuid, migration_uuid):
         """Destroy the guest here, delete this host's bindings, attachments and claim."""
-        mig = self._migration(migration_uuid)
+        mig = guest.migration(self, migration_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_revert_snapshot_based_resize_at_dest",
                              None) as st:
             inst = st.instance
-            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+            self.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
                                 destroy_disks=True)
             if self.network_api is not None:
                 # The source binding is made active again before this host's goes,
@@ -201,7 +203,7 @@ class ComputeCrossCell:
             self._drop_attachments(ctxt, instance_uuid)
             self.rt.drop_move_claim(ctxt, instance_uuid)
             if inst.host == self.host:
-                self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
+                guest.update(self, instance_uuid, host=mig["source_compute"], node=mig["source_node"])
             self.rt.refresh_usage()
 
     # -- source -------------------------------------------------------------------------
@@ -217,17 +219,17 @@ class ComputeCrossCell:
         with steps.step(self, ctxt, instance_uuid, "compute_prep_snapshot_based_resize_at_source",
                         notifications.RESIZE, flavor=flavors["cur"]) as st:
             inst = st.instance
-            was_running = self._power(instance_uuid) == power_state.RUNNING
-            self._migration(migration_uuid, status=ms.MIGRATING)
-            self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATING)
+            was_running = guest.power(self, instance_uuid) == power_state.RUNNING
+            guest.migration(self, migration_uuid, status=ms.MIGRATING)
+            guest.update(self, instance_uuid, task_state=task_states.RESIZE_MIGRATING)
             powered_off = unplugged = False
             try:
-                self.driver.power_off(self.instance_dict(inst),
+                self.driver.power_off(guest.instance_dict(inst),
                                       timeout=60 if clean_shutdown else 0)
                 powered_off = True
                 if snapshot_id:
                     # As Nova's drivers see it: the instance's task state says why.
-                    self.driver.snapshot(ctxt, dict(self.instance_dict(inst),
+                    self.driver.snapshot(ctxt, dict(guest.instance_dict(inst),
                                                     task_state=task_states.RESIZE_MIGRATING),
                                          snapshot_id)
                 unplugged = True
@@ -238,14 +240,14 @@ class ComputeCrossCell:
                         self._plug_volumes(ctxt, inst, connect=True)
                 if powered_off and was_running:
                     with cleanup.step("power on"):
-                        self.driver.power_on(ctxt, self.instance_dict(inst),
-                                             self.network_info(inst),
-                                             self.block_device_info(instance_uuid))
+                        self.driver.power_on(ctxt, guest.instance_dict(inst),
+                                             guest.network_info_of(inst),
+                                             guest.block_device_info(self, instance_uuid))
                 with cleanup.step("reset task state"):
-                    self._update(instance_uuid, task_state=task_states.RESIZE_PREP)
+                    guest.update(self, instance_uuid, task_state=task_states.RESIZE_PREP)
                 raise
-            self._migration(migration_uuid, status=ms.POST_MIGRATING)
-            st.instance = self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+            guest.migration(self, migration_uuid, status=ms.POST_MIGRATING)
+            st.instance = guest.update(self, instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                                   power_state=power_state.SHUTDOWN)
         return {"snapshot_id": snapshot_id}
 
@@ -255,12 +257,12 @@ class ComputeCrossCell:
         with steps.step(self, ctxt, instance_uuid,
                              "compute_confirm_snapshot_based_resize_at_source", None) as st:
             inst = st.instance
-            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+            self.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
                                 destroy_disks=True)
             if self.network_api is not None:
                 self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
             self._drop_attachments(ctxt, instance_uuid)
-            self._migration(migration_uuid, status=ms.CONFIRMED)
+            guest.migration(self, migration_uuid, status=ms.CONFIRMED)
         return ms.CONFIRMED
 
     def finish_revert_snapshot_based_resize_at_source(self, ctxt, instance_uuid,
@@ -269,26 +271,26 @@ class ComputeCrossCell:
         (the migration 'reverting') ends the migration 'reverted'."""
         flavors = records.flavors(self.cell_db, instance_uuid)
         old = flavors["old"] or flavors["cur"]
-        mig = self._migration(migration_uuid)
+        mig = guest.migration(self, migration_uuid)
         with steps.step(self, ctxt, instance_uuid,
                              "compute_finish_revert_snapshot_based_resize_at_source") as st:
             inst = st.instance
-            network_info = self.network_info(inst)
+            network_info = guest.network_info_of(inst)
             if self.network_api is not None:
                 network_info = self.network_api.activate_port_bindings(ctxt, instance_uuid,
                                                                        self.host)
-                self._save_network_info(instance_uuid, network_info)
+                guest.save_network_info(self, instance_uuid, network_info)
             if not self.driver.instance_exists({"uuid": instance_uuid}):
-                self.driver.spawn(ctxt, self.instance_dict(inst, old),
+                self.driver.spawn(ctxt, guest.instance_dict(inst, old),
                                   {"id": inst.image_ref, "properties": {}},
                                   network_info=network_info,
-                                  block_device_info=self.block_device_info(instance_uuid),
+                                  block_device_info=guest.block_device_info(self, instance_uuid),
                                   power_on=power_on)
             else:
                 self._plug_volumes(ctxt, inst, connect=True)
-                if power_on and self._power(instance_uuid) != power_state.RUNNING:
-                    self.driver.power_on(ctxt, self.instance_dict(inst, old), network_info,
-                                         self.block_device_info(instance_uuid))
+                if power_on and guest.power(self, instance_uuid) != power_state.RUNNING:
+                    self.driver.power_on(ctxt, guest.instance_dict(inst, old), network_info,
+                                         guest.block_device_info(self, instance_uuid))
             self._back_on_source(instance_uuid, mig, old, power_on)
             self.rt.refresh_usage()
-            st.instance = self._get(instance_uuid)
+            st.instance = guest.get(self, instance_uuid)

@@ -22,6 +22,8 @@ from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
+from novella.compute import connections
+from novella.compute import guest
 from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
@@ -29,7 +31,7 @@ from novella.placement import allocations
 
 
 class ComputeEvacuate:
-    """The evacuation steps of one host; needs ComputeManager's and ComputeLiveMigration's."""
+    """The evacuation steps of one host; needs the attributes of ComputeManager."""
 
     def rebuild_instance(self, ctxt, instance_uuid, migration_uuid, port_profiles=None,
                          availability_zone=None):
@@ -40,37 +42,37 @@ class ComputeEvacuate:
             flavor = records.flavor_of(inst)
             made = {"claim": None, "bindings": False, "attachments": {}, "spawned": False}
             try:
-                block_device_info = self._take_in(ctxt, inst, migration_uuid, port_profiles,
+                block_device_info = connections.take_in(self, ctxt, inst, migration_uuid, port_profiles,
                                                   made)
                 made["spawned"] = True
-                self.driver.spawn(ctxt, self.instance_dict(inst, flavor),
+                self.driver.spawn(ctxt, guest.instance_dict(inst, flavor),
                                   {"id": inst.image_ref, "properties": {}},
-                                  network_info=self.network_info(inst),
+                                  network_info=guest.network_info_of(inst),
                                   block_device_info=block_device_info)
             except Exception:
                 if made["spawned"]:
                     with cleanup.step("destroy"):
-                        self.driver.destroy(ctxt, self.instance_dict(inst), destroy_disks=True)
-                self._undo_destination(ctxt, instance_uuid, made["bindings"],
+                        self.driver.destroy(ctxt, guest.instance_dict(inst), destroy_disks=True)
+                connections.undo_destination(self, ctxt, instance_uuid, made["bindings"],
                                        made["attachments"], made["claim"] is not None)
                 raise
             # The server is this host's from here.
             if self.network_api is not None:
-                self._save_network_info(instance_uuid, self.network_api.activate_port_bindings(
+                guest.save_network_info(self, instance_uuid, self.network_api.activate_port_bindings(
                     ctxt, instance_uuid, self.host))
-            self._switch_attachments(ctxt, instance_uuid, made["attachments"])
+            connections.switch_attachments(self, ctxt, instance_uuid, made["attachments"])
             if inst.vm_state == vm_states.STOPPED:
-                self.driver.power_off(self.instance_dict(inst))
+                self.driver.power_off(guest.instance_dict(inst))
             self.rt.apply_migration_context(ctxt, instance_uuid)
             records.update_instance(
                 self.cell_db, instance_uuid, expected_task_state=task_states.REBUILDING,
                 host=self.host, node=self.rt.nodename, launched_on=self.host, task_state=None,
                 vm_state=(vm_states.STOPPED if inst.vm_state == vm_states.STOPPED
                           else vm_states.ACTIVE),
-                power_state=self._power(instance_uuid), availability_zone=availability_zone,
+                power_state=guest.power(self, instance_uuid), availability_zone=availability_zone,
                 reload=False)
             self.rt.drop_move_claim(ctxt, instance_uuid)
-            self._migration(migration_uuid, status=ms.DONE, dest_compute=self.host,
+            guest.migration(self, migration_uuid, status=ms.DONE, dest_compute=self.host,
                             dest_node=self.rt.nodename)
 
     def _clean_evacuated(self, ctxt):
@@ -87,4 +89,4 @@ class ComputeEvacuate:
                 if self.network_api is not None:
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
                 allocations.confirm(self.placement, migration_uuid)
-                self._migration(migration_uuid, status=ms.COMPLETED)
+                guest.migration(self, migration_uuid, status=ms.COMPLETED)

@@ -47,6 +47,7 @@ from novella.compute import states as vm_states
 from novella.compute import steps
 from novella.compute import volume_ops
 from novella.compute.states import task_states
+from novella.compute import guest
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import host_operations
@@ -84,34 +85,34 @@ class ComputeGuestActions:
         server in ``vm_state`` with no task and the guest's power state."""
         with steps.step(self, ctxt, instance_uuid, event, notification,
                         standalone=True) as st:
-            act(self.instance_dict(st.instance), st.instance)
-            st.instance = self._update(instance_uuid, expected_task_state=task,
+            act(guest.instance_dict(st.instance), st.instance)
+            st.instance = guest.update(self, instance_uuid, expected_task_state=task,
                                        vm_state=vm_state, task_state=None,
-                                       power_state=self._power(instance_uuid), **values)
+                                       power_state=guest.power(self, instance_uuid), **values)
 
     # -- pause, suspend ------------------------------------------------------------
 
     def pause_instance(self, ctxt, instance_uuid):
         self._guest_step(ctxt, instance_uuid, "compute_pause_instance", notifications.PAUSE,
                          task_states.PAUSING, vm_states.PAUSED,
-                         lambda guest, row: self.driver.pause(guest))
+                         lambda told, row: self.driver.pause(told))
 
     def unpause_instance(self, ctxt, instance_uuid):
         self._guest_step(ctxt, instance_uuid, "compute_unpause_instance",
                          notifications.UNPAUSE, task_states.UNPAUSING, vm_states.ACTIVE,
-                         lambda guest, row: self.driver.unpause(guest))
+                         lambda told, row: self.driver.unpause(told))
 
     def suspend_instance(self, ctxt, instance_uuid):
         self._guest_step(ctxt, instance_uuid, "compute_suspend_instance",
                          notifications.SUSPEND, task_states.SUSPENDING, vm_states.SUSPENDED,
-                         lambda guest, row: self.driver.suspend(ctxt, guest))
+                         lambda told, row: self.driver.suspend(ctxt, told))
 
     def resume_instance(self, ctxt, instance_uuid):
         self._guest_step(ctxt, instance_uuid, "compute_resume_instance", notifications.RESUME,
                          task_states.RESUMING, vm_states.ACTIVE,
-                         lambda guest, row: self.driver.resume(
-                             ctxt, guest, self.network_info(row),
-                             self.block_device_info(instance_uuid)))
+                         lambda told, row: self.driver.resume(
+                             ctxt, told, guest.network_info_of(row),
+                             guest.block_device_info(self, instance_uuid)))
 
     # -- rescue ----------------------------------------------------------------------
 
@@ -127,23 +128,23 @@ class ComputeGuestActions:
                         notifications.RESCUE, standalone=True,
                         rescue_image_ref=image_ref) as st:
             inst = st.instance
-            self.driver.rescue(ctxt, self.instance_dict(inst), self.network_info(inst),
+            self.driver.rescue(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
                                {"id": image_ref or inst.image_ref or None, "properties": props},
                                rescue_password,
-                               block_device_info=self.block_device_info(instance_uuid))
-            st.instance = self._update(instance_uuid, expected_task_state=task_states.RESCUING,
+                               block_device_info=guest.block_device_info(self, instance_uuid))
+            st.instance = guest.update(self, instance_uuid, expected_task_state=task_states.RESCUING,
                                        vm_state=vm_states.RESCUED, task_state=None,
-                                       power_state=self._power(instance_uuid),
+                                       power_state=guest.power(self, instance_uuid),
                                        launched_at=records.utcnow())
 
     def unrescue_instance(self, ctxt, instance_uuid):
         with steps.step(self, ctxt, instance_uuid, "compute_unrescue_instance",
                         notifications.UNRESCUE, standalone=True) as st:
-            self.driver.unrescue(ctxt, self.instance_dict(st.instance))
-            st.instance = self._update(instance_uuid,
+            self.driver.unrescue(ctxt, guest.instance_dict(st.instance))
+            st.instance = guest.update(self, instance_uuid,
                                        expected_task_state=task_states.UNRESCUING,
                                        vm_state=vm_states.ACTIVE, task_state=None,
-                                       power_state=self._power(instance_uuid))
+                                       power_state=guest.power(self, instance_uuid))
         records.set_system_metadata(self.cell_db, instance_uuid, **{
             RESCUE_IMAGE: None, OLD_VM_STATE: None, **dict.fromkeys(STABLE_RESCUE)})
 
@@ -157,7 +158,7 @@ class ComputeGuestActions:
         with steps.step(self, ctxt, instance_uuid, "compute_rebuild_instance",
                         notifications.REBUILD, error_vm_state=vm_states.ERROR,
                         standalone=True) as st:
-            inst = self._update(instance_uuid, expected_task_state=(
+            inst = guest.update(self, instance_uuid, expected_task_state=(
                 task_states.REBUILDING, task_states.REBUILD_SPAWNING),
                 task_state=task_states.REBUILD_SPAWNING)
             stopped = inst.vm_state == vm_states.STOPPED
@@ -166,29 +167,29 @@ class ComputeGuestActions:
             reimage = reimage and reimage.state["image_id"]
             if reimage:  # a volume-backed server's root volume gets the image (2.93)
                 self.reimage_root_volume(ctxt, inst, reimage)
-            guest = self.instance_dict(inst)
+            told = guest.instance_dict(inst)
             image = {"id": reimage or inst.image_ref, "properties": {}}
-            if self.driver.instance_exists(guest):
-                self.driver.rebuild(ctxt, guest, image, network_info=self.network_info(inst),
-                                    block_device_info=self.block_device_info(instance_uuid),
+            if self.driver.instance_exists(told):
+                self.driver.rebuild(ctxt, told, image, network_info=guest.network_info_of(inst),
+                                    block_device_info=guest.block_device_info(self, instance_uuid),
                                     preserve_ephemeral=preserve, power_on=not stopped,
                                     **injected(injected_files))
             else:  # a server in error whose guest is gone: made anew
-                self.driver.spawn(ctxt, guest, image, network_info=self.network_info(inst),
-                                  block_device_info=self.block_device_info(instance_uuid),
+                self.driver.spawn(ctxt, told, image, network_info=guest.network_info_of(inst),
+                                  block_device_info=guest.block_device_info(self, instance_uuid),
                                   power_on=not stopped, **injected(injected_files))
             if admin_password and not stopped:
                 self._set_password_if_supported(inst, admin_password)
-            st.instance = self._update(
+            st.instance = guest.update(self, 
                 instance_uuid, expected_task_state=task_states.REBUILD_SPAWNING,
                 vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE, task_state=None,
-                power_state=self._power(instance_uuid), launched_at=records.utcnow())
+                power_state=guest.power(self, instance_uuid), launched_at=records.utcnow())
         records.set_system_metadata(self.cell_db, instance_uuid,
                                     **{REBUILD_PRESERVE_EPHEMERAL: None})
 
     def _set_password_if_supported(self, inst, password):
         try:
-            self.driver.set_admin_password(self.instance_dict(inst), password)
+            self.driver.set_admin_password(guest.instance_dict(inst), password)
         except NotImplementedError:
             pass  # a hypervisor without an agent boots the image as it is
 
@@ -209,12 +210,12 @@ class ComputeGuestActions:
         try:
             with steps.step(self, ctxt, instance_uuid, event, notifications.SNAPSHOT,
                             standalone=True, snapshot_image_id=image_id) as st:
-                inst = self._update(instance_uuid, expected_task_state=(
+                inst = guest.update(self, instance_uuid, expected_task_state=(
                     first_task, task_states.IMAGE_UPLOADING),
                     task_state=task_states.IMAGE_UPLOADING)
                 if not self._uploaded(ctxt, image_id):
-                    self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
-                st.instance = self._update(instance_uuid,
+                    self.driver.snapshot(ctxt, guest.instance_dict(inst), image_id)
+                st.instance = guest.update(self, instance_uuid,
                                            expected_task_state=task_states.IMAGE_UPLOADING,
                                            task_state=None)
         except Exception:
@@ -240,7 +241,7 @@ class ComputeGuestActions:
 
     def _get_or_none(self, instance_uuid):
         try:
-            return self._get(instance_uuid)
+            return guest.get(self, instance_uuid)
         except records.InstanceNotFound:
             return None
 
@@ -251,28 +252,28 @@ class ComputeGuestActions:
         hypervisor cannot set one (the API answers 501)."""
         self._guest_step(ctxt, instance_uuid, "compute_set_admin_password", None,
                          task_states.UPDATING_PASSWORD, vm_states.ACTIVE,
-                         lambda guest, row: self.driver.set_admin_password(guest, new_pass))
+                         lambda told, row: self.driver.set_admin_password(told, new_pass))
 
     def trigger_crash_dump(self, ctxt, instance_uuid):
         with steps.step(self, ctxt, instance_uuid, "compute_trigger_crash_dump",
                         notifications.TRIGGER_CRASH_DUMP, standalone=True) as st:
-            self.driver.inject_nmi(self.instance_dict(st.instance))
+            self.driver.inject_nmi(guest.instance_dict(st.instance))
 
     def inject_network_info(self, ctxt, instance_uuid):
         """The guest's network configuration, as its info cache has it, written into it
         again. Nothing is recorded before: writing it twice is writing it once, and a
         cast lost with this service is lost as in the reference. A failure is a fault."""
-        with self._locked(instance_uuid):
-            inst = self._get(instance_uuid)
+        with guest.locked(self, instance_uuid):
+            inst = guest.get(self, instance_uuid)
             try:
-                self.driver.inject_network_info(self.instance_dict(inst), self.network_info(inst))
+                self.driver.inject_network_info(guest.instance_dict(inst), guest.network_info_of(inst))
             except Exception as exc:
                 records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
                 raise
 
     def get_console_output(self, ctxt, instance_uuid, tail_length=None):
         """(call) The guest's console log, its last ``tail_length`` lines if given."""
-        output = self.driver.get_console_output(ctxt, self.instance_dict(self._get(
+        output = self.driver.get_console_output(ctxt, guest.instance_dict(guest.get(self, 
             instance_uuid)))
         if tail_length is not None:
             lines = output.split("\n")
@@ -285,14 +286,14 @@ class ComputeGuestActions:
         self._guest_step(ctxt, instance_uuid, "compute_soft_delete_instance",
                          notifications.SOFT_DELETE, task_states.SOFT_DELETING,
                          vm_states.SOFT_DELETED,
-                         lambda guest, row: self.driver.power_off(guest))
+                         lambda told, row: self.driver.power_off(told))
 
     def restore_instance(self, ctxt, instance_uuid):
         self._guest_step(ctxt, instance_uuid, "compute_restore_instance",
                          notifications.RESTORE, task_states.RESTORING, vm_states.ACTIVE,
-                         lambda guest, row: self.driver.power_on(
-                             ctxt, guest, self.network_info(row),
-                             self.block_device_info(instance_uuid)))
+                         lambda told, row: self.driver.power_on(
+                             ctxt, told, guest.network_info_of(row),
+                             guest.block_device_info(self, instance_uuid)))
 
     def reclaim_queued_deletes(self, ctxt=None):
         """Delete the servers soft-deleted here more than ``reclaim_instance_interval``
@@ -310,7 +311,7 @@ class ComputeGuestActions:
         reclaimed = []
         for uuid in expired:
             with cleanup.step(f"reclaim soft-deleted server {uuid}"):
-                self._update(uuid, expected_task_state=None,
+                guest.update(self, uuid, expected_task_state=None,
                              expected_vm_state=vm_states.SOFT_DELETED,
                              task_state=task_states.DELETING, reload=False)
                 self.terminate_instance(ctxt, uuid)
@@ -338,14 +339,14 @@ def resume_interrupted(compute, ctxt, uuid, task_state):
         return True
     if task_state == task_states.UPDATING_PASSWORD:
         # The password was never kept: the caller had no answer; nothing more to do.
-        compute._update(uuid, task_state=None, reload=False)
+        guest.update(compute, uuid, task_state=None, reload=False)
         return True
     if task_state in (task_states.IMAGE_SNAPSHOT_PENDING, task_states.IMAGE_BACKUP,
                       task_states.IMAGE_UPLOADING):
         noted = records.system_metadata(compute.cell_db, uuid)
         image_id = noted.get(SNAPSHOT_IMAGE)
         if not image_id:
-            compute._update(uuid, task_state=None, reload=False)
+            guest.update(compute, uuid, task_state=None, reload=False)
         elif noted.get("backup_type"):
             compute.backup_instance(ctxt, uuid, image_id, noted["backup_type"],
                                     noted.get("backup_rotation") or 0)

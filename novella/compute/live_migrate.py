@@ -30,18 +30,17 @@ this host and the migration 'cancelled'; ``live_migration_force_complete``
 ends the copy at once. An abort that arrives before the copy starts (the
 migration 'queued' or 'preparing') is kept until it does.
 """
-import json
 import logging
 import threading
 
 from novella.compute import cleanup
-from novella.compute import pci
 from novella.compute import exceptions
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
+from novella.compute import connections
+from novella.compute import guest
 from novella.rpc import notifications
-from novella.db import cell_models as m
 from novella.db import migration_records
 from novella.db import records
 from novella.virt.driver import LiveMigrationSteering
@@ -69,67 +68,18 @@ class ComputeLiveMigration:
             inst = st.instance
             made = {"claim": None, "bindings": False, "attachments": {}}
             try:
-                block_device_info = self._take_in(ctxt, inst, migration_uuid, port_profiles,
+                block_device_info = connections.take_in(self, ctxt, inst, migration_uuid, port_profiles,
                                                   made)
-                self.driver.pre_live_migration(ctxt, self.instance_dict(inst), block_device_info,
-                                               self.network_info(inst))
+                self.driver.pre_live_migration(ctxt, guest.instance_dict(inst), block_device_info,
+                                               guest.network_info_of(inst))
             except Exception:
-                self._undo_destination(ctxt, instance_uuid, made["bindings"],
+                connections.undo_destination(self, ctxt, instance_uuid, made["bindings"],
                                        made["attachments"], made["claim"] is not None)
                 raise
-            self._migration(migration_uuid, status=ms.PREPARING, dest_compute=self.host,
+            guest.migration(self, migration_uuid, status=ms.PREPARING, dest_compute=self.host,
                             dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
         return {"host": self.host, "node": self.rt.nodename, "attachments": made["attachments"]}
-
-    def _take_in(self, ctxt, inst, migration_uuid, port_profiles, made):
-        """This host's share of taking in a server from another host: the claim,
-        INACTIVE port bindings naming this host's providers (``port_profiles``),
-        a second attachment of each volume connected here. ``made`` records each
-        for ``_undo_destination``; returns the driver's view of the volumes."""
-        mig = self._migration(migration_uuid)
-        made["claim"] = self.rt.resize_claim(
-            ctxt, inst.uuid, records.flavor_of(inst),
-            {"uuid": migration_uuid, "source_compute": mig["source_compute"],
-             "source_node": mig["source_node"]},
-            ports=self._sriov_ports(ctxt, inst.uuid), port_profiles=port_profiles)
-        if self.network_api is not None:
-            self.network_api.bind_ports_to_host(
-                ctxt, inst.uuid, self.host,
-                port_profiles=pci.with_devices(port_profiles, made["claim"].pci_devices))
-            made["bindings"] = True
-        return self._attach_volumes_here(ctxt, inst, made["attachments"])
-
-    def _attach_volumes_here(self, ctxt, inst, attachments):
-        """A second attachment of every volume, connected to this host; the
-        driver's view of them. ``attachments`` collects {volume id: attachment id}."""
-        vols = []
-        if self.volume_api is None:
-            return {"block_device_mapping": vols}
-        connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        for bdm in self._bdms(inst.uuid):
-            if not self._is_volume(bdm):
-                continue
-            att = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid,
-                                                    connector=connector,
-                                                    mountpoint=bdm.device_name)
-            attachments[bdm.volume_id] = att["id"]
-            vols.append({"volume_id": bdm.volume_id, "boot_index": bdm.boot_index,
-                         "mount_device": bdm.device_name, "attachment_id": att["id"],
-                         "connection_info": dict(att.get("connection_info") or {},
-                                                 volume_id=bdm.volume_id)})
-        return {"block_device_mapping": vols}
-
-    def _undo_destination(self, ctxt, instance_uuid, bindings, attachments, claimed):
-        if bindings and self.network_api is not None:
-            with cleanup.step("delete port bindings"):
-                self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
-        for attachment_id in (attachments or {}).values():
-            with cleanup.step("delete volume attachment"):
-                self.volume_api.attachment_delete(ctxt, attachment_id)
-        if claimed:
-            with cleanup.step("drop the claim"):
-                self.rt.drop_move_claim(ctxt, instance_uuid)
 
     def rollback_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
                                                attachments=None):
@@ -139,8 +89,8 @@ class ComputeLiveMigration:
                         notifications.LIVE_MIGRATION_ROLLBACK_DEST) as st:
             with cleanup.step("remove the guest copy"):
                 self.driver.rollback_live_migration_at_destination(
-                    ctxt, self.instance_dict(st.instance))
-            self._undo_destination(ctxt, instance_uuid, True, attachments, True)
+                    ctxt, guest.instance_dict(st.instance))
+            connections.undo_destination(self, ctxt, instance_uuid, True, attachments, True)
 
     def post_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
                                            attachments=None):
@@ -153,12 +103,12 @@ class ComputeLiveMigration:
                              "compute_post_live_migration_at_destination",
                         notifications.LIVE_MIGRATION_POST_DEST) as st:
             inst = st.instance
-            self.driver.post_live_migration_at_destination(ctxt, self.instance_dict(inst),
-                                                           self.network_info(inst))
+            self.driver.post_live_migration_at_destination(ctxt, guest.instance_dict(inst),
+                                                           guest.network_info_of(inst))
             if self.network_api is not None:
-                self._save_network_info(instance_uuid, self.network_api.activate_port_bindings(
+                guest.save_network_info(self, instance_uuid, self.network_api.activate_port_bindings(
                     ctxt, instance_uuid, self.host))
-            self._switch_attachments(ctxt, instance_uuid, attachments or {})
+            connections.switch_attachments(self, ctxt, instance_uuid, attachments or {})
             self.rt.apply_migration_context(ctxt, instance_uuid)
             records.update_instance(
                 self.cell_db, instance_uuid, expected_task_state=task_states.MIGRATING,
@@ -166,24 +116,8 @@ class ComputeLiveMigration:
                 # A paused server arrives paused, as the reference's do.
                 vm_state=(vm_states.PAUSED if inst.vm_state == vm_states.PAUSED
                           else vm_states.ACTIVE),
-                power_state=self._power(instance_uuid), reload=False)
+                power_state=guest.power(self, instance_uuid), reload=False)
             self.rt.drop_move_claim(ctxt, instance_uuid)
-
-    def _switch_attachments(self, ctxt, instance_uuid, attachments):
-        """The BDMs take this host's attachments; the source's are deleted."""
-        for bdm in self._bdms(instance_uuid):
-            new = attachments.get(bdm.volume_id)
-            if not self._is_volume(bdm) or not new:
-                continue
-            att = self.volume_api.attachment_complete(ctxt, new)
-            if bdm.attachment_id and bdm.attachment_id != new:
-                with cleanup.step("delete the source's volume attachment"):
-                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-            with self.cell_db.session(write=True) as s:
-                row = s.get(m.BlockDeviceMapping, bdm.id)
-                row.attachment_id = new
-                row.connection_info = json.dumps(dict(att.get("connection_info") or {},
-                                                      volume_id=bdm.volume_id))
 
     # -- source -------------------------------------------------------------------------
 
@@ -200,8 +134,8 @@ class ComputeLiveMigration:
                     raise exceptions.LiveMigrationAborted(
                         f"Live migration of instance {instance_uuid} was aborted before "
                         "it started.")
-                self._migration(migration_uuid, status=ms.RUNNING)
-                self.driver.live_migration(ctxt, self.instance_dict(st.instance), dest,
+                guest.migration(self, migration_uuid, status=ms.RUNNING)
+                self.driver.live_migration(ctxt, guest.instance_dict(st.instance), dest,
                                            steering=steering)
         finally:
             self._steering(migration_uuid, drop=True)
@@ -211,7 +145,7 @@ class ComputeLiveMigration:
         with steps.step(self, ctxt, instance_uuid, "compute_post_live_migration_at_source",
                         notifications.LIVE_MIGRATION_POST) as st:
             with cleanup.step("remove the source guest"):
-                self.driver.cleanup_live_migration_source(ctxt, self.instance_dict(st.instance))
+                self.driver.cleanup_live_migration_source(ctxt, guest.instance_dict(st.instance))
             if self.network_api is not None:
                 with cleanup.step("delete the source's port bindings"):
                     self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
@@ -224,12 +158,12 @@ class ComputeLiveMigration:
         preparation (``copy_started`` False) there is none, and the rollback
         is only told (a cast)."""
         try:
-            inst = self._get(instance_uuid)
+            inst = guest.get(self, instance_uuid)
         except records.InstanceNotFound:
             return
 
         def send(event_type, fault=None):
-            self._notify(ctxt, self._get(instance_uuid) if event_type.endswith(".end")
+            guest.notify(self, ctxt, guest.get(self, instance_uuid) if event_type.endswith(".end")
                          else inst, event_type, fault=fault)
 
         with notifications.action(send, notifications.LIVE_MIGRATION_ROLLBACK):
@@ -259,7 +193,7 @@ class ComputeLiveMigration:
         """
         def abort():
             try:
-                waiting = self._migration(migration_uuid)["status"] in NOT_STARTED
+                waiting = guest.migration(self, migration_uuid)["status"] in NOT_STARTED
             except migration_records.MigrationNotFound:
                 waiting = False
             steering = self._steering(migration_uuid, create=waiting)
@@ -289,13 +223,13 @@ class ComputeLiveMigration:
                      migration_uuid, instance_uuid, self.host, what.replace("_", " "))
             return
         try:
-            inst = self._get(instance_uuid)
+            inst = guest.get(self, instance_uuid)
         except records.InstanceNotFound:
             return
         name = {"abort": notifications.LIVE_MIGRATION_ABORT,
                 "force_complete": notifications.LIVE_MIGRATION_FORCE_COMPLETE}[what]
         with notifications.action(
-                lambda event_type, fault=None: self._notify(ctxt, inst, event_type, fault=fault),
+                lambda event_type, fault=None: guest.notify(self, ctxt, inst, event_type, fault=fault),
                 name):
             with records.action_event(self.cell_db, ctxt, instance_uuid,
                                       f"compute_live_migration_{what}", host=self.host,

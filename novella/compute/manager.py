@@ -39,14 +39,14 @@ from novella.compute.volume_ops import ComputeVolumes
 from novella.compute.states import power_state, task_states
 from novella.compute import states as vm_states
 from novella.compute import steps
+from novella.compute import connections
+from novella.compute import guest
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
-from novella.network import ownership
 from novella.placement import allocations
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
-from novella.virt import pci as virt_pci
 
 LOG = logging.getLogger(__name__)
 
@@ -236,104 +236,6 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
 
     # -- helpers ------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self, instance_uuid):
-        with self._locks_lock:
-            lock = self._instance_locks[instance_uuid]
-        with lock:
-            yield
-
-    def _get(self, instance_uuid):
-        with self.cell_db.read_session() as s:
-            return records.get_instance(s, instance_uuid)
-
-    def _update(self, instance_uuid, **values):
-        return records.update_instance(self.cell_db, instance_uuid, **values)
-
-    def instance_dict(self, inst, flavor=None):
-        """What the driver is told about an instance."""
-        return {"uuid": inst.uuid, "name": f"instance-{inst.id:08x}", "id": inst.id,
-                "display_name": inst.display_name, "project_id": inst.project_id,
-                "user_id": inst.user_id, "host": inst.host, "node": inst.node,
-                "image_ref": inst.image_ref, "vm_state": inst.vm_state,
-                "availability_zone": inst.availability_zone,
-                # What a guest is told about itself (the config drive's metadata).
-                "hostname": inst.hostname, "key_name": inst.key_name, "key_data": inst.key_data,
-                "user_data": inst.user_data, "config_drive": inst.config_drive,
-                "launch_index": inst.launch_index,
-                "flavor": flavor or records.flavor_of(inst) or {
-                    "vcpus": inst.vcpus, "memory_mb": inst.memory_mb, "root_gb": inst.root_gb,
-                    "ephemeral_gb": inst.ephemeral_gb, "swap": 0, "extra_specs": {}}}
-
-    def _notify(self, ctxt, inst, event_type, fault=None, network_info=None, flavor=None,
-                **extra):
-        """``event_type`` of novella/rpc/notifications.py, its payload from ``inst``."""
-        if self.notifier is None:
-            return
-        try:
-            if network_info is None:
-                try:
-                    network_info = self.network_info(inst)
-                except Exception:  # noqa: BLE001 - a row without its cache (deleted)
-                    network_info = []
-            bdms = (self._bdms(inst.uuid)
-                    if notifier_mod._conf().notifications.bdms_in_notifications else None)
-            payload = notifier_mod.instance_payload(
-                inst, flavor or records.flavor_of(inst), network_info=network_info,
-                fault=fault, ctxt=ctxt, bdms=bdms, event_type=event_type, **extra)
-            self.notifier(ctxt, self.publisher_id, event_type, payload)
-        except Exception:  # noqa: BLE001 - a notification never breaks an operation
-            LOG.exception("could not send %s", event_type)
-
-    def network_info(self, inst):
-        cache = inst.info_cache
-        return json.loads(cache.network_info) if cache is not None and cache.network_info else []
-
-
-    def _save_network_info(self, instance_uuid, network_info, read=None):
-        """Replace the instance's info cache. ``read``: the instance row read under its
-        lock, whose cache is the one there (written then without being read again)."""
-        if read is not None:
-            _keep_cached(self.network_info(read), network_info)
-            text = json.dumps(network_info or [])
-            if read.info_cache is None or read.info_cache.network_info != text:
-                records.set_network_info(self.cell_db, instance_uuid, network_info)
-                if read.info_cache is not None:
-                    read.info_cache.network_info = text
-            return
-        with self.cell_db.session(write=True) as s:
-            cache = s.scalars(sa.select(m.InstanceInfoCache).where(
-                m.InstanceInfoCache.instance_uuid == instance_uuid)).first()
-            if cache is None:
-                cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
-                s.add(cache)
-            _keep_cached(json.loads(cache.network_info or "[]"), network_info)
-            cache.network_info = json.dumps(network_info or [])
-
-    def _bdms(self, instance_uuid):
-        with self.cell_db.read_session() as s:
-            return list(s.scalars(sa.select(m.BlockDeviceMapping).where(
-                m.BlockDeviceMapping.instance_uuid == instance_uuid,
-                m.BlockDeviceMapping.deleted == 0).order_by(m.BlockDeviceMapping.id)))
-
-    def block_device_info(self, instance_uuid, bdms=None):
-        """The volumes of an instance as the driver sees them.
-
-        ``bdms``: the instance's BDM rows when the caller has just read them;
-        read again only if one is a volume (its attachment may have changed).
-        """
-        if bdms is None or any(self._is_volume(b) for b in bdms):
-            bdms = self._bdms(instance_uuid)
-        vols = [{"volume_id": b.volume_id, "boot_index": b.boot_index,
-                 "mount_device": b.device_name, "attachment_id": b.attachment_id,
-                 "connection_info": json.loads(b.connection_info) if b.connection_info else None}
-                for b in bdms if self._is_volume(b)]
-        return {"block_device_mapping": vols}
-
-    @staticmethod
-    def _is_volume(bdm):
-        return bdm.destination_type == "volume" and bool(bdm.volume_id)
-
     def _store_bdms(self, instance_uuid, block_device_mappings):
         """The instance's BDM rows, first adding those the caller passed if the cell has none.
 
@@ -341,7 +243,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         """
         if block_device_mappings == []:
             return []
-        bdms = self._bdms(instance_uuid)
+        bdms = guest.bdms_of(self, instance_uuid)
         if not block_device_mappings or bdms:
             return bdms
         fields = {c.name for c in m.BlockDeviceMapping.__table__.columns} - {"id", "deleted"}
@@ -355,95 +257,14 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 s.add(m.BlockDeviceMapping(instance_uuid=instance_uuid, **{
                     k: v for k, v in row.items() if k not in ("instance_uuid", "created_at",
                                                              "updated_at", "deleted_at")}))
-        return self._bdms(instance_uuid)
+        return guest.bdms_of(self, instance_uuid)
 
-    # -- network and volume services (optional) ----------------------------------------
-
-    def _allocate_network(self, ctxt, inst, requested_networks, port_profiles=None,
-                          security_groups=None):
-        """Ports for the server, bound to this host (with ``port_profiles``
-        in their bindings, in ``security_groups``); returns its network_info."""
-        if self.network_api is None:
-            return []
-        given = ownership.requested_port_ids(requested_networks)
-        if given:  # the user's before they are the server's (novella/network/ownership.py)
-            records.set_system_metadata(self.cell_db, inst.uuid,
-                                        **{ownership.USER_PORTS: json.dumps(given)})
-        return self.network_api.allocate_for_instance(
-            ctxt, inst.uuid, inst.project_id, requested_networks=requested_networks,
-            host=self.host, availability_zone=inst.availability_zone or "nova",
-            port_profiles=port_profiles, security_groups=security_groups) or []
-
-    def _sriov_ports(self, ctxt, instance_uuid=None, requested_networks=None, read=None):
-        """The server's ports (or those ``requested_networks`` names) that need a
-        device of this host (novella/compute/pci.py). ``read``: the server's row read
-        under its lock: when its info cache names each port's vNIC type and none is
-        SR-IOV's, none needs a device and the network service is not asked."""
-        if self.network_api is None:
-            return []
-        if read is not None and not requested_networks:
-            vifs = self.network_info(read)
-            if all(vif.get("vnic_type") for vif in vifs) and not any(
-                    vif["vnic_type"] in virt_pci.SRIOV_VNIC_TYPES for vif in vifs):
-                return []
-        port_ids = [r.get("port_id") or r.get("port") for r in requested_networks or []
-                    if isinstance(r, dict) and (r.get("port_id") or r.get("port"))]
-        if not (instance_uuid or port_ids):
-            return []
-        return self.network_api.sriov_ports(ctxt, instance_uuid=instance_uuid,
-                                            port_ids=port_ids)
-
-    def _deallocate_network(self, ctxt, inst, requested_networks=None):
-        """The server's ports let go: the user's (its records say which, with the ports
-        ``requested_networks`` names) unbound and released, the others deleted."""
-        if self.network_api is not None:
-            keep = ownership.user_ports(self.network_info(inst),
-                                        records.system_metadata(self.cell_db, inst.uuid),
-                                        ownership.requested_port_ids(requested_networks))
-            self.network_api.deallocate_for_instance(ctxt, inst.uuid, keep)
-
-    def _attach_volumes(self, ctxt, inst, attached, bdms=None):
-        """Attach every volume BDM; record each attachment in ``attached``."""
-        volumes = [b for b in (self._bdms(inst.uuid) if bdms is None else bdms)
-                   if self._is_volume(b)]
-        if not volumes:
-            return
-        connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        for bdm in volumes:
-            if self.volume_api is not None:
-                att = self.volume_api.attachment_create(
-                    ctxt, bdm.volume_id, inst.uuid, connector=connector,
-                    mountpoint=bdm.device_name)
-                attachment_id = att["id"]
-                attached.append(attachment_id)
-                info = att.get("connection_info") or {}
-                self.volume_api.attachment_complete(ctxt, attachment_id)
-            else:
-                attachment_id, info = None, {}
-            info = dict(info, volume_id=bdm.volume_id)
-            info.setdefault("driver_volume_type", "simulated")
-            with self.cell_db.session(write=True) as s:
-                row = s.get(m.BlockDeviceMapping, bdm.id)
-                row.attachment_id = attachment_id
-                row.connection_info = json.dumps(info)
-
-    def _detach_volumes(self, ctxt, inst, delete_volumes=False, bdms=None):
-        for bdm in self._bdms(inst.uuid) if bdms is None else bdms:
-            if not self._is_volume(bdm):
-                continue
-            if self.volume_api is not None:
-                ids = [bdm.attachment_id] if bdm.attachment_id else []
-                if delete_volumes:  # the server goes: also an attachment a stopped build left
-                    ids += [a["id"] for a in self.volume_api.attachment_list(
-                        ctxt, volume_id=bdm.volume_id, instance_uuid=inst.uuid)
-                        if a["id"] not in ids]
-                for attachment_id in ids:
-                    self.volume_api.attachment_delete(ctxt, attachment_id)
-                if (delete_volumes and bdm.delete_on_termination  # made (a build may stop before)
-                        and self._volume_exists(ctxt, bdm.volume_id)):
-                    self.volume_api.delete(ctxt, bdm.volume_id)
-            with self.cell_db.session(write=True) as s:
-                s.get(m.BlockDeviceMapping, bdm.id).attachment_id = None
+    # The shared helpers (novella/compute/guest.py) under the names the volume,
+    # interface and recovery modules still call them by.
+    _get, _update, _power, _bdms = guest.get, guest.update, guest.power, guest.bdms_of
+    instance_dict = staticmethod(guest.instance_dict)
+    network_info = staticmethod(guest.network_info_of)
+    _is_volume = staticmethod(guest.is_volume)
 
     # -- build --------------------------------------------------------------------
 
@@ -457,9 +278,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         BuildAbortException (the server was deleted meanwhile).
         """
         request_spec = request_spec or {}
-        with self._locked(instance_uuid):
+        with guest.locked(self, instance_uuid):
             try:
-                inst = self._get(instance_uuid)
+                inst = guest.get(self, instance_uuid)
             except records.InstanceNotFound as exc:
                 raise exc_mod.BuildAbortException(instance_uuid=instance_uuid, reason=str(exc))
             flavor = records.flavor_of(inst) or request_spec.get("flavor")
@@ -469,7 +290,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                 # The action is finished by the conductor when this call returns.
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
                                           records.BUILD_EVENT, host=self.host):
-                    self._notify(ctxt, inst, notifications.event_type(notifications.CREATE,
+                    guest.notify(self, ctxt, inst, notifications.event_type(notifications.CREATE,
                                                                       "start"), flavor=flavor)
                     inst = self._build(ctxt, inst, flavor, image_meta, requested_networks,
                                        block_device_mappings, port_profiles, done,
@@ -477,8 +298,8 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
             except Exception as exc:  # noqa: BLE001 - every failure is cleaned up here
                 raise self._build_failed(ctxt, instance_uuid, flavor, exc, done,
                                          requested_networks) from exc
-            self._notify(ctxt, inst, notifications.event_type(notifications.CREATE, "end"),
-                         flavor=flavor, network_info=self.network_info(inst))
+            guest.notify(self, ctxt, inst, notifications.event_type(notifications.CREATE, "end"),
+                         flavor=flavor, network_info=guest.network_info_of(inst))
             return {"instance_uuid": instance_uuid, "host": self.host, "node": self.rt.nodename,
                     "vm_state": inst.vm_state}
 
@@ -487,7 +308,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                injected_files=None):
         uuid = inst.uuid
         done["claim"] = self.rt.instance_claim(
-            ctxt, inst, flavor, ports=self._sriov_ports(ctxt, requested_networks=requested_networks),
+            ctxt, inst, flavor, ports=connections.sriov_ports(self, ctxt, requested_networks=requested_networks),
             port_profiles=port_profiles, expected_task_state=(task_states.SCHEDULING, None),
             expected_vm_state=vm_states.BUILDING, task_state=task_states.NETWORKING)
         # The ports' devices, in their bindings.
@@ -496,25 +317,25 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         # task-state steps below change nothing it reads).
         inst.host, inst.node, inst.launched_on = self.host, self.rt.nodename, self.host
         inst.task_state = task_states.NETWORKING
-        network_info = self._allocate_network(ctxt, inst, requested_networks, port_profiles,
+        network_info = connections.allocate_network(self, ctxt, inst, requested_networks, port_profiles,
                                               security_groups)
         done["network"] = True
         bdms = self.create_volumes(ctxt, inst, self._store_bdms(uuid, block_device_mappings))
         # block_device_mapping only while there are volumes to attach.
-        has_volumes = any(self._is_volume(b) for b in bdms)
+        has_volumes = any(guest.is_volume(b) for b in bdms)
         records.update_instance(self.cell_db, uuid, expected_task_state=task_states.NETWORKING,
                                 task_state=(task_states.BLOCK_DEVICE_MAPPING if has_volumes
                                             else task_states.SPAWNING),
                                 network_info=network_info, reload=False)
         if has_volumes:
-            self._attach_volumes(ctxt, inst, done["attachments"], bdms)
+            connections.attach_volumes(self, ctxt, inst, done["attachments"], bdms)
             records.update_instance(self.cell_db, uuid,
                                     expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
                                     task_state=task_states.SPAWNING, reload=False)
         done["spawned"] = True  # from here a half-made guest may exist
-        self.driver.spawn(ctxt, self.instance_dict(inst, flavor), image_meta,
+        self.driver.spawn(ctxt, guest.instance_dict(inst, flavor), image_meta,
                           network_info=network_info,
-                          block_device_info=self.block_device_info(uuid, bdms),
+                          block_device_info=guest.block_device_info(self, uuid, bdms),
                           **injected(injected_files))
         now = records.utcnow()
         active = {"vm_state": vm_states.ACTIVE, "task_state": None, "launched_at": now,
@@ -523,7 +344,7 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         records.update_instance(self.cell_db, uuid, expected_task_state=task_states.SPAWNING,
                                 reload=False, **active)
         if inst.info_cache is None:  # no cache row read with it: read the instance back
-            return self._get(uuid)
+            return guest.get(self, uuid)
         # The copy in hand, as the row now is (for the create.end notification).
         for column, value in active.items():
             setattr(inst, column, value)
@@ -534,14 +355,14 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         """Undo what this host made for the build; return the exception to raise."""
         inst = None
         with contextlib.suppress(records.InstanceNotFound):
-            inst = self._get(instance_uuid)
+            inst = guest.get(self, instance_uuid)
         # Deleted meanwhile, or its task state says someone else owns it now.
         aborted = inst is None or isinstance(exc, (records.InstanceNotFound,
                                                    records.UnexpectedTaskStateError))
         stand_in = inst or _Gone(instance_uuid)
         if done["spawned"]:
             with cleanup.step("destroy"):
-                self.driver.destroy(ctxt, self.instance_dict(stand_in, flavor),
+                self.driver.destroy(ctxt, guest.instance_dict(stand_in, flavor),
                                     destroy_disks=True)
         if done["attachments"] and self.volume_api is not None:
             for attachment_id in done["attachments"]:
@@ -549,12 +370,12 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                     self.volume_api.attachment_delete(ctxt, attachment_id)
         if done["network"]:
             with cleanup.step("deallocate_for_instance"):
-                self._deallocate_network(ctxt, stand_in, requested_networks)
+                connections.deallocate_network(self, ctxt, stand_in, requested_networks)
         if done["claim"] is not None:
             with cleanup.step("abort claim"):
                 done["claim"].abort()
         if inst is not None:
-            self._notify(ctxt, inst, notifications.event_type(notifications.CREATE, "error"),
+            guest.notify(self, ctxt, inst, notifications.event_type(notifications.CREATE, "error"),
                          fault=exc, flavor=flavor)
         reason = str(exc) or type(exc).__name__
         if aborted:
@@ -576,8 +397,8 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                              notifications.POWER_OFF, standalone=True) as st:
             inst = st.instance
             timeout = 60 if clean_shutdown else 0
-            self.driver.power_off(self.instance_dict(inst), timeout=timeout)
-            st.instance = self._update(instance_uuid,
+            self.driver.power_off(guest.instance_dict(inst), timeout=timeout)
+            st.instance = guest.update(self, instance_uuid,
                                   expected_task_state=(task_states.POWERING_OFF, None),
                                   vm_state=vm_states.STOPPED, task_state=None,
                                   power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
@@ -586,9 +407,9 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         with steps.step(self, ctxt, instance_uuid, "compute_start_instance",
                              notifications.POWER_ON, standalone=True) as st:
             inst = st.instance
-            self.driver.power_on(ctxt, self.instance_dict(inst), self.network_info(inst),
-                                 self.block_device_info(instance_uuid))
-            st.instance = self._update(instance_uuid,
+            self.driver.power_on(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                                 guest.block_device_info(self, instance_uuid))
+            st.instance = guest.update(self, instance_uuid,
                                   expected_task_state=(task_states.POWERING_ON, None),
                                   vm_state=vm_states.ACTIVE, task_state=None,
                                   power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
@@ -600,11 +421,11 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
         started = task_states.REBOOT_STARTED if soft else task_states.REBOOT_STARTED_HARD
         with steps.step(self, ctxt, instance_uuid, "compute_reboot_instance", notifications.REBOOT,
                              error_vm_state=vm_states.ERROR, standalone=True) as st:
-            inst = self._update(instance_uuid, expected_task_state=pending, task_state=started)
-            self.driver.reboot(ctxt, self.instance_dict(inst), self.network_info(inst),
+            inst = guest.update(self, instance_uuid, expected_task_state=pending, task_state=started)
+            self.driver.reboot(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
                                reboot_type="SOFT" if soft else "HARD",
-                               block_device_info=self.block_device_info(instance_uuid))
-            st.instance = self._update(instance_uuid, expected_task_state=started,
+                               block_device_info=guest.block_device_info(self, instance_uuid))
+            st.instance = guest.update(self, instance_uuid, expected_task_state=started,
                                   vm_state=vm_states.ACTIVE, task_state=None,
                                   power_state=self.driver.get_info({"uuid": instance_uuid})["state"])
 
@@ -618,14 +439,14 @@ class ComputeManager(ComputeResize, ComputeCrossCell, ComputeLiveMigration, Comp
                                  notifications.DELETE, error_vm_state=vm_states.ERROR, standalone=True) as st:
                 started = True
                 inst = st.instance
-                bdms = self._bdms(instance_uuid)
-                self._notify(ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "start"))
-                self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
-                                    self.block_device_info(instance_uuid, bdms),
+                bdms = guest.bdms_of(self, instance_uuid)
+                guest.notify(self, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "start"))
+                self.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                                    guest.block_device_info(self, instance_uuid, bdms),
                                     destroy_disks=True)
-                self._deallocate_network(ctxt, inst)
-                self._notify(ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
-                self._detach_volumes(ctxt, inst, delete_volumes=True, bdms=bdms)
+                connections.deallocate_network(self, ctxt, inst)
+                guest.notify(self, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
+                connections.detach_volumes(self, ctxt, inst, delete_volumes=True, bdms=bdms)
                 allocations.give_back(self.placement, instance_uuid)
                 st.instance = self._soft_delete(inst)
                 self.rt.instance_removed(inst)
@@ -664,20 +485,3 @@ class _Gone:
         self.image_ref = self.vm_state = self.availability_zone = None
         self.vcpus = self.memory_mb = self.root_gb = self.ephemeral_gb = 0
         self.extra = self.info_cache = None
-
-
-def _keep_cached(cached, network_info):
-    """What the ports do not say is kept from ``cached`` (the info cache as it was)
-    through the moves and rebinds that write the cache again from the ports: a
-    device tag (kept nowhere else), and whether the port is the user's
-    (``preserve_on_delete``, which a network client reading ports back from
-    Neutron cannot know and gives as None)."""
-    known = {vif.get("id"): vif for vif in cached or []}
-    for vif in network_info or []:
-        was = known.get(vif.get("id"))
-        if was is None:
-            continue
-        if not vif.get("tag") and was.get("tag"):
-            vif["tag"] = was["tag"]
-        if vif.get("preserve_on_delete") is None and was.get("preserve_on_delete") is not None:
-            vif["preserve_on_delete"] = was["preserve_on_delete"]

@@ -18,7 +18,6 @@ does (novella/placement/allocations.py).
 """
 import contextlib
 import datetime
-import json
 import logging
 
 import sqlalchemy as sa
@@ -26,6 +25,8 @@ import sqlalchemy as sa
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
+from novella.compute import connections
+from novella.compute import guest
 from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
@@ -53,61 +54,16 @@ class ComputeResize:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _migration(self, migration_uuid, **values):
-        if values:
-            return migration_records.update(self.cell_db, migration_uuid, **values)
-        return migration_records.get(self.cell_db, migration_uuid)
-
     def _back_on_source(self, instance_uuid, mig, old_flavor, power_on, **instance_values):
         """The server is this host's again, with its old flavor; a revert asked
         for (``mig``, as read before, 'reverting') ends the migration 'reverted'."""
         records.set_flavors(self.cell_db, instance_uuid, old_flavor, host=self.host,
                             node=self.rt.nodename,
                             vm_state=vm_states.ACTIVE if power_on else vm_states.STOPPED,
-                            task_state=None, power_state=self._power(instance_uuid),
+                            task_state=None, power_state=guest.power(self, instance_uuid),
                             **instance_values)
         if revert_asked(mig):
-            self._migration(mig["uuid"], status=ms.REVERTED)
-
-    def _power(self, instance_uuid):
-        return self.driver.get_info({"uuid": instance_uuid})["state"]
-
-    def _reattach_volumes(self, ctxt, inst):
-        """Point every volume attachment at this host: new attachment, old one deleted.
-        Returns the instance's BDM rows as read (None without a volume service)."""
-        if self.volume_api is None:
-            return None
-        connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        bdms = self._bdms(inst.uuid)
-        for bdm in bdms:
-            if bdm.destination_type != "volume" or not bdm.volume_id:
-                continue
-            att = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid,
-                                                    connector=connector,
-                                                    mountpoint=bdm.device_name)
-            self.volume_api.attachment_complete(ctxt, att["id"])
-            if bdm.attachment_id:
-                with contextlib.suppress(Exception):
-                    self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-            info = dict(att.get("connection_info") or {}, volume_id=bdm.volume_id)
-            with self.cell_db.session(write=True) as s:
-                row = s.get(m.BlockDeviceMapping, bdm.id)
-                row.attachment_id = att["id"]
-                row.connection_info = json.dumps(info)
-        return bdms
-
-    def _bind_network_here(self, ctxt, inst, port_profiles=None, claim="current"):
-        """The server's ports are active on this host, with ``port_profiles``
-        (what this host's providers give them) and the devices of its ``claim``
-        here (``ResourceTracker.port_profiles``) in their bindings; returns its
-        network_info. ``inst``: the row read under the instance's lock."""
-        if self.network_api is None:
-            return self.network_info(inst)
-        network_info = self.network_api.migrate_instance_finish(
-            ctxt, inst.uuid, self.host,
-            port_profiles=self.rt.port_profiles(inst.uuid, port_profiles, claim, instance=inst))
-        self._save_network_info(inst.uuid, network_info, read=inst)
-        return network_info
+            guest.migration(self, mig["uuid"], status=ms.REVERTED)
 
     # -- destination: claim -------------------------------------------------------------
 
@@ -137,11 +93,11 @@ class ComputeResize:
                     ctxt, instance_uuid, new_flavor,
                     {"uuid": migration_uuid, "source_compute": mig["source_compute"],
                      "source_node": mig["source_node"]},
-                    ports=self._sriov_ports(ctxt, instance_uuid, read=st.instance),
+                    ports=connections.sriov_ports(self, ctxt, instance_uuid, read=st.instance),
                     port_profiles=port_profiles,
                     instance=st.instance,
                     flavors=records.flavor_doc(cur, old=cur, new=new_flavor))
-                self.driver.prep_resize(ctxt, self.instance_dict(st.instance), new_flavor, mig)
+                self.driver.prep_resize(ctxt, guest.instance_dict(st.instance), new_flavor, mig)
             except Exception:
                 if claim is not None:  # the driver refused the host: give the claim back
                     try:
@@ -151,7 +107,7 @@ class ComputeResize:
                                       instance_uuid)
                 records.set_flavors(self.cell_db, instance_uuid, cur)
                 raise
-            self._migration(migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
+            guest.migration(self, migration_uuid, dest_compute=self.host, dest_node=self.rt.nodename,
                             dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
             st.instance = st.instance  # what the .end reports: the claim wrote its extra
         return {"host": self.host, "node": self.rt.nodename}
@@ -168,25 +124,25 @@ class ComputeResize:
                         notifications.RESIZE, flavor=records.flavor_of) as st:
             inst = st.instance
             flavors = records.flavors_of(inst)
-            was_running = self._power(instance_uuid) == power_state.RUNNING
-            mig = self._migration(migration_uuid, status=ms.MIGRATING)
-            self._update(instance_uuid, expected_task_state=task_states.RESIZE_PREP,
+            was_running = guest.power(self, instance_uuid) == power_state.RUNNING
+            mig = guest.migration(self, migration_uuid, status=ms.MIGRATING)
+            guest.update(self, instance_uuid, expected_task_state=task_states.RESIZE_PREP,
                          task_state=task_states.RESIZE_MIGRATING, reload=False)
             try:
                 disk_info = self.driver.migrate_disk_and_power_off(
-                    ctxt, self.instance_dict(inst), mig["dest_compute"], flavors["new"],
-                    network_info=self.network_info(inst),
-                    block_device_info=self.block_device_info(instance_uuid))
+                    ctxt, guest.instance_dict(inst), mig["dest_compute"], flavors["new"],
+                    network_info=guest.network_info_of(inst),
+                    block_device_info=guest.block_device_info(self, instance_uuid))
             except Exception:
                 with contextlib.suppress(Exception):
                     self.driver.finish_revert_migration(
-                        ctxt, self.instance_dict(inst), self.network_info(inst),
-                        block_device_info=self.block_device_info(instance_uuid),
+                        ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                        block_device_info=guest.block_device_info(self, instance_uuid),
                         power_on=was_running)
                 raise
-            self._migration(migration_uuid, status=ms.POST_MIGRATING)
+            guest.migration(self, migration_uuid, status=ms.POST_MIGRATING)
             now = records.utcnow()
-            self._update(instance_uuid, task_state=task_states.RESIZE_MIGRATED,
+            guest.update(self, instance_uuid, task_state=task_states.RESIZE_MIGRATED,
                          power_state=power_state.SHUTDOWN, updated_at=now, reload=False)
             # The row read under the lock, as the UPDATE left it (for the .end).
             inst.task_state, inst.power_state = task_states.RESIZE_MIGRATED, power_state.SHUTDOWN
@@ -214,25 +170,25 @@ class ComputeResize:
             new = new_of(st.instance)
             mig = st.migration
             now = records.utcnow()
-            self._update(instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
+            guest.update(self, instance_uuid, expected_task_state=task_states.RESIZE_MIGRATED,
                          task_state=task_states.RESIZE_FINISH, updated_at=now, reload=False)
             inst = st.instance  # read under the lock, as the UPDATE above left it
             inst.task_state, inst.updated_at = task_states.RESIZE_FINISH, now
             self.rt.apply_migration_context(ctxt, instance_uuid, instance=inst)
-            network_info = self._bind_network_here(ctxt, inst, port_profiles)
-            bdms = self._reattach_volumes(ctxt, inst)
+            network_info = connections.bind_network_here(self, ctxt, inst, port_profiles)
+            bdms = connections.reattach_volumes(self, ctxt, inst)
             old = flavors["old"] or flavors["cur"]
             resized = any(old.get(k) != new.get(k) for k in ("root_gb", "ephemeral_gb", "swap"))
             self.driver.finish_migration(
-                ctxt, mig, self.instance_dict(inst, new), disk_info or [], network_info,
+                ctxt, mig, guest.instance_dict(inst, new), disk_info or [], network_info,
                 {"id": inst.image_ref, "properties": {}}, resized,
-                block_device_info=self.block_device_info(instance_uuid, bdms), power_on=power_on)
+                block_device_info=guest.block_device_info(self, instance_uuid, bdms), power_on=power_on)
             updated = records.set_flavors(self.cell_db, instance_uuid, new, old=old, new=new,
                                           host=self.host, node=self.rt.nodename,
                                           vm_state=vm_states.RESIZED, task_state=None,
-                                          power_state=self._power(instance_uuid), row=inst,
+                                          power_state=guest.power(self, instance_uuid), row=inst,
                                           **_zone(availability_zone))
-            self._migration(migration_uuid, status=ms.FINISHED)
+            guest.migration(self, migration_uuid, status=ms.FINISHED)
             self.rt.move_arrived(inst)
             if updated is not None:
                 st.instance = updated
@@ -260,18 +216,18 @@ class ComputeResize:
             mig = migration_records.update(self.cell_db, migration_uuid,
                                            expected_status=ms.FINISHED, status=ms.CONFIRMING)
             if mig is None:  # a revert took it meanwhile
-                raise steps.MigrationNotReady(self._migration(migration_uuid)["status"])
+                raise steps.MigrationNotReady(guest.migration(self, migration_uuid)["status"])
         inst = st.instance
         flavors = records.flavors_of(inst)
-        self.driver.confirm_migration(ctxt, mig, self.instance_dict(inst),
-                                      self.network_info(inst))
+        self.driver.confirm_migration(ctxt, mig, guest.instance_dict(inst),
+                                      guest.network_info_of(inst))
         # The old and new flavors are forgotten with the claim, in its statement.
         doc = records.flavor_doc(flavors["cur"])
         self.rt.drop_move_claim(ctxt, instance_uuid, flavors=doc)
         vm_state = (vm_states.STOPPED if inst.power_state == power_state.SHUTDOWN
                     else vm_states.ACTIVE)
         now = records.utcnow()
-        self._update(instance_uuid, vm_state=vm_state, task_state=None, updated_at=now,
+        guest.update(self, instance_uuid, vm_state=vm_state, task_state=None, updated_at=now,
                      reload=False)
         # The row read under the lock, as the statements left it (for the .end).
         inst.vm_state, inst.task_state, inst.updated_at = vm_state, None, now
@@ -279,7 +235,7 @@ class ComputeResize:
             inst.extra.flavor = doc
             inst.extra.migration_context = inst.extra.move_claim_host = None
         st.instance = inst
-        self._migration(migration_uuid, status=ms.CONFIRMED)
+        guest.migration(self, migration_uuid, status=ms.CONFIRMED)
         return ms.CONFIRMED
 
     # -- destination, then source: revert ----------------------------------------------------
@@ -287,7 +243,7 @@ class ComputeResize:
     def revert_resize(self, ctxt, instance_uuid, migration_uuid):
         """Destination side of a revert (or of the undo of a failed move): destroy
         the new guest, drop its claim."""
-        mig = self._migration(migration_uuid)
+        mig = guest.migration(self, migration_uuid)
         # The revert is told by the source (finish_revert_resize), once.
         with steps.step(self, ctxt, instance_uuid, "compute_revert_resize") as st:
             inst = st.instance
@@ -296,11 +252,11 @@ class ComputeResize:
             # disks were moved aside (post-migrating and later).
             copied = mig["status"] in (ms.POST_MIGRATING, ms.FINISHED, ms.REVERTING, ms.ERROR)
             if not same_host or copied:  # also a copy whose guest never started
-                self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
+                self.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
                                     destroy_disks=True)
             self.rt.revert_migration_context(ctxt, instance_uuid)
             if inst.host == self.host and not same_host:
-                self._update(instance_uuid, host=mig["source_compute"], node=mig["source_node"])
+                guest.update(self, instance_uuid, host=mig["source_compute"], node=mig["source_node"])
             self.rt.refresh_usage()
 
     def finish_revert_resize(self, ctxt, instance_uuid, migration_uuid, power_on=True,
@@ -315,7 +271,7 @@ class ComputeResize:
             flavors = records.flavors_of(inst)
             return flavors["old"] or flavors["cur"]
 
-        mig = self._migration(migration_uuid)
+        mig = guest.migration(self, migration_uuid)
         with steps.step(self, ctxt, instance_uuid, "compute_finish_revert_resize",
                         notifications.RESIZE_REVERT if revert_asked(mig) else None,
                         flavor=old_of) as st:
@@ -324,15 +280,15 @@ class ComputeResize:
             # Ports and volumes first: until then the bindings and the volumes'
             # connections are the destination's, and the driver must be given
             # this host's to bring the old guest back.
-            network_info = self._bind_network_here(ctxt, inst, port_profiles, claim="old")
-            bdms = self._reattach_volumes(ctxt, inst)
+            network_info = connections.bind_network_here(self, ctxt, inst, port_profiles, claim="old")
+            bdms = connections.reattach_volumes(self, ctxt, inst)
             self.driver.finish_revert_migration(
-                ctxt, self.instance_dict(inst, old), network_info, migration=mig,
-                block_device_info=self.block_device_info(instance_uuid, bdms), power_on=power_on)
+                ctxt, guest.instance_dict(inst, old), network_info, migration=mig,
+                block_device_info=guest.block_device_info(self, instance_uuid, bdms), power_on=power_on)
             self.rt.revert_migration_context(ctxt, instance_uuid)
             self._back_on_source(instance_uuid, mig, old, power_on, **_zone(availability_zone))
             self.rt.refresh_usage()
-            st.instance = self._get(instance_uuid)
+            st.instance = guest.get(self, instance_uuid)
 
     # -- periodic -------------------------------------------------------------------------
 
@@ -352,7 +308,7 @@ class ComputeResize:
         for migration_uuid, instance_uuid in due:
             actx = get_admin_context()
             try:
-                inst = self._get(instance_uuid)
+                inst = guest.get(self, instance_uuid)
                 if inst.vm_state != vm_states.RESIZED or inst.task_state is not None:
                     continue
                 records.start_action(self.cell_db, actx, instance_uuid, "confirmResize")

@@ -31,6 +31,8 @@ from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
 from novella.compute import steps
 from novella.compute import volume_ops
+from novella.compute import connections
+from novella.compute import guest
 from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
@@ -47,32 +49,32 @@ class ComputeShelve:
             with steps.step(self, ctxt, instance_uuid, "compute_shelve_instance",
                                  notifications.SHELVE, standalone=True) as st:
                 inst = st.instance
-                was_running = self._power(instance_uuid) == power_state.RUNNING
-                self.driver.power_off(self.instance_dict(inst), timeout=60 if clean_shutdown else 0)
+                was_running = guest.power(self, instance_uuid) == power_state.RUNNING
+                self.driver.power_off(guest.instance_dict(inst), timeout=60 if clean_shutdown else 0)
                 try:
                     if image_id and not self._uploaded(ctxt, image_id):
-                        self.driver.snapshot(ctxt, self.instance_dict(inst), image_id)
+                        self.driver.snapshot(ctxt, guest.instance_dict(inst), image_id)
                 except Exception:
                     if was_running:  # the server goes on as it was
                         with cleanup.step("power the server back on"):
-                            self.driver.power_on(ctxt, self.instance_dict(inst),
-                                                 self.network_info(inst),
-                                                 self.block_device_info(instance_uuid))
+                            self.driver.power_on(ctxt, guest.instance_dict(inst),
+                                                 guest.network_info_of(inst),
+                                                 guest.block_device_info(self, instance_uuid))
                     raise
                 records.set_system_metadata(self.cell_db, instance_uuid,
                                             shelved_at=records.utcnow().isoformat(),
                                             shelved_image_id=image_id, shelved_host=self.host,
                                             shelving_image_id=None)
-                st.instance = self._update(instance_uuid, expected_task_state=task_states.SHELVING,
+                st.instance = guest.update(self, instance_uuid, expected_task_state=task_states.SHELVING,
                                       vm_state=vm_states.SHELVED, task_state=None,
-                                      power_state=self._power(instance_uuid))
+                                      power_state=guest.power(self, instance_uuid))
         except Exception:
             if image_id and self.image_api is not None:
                 with cleanup.step("delete the unfinished shelved image"):
                     self.image_api.delete(ctxt, image_id)
             raise
         if self.conf.shelved_offload_time == 0:
-            self._update(instance_uuid, expected_task_state=None,
+            guest.update(self, instance_uuid, expected_task_state=None,
                          task_state=task_states.SHELVING_OFFLOADING, reload=False)
             self.shelve_offload_instance(ctxt, instance_uuid)
 
@@ -104,7 +106,7 @@ class ComputeShelve:
                 continue
             actx = ctxt or get_admin_context()
             with cleanup.step(f"offload shelved server {uuid}"):
-                self._update(uuid, expected_task_state=None,
+                guest.update(self, uuid, expected_task_state=None,
                              task_state=task_states.SHELVING_OFFLOADING, reload=False)
                 records.start_action(self.cell_db, actx, uuid, "shelveOffload")
                 try:
@@ -119,11 +121,11 @@ class ComputeShelve:
         with steps.step(self, ctxt, instance_uuid, "compute_shelve_offload_instance",
                              notifications.SHELVE_OFFLOAD, standalone=True) as st:
             inst = st.instance
-            bdms = self._bdms(instance_uuid)
-            self.driver.destroy(ctxt, self.instance_dict(inst), self.network_info(inst),
-                                self.block_device_info(instance_uuid, bdms), destroy_disks=True)
+            bdms = guest.bdms_of(self, instance_uuid)
+            self.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                                guest.block_device_info(self, instance_uuid, bdms), destroy_disks=True)
             self._leave_host(ctxt, inst, bdms)
-            st.instance = self._update(
+            st.instance = guest.update(self, 
                 instance_uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
                 vm_state=vm_states.SHELVED_OFFLOADED, task_state=None,
                 power_state=power_state.NOSTATE, host=None, node=None, launched_on=None,
@@ -133,9 +135,9 @@ class ComputeShelve:
     def _leave_host(self, ctxt, inst, bdms):
         """Ports unbound, volumes parked on a reserved attachment, allocation deleted."""
         if self.network_api is not None:
-            self._save_network_info(inst.uuid, self.network_api.unbind_ports(ctxt, inst.uuid))
+            guest.save_network_info(self, inst.uuid, self.network_api.unbind_ports(ctxt, inst.uuid))
         for bdm in bdms:
-            if self._is_volume(bdm) and self.volume_api is not None:
+            if guest.is_volume(bdm) and self.volume_api is not None:
                 parked = self.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid)
                 if bdm.attachment_id:
                     with cleanup.step("delete the volume's attachment"):
@@ -154,15 +156,15 @@ class ComputeShelve:
     def unshelve_instance(self, ctxt, instance_uuid, image_id=None, flavor=None,
                           port_profiles=None, availability_zone=None):
         """The server runs again: here on its host if shelved, else from its image here."""
-        inst = self._get(instance_uuid)
+        inst = guest.get(self, instance_uuid)
         if inst.vm_state == vm_states.SHELVED:
             with steps.step(self, ctxt, instance_uuid, "compute_unshelve_instance",
                                  notifications.UNSHELVE, standalone=True) as st:
-                self.driver.power_on(ctxt, self.instance_dict(st.instance), self.network_info(st.instance),
-                                     self.block_device_info(instance_uuid))
-                st.instance = self._update(instance_uuid, expected_task_state=task_states.UNSHELVING,
+                self.driver.power_on(ctxt, guest.instance_dict(st.instance), guest.network_info_of(st.instance),
+                                     guest.block_device_info(self, instance_uuid))
+                st.instance = guest.update(self, instance_uuid, expected_task_state=task_states.UNSHELVING,
                                       vm_state=vm_states.ACTIVE, task_state=None,
-                                      power_state=self._power(instance_uuid))
+                                      power_state=guest.power(self, instance_uuid))
         else:
             self._unshelve_here(ctxt, instance_uuid, image_id, flavor or records.flavor_of(inst),
                                 port_profiles, availability_zone)
@@ -173,15 +175,15 @@ class ComputeShelve:
                 self.image_api.delete(ctxt, image_id)
 
     def _unshelve_here(self, ctxt, instance_uuid, image_id, flavor, port_profiles, zone):
-        with self._locked(instance_uuid):
-            inst = self._get(instance_uuid)
+        with guest.locked(self, instance_uuid):
+            inst = guest.get(self, instance_uuid)
             done = {"claim": None, "network": False, "spawned": False}
             try:
                 with records.action_event(self.cell_db, ctxt, instance_uuid,
                                           "compute_unshelve_instance", host=self.host):
-                    self._notify(ctxt, inst, notifications.event_type(notifications.UNSHELVE, "start"))
+                    guest.notify(self, ctxt, inst, notifications.event_type(notifications.UNSHELVE, "start"))
                     done["claim"] = self.rt.instance_claim(
-                        ctxt, inst, flavor, ports=self._sriov_ports(ctxt, instance_uuid),
+                        ctxt, inst, flavor, ports=connections.sriov_ports(self, ctxt, instance_uuid),
                         port_profiles=port_profiles, expected_task_state=task_states.UNSHELVING,
                         expected_vm_state=vm_states.SHELVED_OFFLOADED,
                         task_state=task_states.SPAWNING, availability_zone=zone)
@@ -191,32 +193,32 @@ class ComputeShelve:
                         network_info = self.network_api.migrate_instance_finish(
                             ctxt, instance_uuid, self.host, port_profiles=pci.with_devices(
                                 port_profiles, done["claim"].pci_devices))
-                        self._save_network_info(instance_uuid, network_info)
+                        guest.save_network_info(self, instance_uuid, network_info)
                     self._connect_volumes(ctxt, inst)
                     done["spawned"] = True
-                    self.driver.spawn(ctxt, self.instance_dict(inst, flavor),
+                    self.driver.spawn(ctxt, guest.instance_dict(inst, flavor),
                                       {"id": image_id or inst.image_ref, "properties": {}},
                                       network_info=network_info,
-                                      block_device_info=self.block_device_info(instance_uuid))
-                    self._update(instance_uuid, expected_task_state=task_states.SPAWNING,
+                                      block_device_info=guest.block_device_info(self, instance_uuid))
+                    guest.update(self, instance_uuid, expected_task_state=task_states.SPAWNING,
                                  vm_state=vm_states.ACTIVE, task_state=None,
-                                 power_state=self._power(instance_uuid), reload=False)
+                                 power_state=guest.power(self, instance_uuid), reload=False)
             except Exception as exc:  # noqa: BLE001 - all given back; the conductor decides
                 self._unshelve_failed(ctxt, instance_uuid, done)
                 raise exc_mod.RescheduledException(instance_uuid=instance_uuid,
                                                    reason=str(exc) or type(exc).__name__)
-            self._notify(ctxt, self._get(instance_uuid),
+            guest.notify(self, ctxt, guest.get(self, instance_uuid),
                      notifications.event_type(notifications.UNSHELVE, "end"))
 
     def _connect_volumes(self, ctxt, inst):
         """Each parked attachment connected to this host, and the BDM with it."""
         if self.volume_api is None:
             return
-        connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        bdms = self._bdms(inst.uuid)
+        connector = self.driver.get_volume_connector(guest.instance_dict(inst))
+        bdms = guest.bdms_of(self, inst.uuid)
         used = [b.device_name for b in bdms] + ["/dev/vda"]
         for bdm in bdms:
-            if not self._is_volume(bdm):
+            if not guest.is_volume(bdm):
                 continue
             # A volume attached while the server was offloaded may have no device yet
             # (and, if the API stopped half-way, no attachment).
@@ -232,17 +234,17 @@ class ComputeShelve:
 
     def _unshelve_failed(self, ctxt, instance_uuid, done):
         """Give back what this host took: guest, ports, volume connections, claim."""
-        inst = self._get(instance_uuid)
+        inst = guest.get(self, instance_uuid)
         if done["spawned"]:
             with cleanup.step("destroy"):
-                self.driver.destroy(ctxt, self.instance_dict(inst), destroy_disks=True)
+                self.driver.destroy(ctxt, guest.instance_dict(inst), destroy_disks=True)
         with cleanup.step("park ports and volumes"):
-            bdms = self._bdms(instance_uuid)
+            bdms = guest.bdms_of(self, instance_uuid)
             if done["network"] and self.network_api is not None:
-                self._save_network_info(instance_uuid,
+                guest.save_network_info(self, instance_uuid,
                                         self.network_api.unbind_ports(ctxt, instance_uuid))
             for bdm in bdms:
-                if self._is_volume(bdm) and bdm.connection_info and self.volume_api is not None:
+                if guest.is_volume(bdm) and bdm.connection_info and self.volume_api is not None:
                     parked = self.volume_api.attachment_create(ctxt, bdm.volume_id, instance_uuid)
                     self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
                     self._set_bdm_attachment(bdm.id, parked["id"], None)

@@ -30,6 +30,7 @@ from novella.db import migration_records
 from novella.db import records
 from novella.rpc import notifications
 from novella.rpc import notifier as notifier_mod
+from novella.compute import guest
 
 LOG = logging.getLogger(__name__)
 
@@ -105,9 +106,9 @@ def _tell_exception(compute, ctxt, exc):
 @contextlib.contextmanager
 def _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
           error_vm_state, error_as, end_always, migration_uuid, migration_in, payload_extra):
-    with compute._locked(instance_uuid):
+    with guest.locked(compute, instance_uuid):
         if migration_uuid is None:
-            read, migration = compute._get(instance_uuid), None
+            read, migration = guest.get(compute, instance_uuid), None
         else:
             with compute.cell_db.read_session() as s:
                 read, migration = migration_records.instance_and_migration(
@@ -125,8 +126,8 @@ def _step(compute, ctxt, instance_uuid, event, notification, flavor, standalone,
             elif failed or st.replaced:
                 row = st.instance
             else:  # the row as the body left it
-                row = compute._get(instance_uuid)
-            compute._notify(ctxt, row, event_type, fault=fault, flavor=flavor,
+                row = guest.get(compute, instance_uuid)
+            guest.notify(compute, ctxt, row, event_type, fault=fault, flavor=flavor,
                             **payload_extra)
 
         with records.action_event(compute.cell_db, ctxt, instance_uuid, event,
@@ -151,4 +152,4 @@ def _failed(compute, instance_uuid, st, exc, error_vm_state):
     if error_vm_state:
         values["vm_state"] = error_vm_state
     with contextlib.suppress(records.InstanceNotFound):
-        st.instance = compute._update(instance_uuid, **values)
+        st.instance = guest.update(compute, instance_uuid, **values)

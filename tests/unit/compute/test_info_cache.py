@@ -1,5 +1,5 @@
 """What an info cache written again from the ports keeps of the one it replaces."""
-from novella.compute.manager import _keep_cached
+from novella.compute.guest import keep_cached as _keep_cached
 
 
 def test_tags_and_the_users_ports_are_kept_when_the_ports_do_not_say():
