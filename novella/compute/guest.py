@@ -29,6 +29,12 @@ def locked(compute, instance_uuid):
         yield
 
 
+def forget_lock(compute, instance_uuid):
+    """The server's lock goes with the server (deleted here)."""
+    with compute._locks_lock:
+        compute._instance_locks.pop(instance_uuid, None)
+
+
 def get(compute, instance_uuid):
     with compute.cell_db.read_session() as s:
         return records.get_instance(s, instance_uuid)

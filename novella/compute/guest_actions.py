@@ -1,4 +1,4 @@
-"""The server actions a host runs on its own guest (mixed into ComputeManager).
+"""The server actions a host runs on its own guest (bound into ComputeManager).
 
 Each is one step (novella/compute/steps.py) that a user action asked for;
 the API set the server's task state and recorded the action before it cast.
@@ -43,18 +43,30 @@ import datetime
 import sqlalchemy as sa
 
 from novella.compute import cleanup
+from novella.compute import connections
 from novella.compute import states as vm_states
 from novella.compute import steps
 from novella.compute import volume_ops
-from novella.compute.states import task_states
+from novella.compute.states import power_state, task_states
 from novella.compute import guest
+from novella.compute import shelve
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import host_operations
 from novella.db import records
+from novella.placement import allocations
 from novella.rpc import notifications
 
 # System metadata the API notes for a step that a restarted host runs again.
+_SOFT_DELETE = sa.update(m.Instance).where(
+    m.Instance.uuid == sa.bindparam("b_uuid"), m.Instance.deleted == 0).values(
+    {c: sa.bindparam(f"b_{c}") for c in ("vm_state", "task_state", "power_state",
+                                          "terminated_at", "deleted_at", "deleted")})
+_SOFT_DELETE_BDMS = sa.update(m.BlockDeviceMapping).where(
+    m.BlockDeviceMapping.instance_uuid == sa.bindparam("b_uuid"),
+    m.BlockDeviceMapping.deleted == 0).values(
+    deleted=m.BlockDeviceMapping.id, deleted_at=sa.bindparam("b_deleted_at"))
+
 SNAPSHOT_IMAGE = "snapshot_image_id"
 BACKUP_ARGS = ("backup_type", "backup_rotation")
 REBUILD_PRESERVE_EPHEMERAL = "rebuild_preserve_ephemeral"
@@ -76,247 +88,336 @@ def injected(files):
                                for f in files]}
 
 
-class ComputeGuestActions:
-    """The guest actions of one host; needs ComputeManager's attributes."""
+def _guest_step(compute, ctxt, instance_uuid, event, notification, task, vm_state, act,
+                **values):
+    """One standalone step: ``act(instance dict, row)`` on the guest, then the
+    server in ``vm_state`` with no task and the guest's power state."""
+    with steps.step(compute, ctxt, instance_uuid, event, notification,
+                    standalone=True) as st:
+        act(guest.instance_dict(st.instance), st.instance)
+        st.instance = guest.update(compute, instance_uuid, expected_task_state=task,
+                                   vm_state=vm_state, task_state=None,
+                                   power_state=guest.power(compute, instance_uuid), **values)
 
-    def _guest_step(self, ctxt, instance_uuid, event, notification, task, vm_state, act,
-                    **values):
-        """One standalone step: ``act(instance dict, row)`` on the guest, then the
-        server in ``vm_state`` with no task and the guest's power state."""
-        with steps.step(self, ctxt, instance_uuid, event, notification,
-                        standalone=True) as st:
-            act(guest.instance_dict(st.instance), st.instance)
-            st.instance = guest.update(self, instance_uuid, expected_task_state=task,
-                                       vm_state=vm_state, task_state=None,
-                                       power_state=guest.power(self, instance_uuid), **values)
 
-    # -- pause, suspend ------------------------------------------------------------
+def pause_instance(compute, ctxt, instance_uuid):
+    _guest_step(compute, ctxt, instance_uuid, "compute_pause_instance", notifications.PAUSE,
+                     task_states.PAUSING, vm_states.PAUSED,
+                     lambda told, row: compute.driver.pause(told))
 
-    def pause_instance(self, ctxt, instance_uuid):
-        self._guest_step(ctxt, instance_uuid, "compute_pause_instance", notifications.PAUSE,
-                         task_states.PAUSING, vm_states.PAUSED,
-                         lambda told, row: self.driver.pause(told))
 
-    def unpause_instance(self, ctxt, instance_uuid):
-        self._guest_step(ctxt, instance_uuid, "compute_unpause_instance",
-                         notifications.UNPAUSE, task_states.UNPAUSING, vm_states.ACTIVE,
-                         lambda told, row: self.driver.unpause(told))
+def unpause_instance(compute, ctxt, instance_uuid):
+    _guest_step(compute, ctxt, instance_uuid, "compute_unpause_instance",
+                     notifications.UNPAUSE, task_states.UNPAUSING, vm_states.ACTIVE,
+                     lambda told, row: compute.driver.unpause(told))
 
-    def suspend_instance(self, ctxt, instance_uuid):
-        self._guest_step(ctxt, instance_uuid, "compute_suspend_instance",
-                         notifications.SUSPEND, task_states.SUSPENDING, vm_states.SUSPENDED,
-                         lambda told, row: self.driver.suspend(ctxt, told))
 
-    def resume_instance(self, ctxt, instance_uuid):
-        self._guest_step(ctxt, instance_uuid, "compute_resume_instance", notifications.RESUME,
-                         task_states.RESUMING, vm_states.ACTIVE,
-                         lambda told, row: self.driver.resume(
-                             ctxt, told, guest.network_info_of(row),
-                             guest.block_device_info(self, instance_uuid)))
+def suspend_instance(compute, ctxt, instance_uuid):
+    _guest_step(compute, ctxt, instance_uuid, "compute_suspend_instance",
+                     notifications.SUSPEND, task_states.SUSPENDING, vm_states.SUSPENDED,
+                     lambda told, row: compute.driver.suspend(ctxt, told))
 
-    # -- rescue ----------------------------------------------------------------------
 
-    def rescue_instance(self, ctxt, instance_uuid, rescue_password=None):
-        """Boot the guest from the rescue image the API noted (default: its own image);
-        with the image's ``hw_rescue_bus`` / ``hw_rescue_device`` (noted too) a stable
-        device rescue: the guest's own disks stay where they are, the rescue disk is
-        added on that bus and device and booted from."""
-        noted = records.system_metadata(self.cell_db, instance_uuid)
-        image_ref = noted.get(RESCUE_IMAGE)
-        props = {key: noted[key] for key in STABLE_RESCUE if noted.get(key)}
-        with steps.step(self, ctxt, instance_uuid, "compute_rescue_instance",
-                        notifications.RESCUE, standalone=True,
-                        rescue_image_ref=image_ref) as st:
-            inst = st.instance
-            self.driver.rescue(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
-                               {"id": image_ref or inst.image_ref or None, "properties": props},
-                               rescue_password,
-                               block_device_info=guest.block_device_info(self, instance_uuid))
-            st.instance = guest.update(self, instance_uuid, expected_task_state=task_states.RESCUING,
-                                       vm_state=vm_states.RESCUED, task_state=None,
-                                       power_state=guest.power(self, instance_uuid),
-                                       launched_at=records.utcnow())
+def resume_instance(compute, ctxt, instance_uuid):
+    _guest_step(compute, ctxt, instance_uuid, "compute_resume_instance", notifications.RESUME,
+                     task_states.RESUMING, vm_states.ACTIVE,
+                     lambda told, row: compute.driver.resume(
+                         ctxt, told, guest.network_info_of(row),
+                         guest.block_device_info(compute, instance_uuid)))
 
-    def unrescue_instance(self, ctxt, instance_uuid):
-        with steps.step(self, ctxt, instance_uuid, "compute_unrescue_instance",
-                        notifications.UNRESCUE, standalone=True) as st:
-            self.driver.unrescue(ctxt, guest.instance_dict(st.instance))
-            st.instance = guest.update(self, instance_uuid,
-                                       expected_task_state=task_states.UNRESCUING,
-                                       vm_state=vm_states.ACTIVE, task_state=None,
-                                       power_state=guest.power(self, instance_uuid))
-        records.set_system_metadata(self.cell_db, instance_uuid, **{
-            RESCUE_IMAGE: None, OLD_VM_STATE: None, **dict.fromkeys(STABLE_RESCUE)})
 
-    # -- rebuild -----------------------------------------------------------------------
+def rescue_instance(compute, ctxt, instance_uuid, rescue_password=None):
+    """Boot the guest from the rescue image the API noted (default: its own image);
+    with the image's ``hw_rescue_bus`` / ``hw_rescue_device`` (noted too) a stable
+    device rescue: the guest's own disks stay where they are, the rescue disk is
+    added on that bus and device and booted from."""
+    noted = records.system_metadata(compute.cell_db, instance_uuid)
+    image_ref = noted.get(RESCUE_IMAGE)
+    props = {key: noted[key] for key in STABLE_RESCUE if noted.get(key)}
+    with steps.step(compute, ctxt, instance_uuid, "compute_rescue_instance",
+                    notifications.RESCUE, standalone=True,
+                    rescue_image_ref=image_ref) as st:
+        inst = st.instance
+        compute.driver.rescue(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                           {"id": image_ref or inst.image_ref or None, "properties": props},
+                           rescue_password,
+                           block_device_info=guest.block_device_info(compute, instance_uuid))
+        st.instance = guest.update(compute, instance_uuid, expected_task_state=task_states.RESCUING,
+                                   vm_state=vm_states.RESCUED, task_state=None,
+                                   power_state=guest.power(compute, instance_uuid),
+                                   launched_at=records.utcnow())
 
-    def rebuild_in_place(self, ctxt, instance_uuid, admin_password=None, injected_files=None):
-        """The guest's local disks made anew from the server's image (the API set it),
-        on this host: its allocation, ports and volumes stay as they are."""
-        noted = records.system_metadata(self.cell_db, instance_uuid)
-        preserve = noted.get(REBUILD_PRESERVE_EPHEMERAL) == "True"
-        with steps.step(self, ctxt, instance_uuid, "compute_rebuild_instance",
-                        notifications.REBUILD, error_vm_state=vm_states.ERROR,
-                        standalone=True) as st:
-            inst = guest.update(self, instance_uuid, expected_task_state=(
-                task_states.REBUILDING, task_states.REBUILD_SPAWNING),
-                task_state=task_states.REBUILD_SPAWNING)
-            stopped = inst.vm_state == vm_states.STOPPED
-            reimage = host_operations.of_server(self.cell_db, instance_uuid).get(
-                volume_ops.REIMAGE_ROOT)
-            reimage = reimage and reimage.state["image_id"]
-            if reimage:  # a volume-backed server's root volume gets the image (2.93)
-                self.reimage_root_volume(ctxt, inst, reimage)
-            told = guest.instance_dict(inst)
-            image = {"id": reimage or inst.image_ref, "properties": {}}
-            if self.driver.instance_exists(told):
-                self.driver.rebuild(ctxt, told, image, network_info=guest.network_info_of(inst),
-                                    block_device_info=guest.block_device_info(self, instance_uuid),
-                                    preserve_ephemeral=preserve, power_on=not stopped,
-                                    **injected(injected_files))
-            else:  # a server in error whose guest is gone: made anew
-                self.driver.spawn(ctxt, told, image, network_info=guest.network_info_of(inst),
-                                  block_device_info=guest.block_device_info(self, instance_uuid),
-                                  power_on=not stopped, **injected(injected_files))
-            if admin_password and not stopped:
-                self._set_password_if_supported(inst, admin_password)
-            st.instance = guest.update(self, 
-                instance_uuid, expected_task_state=task_states.REBUILD_SPAWNING,
-                vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE, task_state=None,
-                power_state=guest.power(self, instance_uuid), launched_at=records.utcnow())
-        records.set_system_metadata(self.cell_db, instance_uuid,
-                                    **{REBUILD_PRESERVE_EPHEMERAL: None})
 
-    def _set_password_if_supported(self, inst, password):
+def unrescue_instance(compute, ctxt, instance_uuid):
+    with steps.step(compute, ctxt, instance_uuid, "compute_unrescue_instance",
+                    notifications.UNRESCUE, standalone=True) as st:
+        compute.driver.unrescue(ctxt, guest.instance_dict(st.instance))
+        st.instance = guest.update(compute, instance_uuid,
+                                   expected_task_state=task_states.UNRESCUING,
+                                   vm_state=vm_states.ACTIVE, task_state=None,
+                                   power_state=guest.power(compute, instance_uuid))
+    records.set_system_metadata(compute.cell_db, instance_uuid, **{
+        RESCUE_IMAGE: None, OLD_VM_STATE: None, **dict.fromkeys(STABLE_RESCUE)})
+
+
+def rebuild_in_place(compute, ctxt, instance_uuid, admin_password=None, injected_files=None):
+    """The guest's local disks made anew from the server's image (the API set it),
+    on this host: its allocation, ports and volumes stay as they are."""
+    noted = records.system_metadata(compute.cell_db, instance_uuid)
+    preserve = noted.get(REBUILD_PRESERVE_EPHEMERAL) == "True"
+    with steps.step(compute, ctxt, instance_uuid, "compute_rebuild_instance",
+                    notifications.REBUILD, error_vm_state=vm_states.ERROR,
+                    standalone=True) as st:
+        inst = guest.update(compute, instance_uuid, expected_task_state=(
+            task_states.REBUILDING, task_states.REBUILD_SPAWNING),
+            task_state=task_states.REBUILD_SPAWNING)
+        stopped = inst.vm_state == vm_states.STOPPED
+        reimage = host_operations.of_server(compute.cell_db, instance_uuid).get(
+            volume_ops.REIMAGE_ROOT)
+        reimage = reimage and reimage.state["image_id"]
+        if reimage:  # a volume-backed server's root volume gets the image (2.93)
+            compute.reimage_root_volume(ctxt, inst, reimage)
+        told = guest.instance_dict(inst)
+        image = {"id": reimage or inst.image_ref, "properties": {}}
+        if compute.driver.instance_exists(told):
+            compute.driver.rebuild(ctxt, told, image, network_info=guest.network_info_of(inst),
+                                block_device_info=guest.block_device_info(compute, instance_uuid),
+                                preserve_ephemeral=preserve, power_on=not stopped,
+                                **injected(injected_files))
+        else:  # a server in error whose guest is gone: made anew
+            compute.driver.spawn(ctxt, told, image, network_info=guest.network_info_of(inst),
+                              block_device_info=guest.block_device_info(compute, instance_uuid),
+                              power_on=not stopped, **injected(injected_files))
+        if admin_password and not stopped:
+            _set_password_if_supported(compute, inst, admin_password)
+        st.instance = guest.update(compute, 
+            instance_uuid, expected_task_state=task_states.REBUILD_SPAWNING,
+            vm_state=vm_states.STOPPED if stopped else vm_states.ACTIVE, task_state=None,
+            power_state=guest.power(compute, instance_uuid), launched_at=records.utcnow())
+    records.set_system_metadata(compute.cell_db, instance_uuid,
+                                **{REBUILD_PRESERVE_EPHEMERAL: None})
+
+
+def _set_password_if_supported(compute, inst, password):
+    try:
+        compute.driver.set_admin_password(guest.instance_dict(inst), password)
+    except NotImplementedError:
+        pass  # a hypervisor without an agent boots the image as it is
+
+
+def snapshot_instance(compute, ctxt, instance_uuid, image_id):
+    """Upload the root disk as image ``image_id`` (made by the API, queued)."""
+    _upload_root_disk(compute, ctxt, instance_uuid, image_id, "compute_snapshot_instance",
+                           task_states.IMAGE_SNAPSHOT_PENDING)
+
+
+def backup_instance(compute, ctxt, instance_uuid, image_id, backup_type, rotation):
+    """A snapshot, then only the ``rotation`` newest backups of that type kept."""
+    _upload_root_disk(compute, ctxt, instance_uuid, image_id, "compute_backup_instance",
+                           task_states.IMAGE_BACKUP)
+    _rotate_backups(compute, ctxt, instance_uuid, backup_type, int(rotation))
+
+
+def _upload_root_disk(compute, ctxt, instance_uuid, image_id, event, first_task):
+    try:
+        with steps.step(compute, ctxt, instance_uuid, event, notifications.SNAPSHOT,
+                        standalone=True, snapshot_image_id=image_id) as st:
+            inst = guest.update(compute, instance_uuid, expected_task_state=(
+                first_task, task_states.IMAGE_UPLOADING),
+                task_state=task_states.IMAGE_UPLOADING)
+            if not shelve.uploaded(compute, ctxt, image_id):
+                compute.driver.snapshot(ctxt, guest.instance_dict(inst), image_id)
+            st.instance = guest.update(compute, instance_uuid,
+                                       expected_task_state=task_states.IMAGE_UPLOADING,
+                                       task_state=None)
+    except Exception:
+        if compute.image_api is not None and not shelve.uploaded(compute, ctxt, image_id):
+            with cleanup.step("delete the unfinished image"):
+                compute.image_api.delete(ctxt, image_id)
+        raise
+    finally:
+        if _get_or_none(compute, instance_uuid) is not None:
+            records.set_system_metadata(compute.cell_db, instance_uuid, **{
+                SNAPSHOT_IMAGE: None, **{k: None for k in BACKUP_ARGS}})
+
+
+def _rotate_backups(compute, ctxt, instance_uuid, backup_type, rotation):
+    if compute.image_api is None:
+        return
+    backups = [i for i in compute.image_api.list(None, {
+        "instance_uuid": instance_uuid, "image_type": "backup",
+        "backup_type": backup_type}) if i["status"] == "active"]
+    backups.reverse()  # newest first (the list is in the order they were made)
+    for image in backups[rotation:]:
+        with cleanup.step(f"rotate backup {image['id']} away"):
+            compute.image_api.delete(ctxt, image["id"])
+
+
+def _get_or_none(compute, instance_uuid):
+    try:
+        return guest.get(compute, instance_uuid)
+    except records.InstanceNotFound:
+        return None
+
+
+def set_admin_password(compute, ctxt, instance_uuid, new_pass):
+    """(call) The guest's administrator password; NotImplementedError when the
+    hypervisor cannot set one (the API answers 501)."""
+    _guest_step(compute, ctxt, instance_uuid, "compute_set_admin_password", None,
+                     task_states.UPDATING_PASSWORD, vm_states.ACTIVE,
+                     lambda told, row: compute.driver.set_admin_password(told, new_pass))
+
+
+def trigger_crash_dump(compute, ctxt, instance_uuid):
+    with steps.step(compute, ctxt, instance_uuid, "compute_trigger_crash_dump",
+                    notifications.TRIGGER_CRASH_DUMP, standalone=True) as st:
+        compute.driver.inject_nmi(guest.instance_dict(st.instance))
+
+
+def inject_network_info(compute, ctxt, instance_uuid):
+    """The guest's network configuration, as its info cache has it, written into it
+    again. Nothing is recorded before: writing it twice is writing it once, and a
+    cast lost with this service is lost as in the reference. A failure is a fault."""
+    with guest.locked(compute, instance_uuid):
+        inst = guest.get(compute, instance_uuid)
         try:
-            self.driver.set_admin_password(guest.instance_dict(inst), password)
-        except NotImplementedError:
-            pass  # a hypervisor without an agent boots the image as it is
-
-    # -- images --------------------------------------------------------------------------
-
-    def snapshot_instance(self, ctxt, instance_uuid, image_id):
-        """Upload the root disk as image ``image_id`` (made by the API, queued)."""
-        self._upload_root_disk(ctxt, instance_uuid, image_id, "compute_snapshot_instance",
-                               task_states.IMAGE_SNAPSHOT_PENDING)
-
-    def backup_instance(self, ctxt, instance_uuid, image_id, backup_type, rotation):
-        """A snapshot, then only the ``rotation`` newest backups of that type kept."""
-        self._upload_root_disk(ctxt, instance_uuid, image_id, "compute_backup_instance",
-                               task_states.IMAGE_BACKUP)
-        self._rotate_backups(ctxt, instance_uuid, backup_type, int(rotation))
-
-    def _upload_root_disk(self, ctxt, instance_uuid, image_id, event, first_task):
-        try:
-            with steps.step(self, ctxt, instance_uuid, event, notifications.SNAPSHOT,
-                            standalone=True, snapshot_image_id=image_id) as st:
-                inst = guest.update(self, instance_uuid, expected_task_state=(
-                    first_task, task_states.IMAGE_UPLOADING),
-                    task_state=task_states.IMAGE_UPLOADING)
-                if not self._uploaded(ctxt, image_id):
-                    self.driver.snapshot(ctxt, guest.instance_dict(inst), image_id)
-                st.instance = guest.update(self, instance_uuid,
-                                           expected_task_state=task_states.IMAGE_UPLOADING,
-                                           task_state=None)
-        except Exception:
-            if self.image_api is not None and not self._uploaded(ctxt, image_id):
-                with cleanup.step("delete the unfinished image"):
-                    self.image_api.delete(ctxt, image_id)
+            compute.driver.inject_network_info(guest.instance_dict(inst), guest.network_info_of(inst))
+        except Exception as exc:
+            records.add_fault(compute.cell_db, instance_uuid, exc, host=compute.host)
             raise
-        finally:
-            if self._get_or_none(instance_uuid) is not None:
-                records.set_system_metadata(self.cell_db, instance_uuid, **{
-                    SNAPSHOT_IMAGE: None, **{k: None for k in BACKUP_ARGS}})
 
-    def _rotate_backups(self, ctxt, instance_uuid, backup_type, rotation):
-        if self.image_api is None:
-            return
-        backups = [i for i in self.image_api.list(None, {
-            "instance_uuid": instance_uuid, "image_type": "backup",
-            "backup_type": backup_type}) if i["status"] == "active"]
-        backups.reverse()  # newest first (the list is in the order they were made)
-        for image in backups[rotation:]:
-            with cleanup.step(f"rotate backup {image['id']} away"):
-                self.image_api.delete(ctxt, image["id"])
 
-    def _get_or_none(self, instance_uuid):
-        try:
-            return guest.get(self, instance_uuid)
-        except records.InstanceNotFound:
-            return None
+def get_console_output(compute, ctxt, instance_uuid, tail_length=None):
+    """(call) The guest's console log, its last ``tail_length`` lines if given."""
+    output = compute.driver.get_console_output(ctxt, guest.instance_dict(guest.get(compute, 
+        instance_uuid)))
+    if tail_length is not None:
+        lines = output.split("\n")
+        output = "\n".join(lines[-int(tail_length):]) if int(tail_length) else ""
+    return output
 
-    # -- password, crash dump, console -----------------------------------------------------
 
-    def set_admin_password(self, ctxt, instance_uuid, new_pass):
-        """(call) The guest's administrator password; NotImplementedError when the
-        hypervisor cannot set one (the API answers 501)."""
-        self._guest_step(ctxt, instance_uuid, "compute_set_admin_password", None,
-                         task_states.UPDATING_PASSWORD, vm_states.ACTIVE,
-                         lambda told, row: self.driver.set_admin_password(told, new_pass))
+def soft_delete_instance(compute, ctxt, instance_uuid):
+    _guest_step(compute, ctxt, instance_uuid, "compute_soft_delete_instance",
+                     notifications.SOFT_DELETE, task_states.SOFT_DELETING,
+                     vm_states.SOFT_DELETED,
+                     lambda told, row: compute.driver.power_off(told))
 
-    def trigger_crash_dump(self, ctxt, instance_uuid):
-        with steps.step(self, ctxt, instance_uuid, "compute_trigger_crash_dump",
-                        notifications.TRIGGER_CRASH_DUMP, standalone=True) as st:
-            self.driver.inject_nmi(guest.instance_dict(st.instance))
 
-    def inject_network_info(self, ctxt, instance_uuid):
-        """The guest's network configuration, as its info cache has it, written into it
-        again. Nothing is recorded before: writing it twice is writing it once, and a
-        cast lost with this service is lost as in the reference. A failure is a fault."""
-        with guest.locked(self, instance_uuid):
-            inst = guest.get(self, instance_uuid)
-            try:
-                self.driver.inject_network_info(guest.instance_dict(inst), guest.network_info_of(inst))
-            except Exception as exc:
-                records.add_fault(self.cell_db, instance_uuid, exc, host=self.host)
-                raise
+def restore_instance(compute, ctxt, instance_uuid):
+    _guest_step(compute, ctxt, instance_uuid, "compute_restore_instance",
+                     notifications.RESTORE, task_states.RESTORING, vm_states.ACTIVE,
+                     lambda told, row: compute.driver.power_on(
+                         ctxt, told, guest.network_info_of(row),
+                         guest.block_device_info(compute, instance_uuid)))
 
-    def get_console_output(self, ctxt, instance_uuid, tail_length=None):
-        """(call) The guest's console log, its last ``tail_length`` lines if given."""
-        output = self.driver.get_console_output(ctxt, guest.instance_dict(guest.get(self, 
-            instance_uuid)))
-        if tail_length is not None:
-            lines = output.split("\n")
-            output = "\n".join(lines[-int(tail_length):]) if int(tail_length) else ""
-        return output
 
-    # -- soft delete -----------------------------------------------------------------------
+def reclaim_queued_deletes(compute, ctxt=None):
+    """Delete the servers soft-deleted here more than ``reclaim_instance_interval``
+    seconds ago. Returns their uuids."""
+    interval = compute.conf.reclaim_instance_interval
+    if interval <= 0:
+        return []
+    due = records.utcnow() - datetime.timedelta(seconds=interval)
+    with compute.cell_db.read_session() as s:
+        expired = s.scalars(sa.select(m.Instance.uuid).where(
+            m.Instance.host == compute.host, m.Instance.deleted == 0,
+            m.Instance.vm_state == vm_states.SOFT_DELETED,
+            m.Instance.task_state.is_(None), m.Instance.deleted_at < due)).all()
+    ctxt = ctxt or get_admin_context()
+    reclaimed = []
+    for uuid in expired:
+        with cleanup.step(f"reclaim soft-deleted server {uuid}"):
+            guest.update(compute, uuid, expected_task_state=None,
+                         expected_vm_state=vm_states.SOFT_DELETED,
+                         task_state=task_states.DELETING, reload=False)
+            compute.terminate_instance(ctxt, uuid)
+            reclaimed.append(uuid)
+    return reclaimed
 
-    def soft_delete_instance(self, ctxt, instance_uuid):
-        self._guest_step(ctxt, instance_uuid, "compute_soft_delete_instance",
-                         notifications.SOFT_DELETE, task_states.SOFT_DELETING,
-                         vm_states.SOFT_DELETED,
-                         lambda told, row: self.driver.power_off(told))
 
-    def restore_instance(self, ctxt, instance_uuid):
-        self._guest_step(ctxt, instance_uuid, "compute_restore_instance",
-                         notifications.RESTORE, task_states.RESTORING, vm_states.ACTIVE,
-                         lambda told, row: self.driver.power_on(
-                             ctxt, told, guest.network_info_of(row),
-                             guest.block_device_info(self, instance_uuid)))
+# -- power -----------------------------------------------------------------------
 
-    def reclaim_queued_deletes(self, ctxt=None):
-        """Delete the servers soft-deleted here more than ``reclaim_instance_interval``
-        seconds ago. Returns their uuids."""
-        interval = self.conf.reclaim_instance_interval
-        if interval <= 0:
-            return []
-        due = records.utcnow() - datetime.timedelta(seconds=interval)
-        with self.cell_db.read_session() as s:
-            expired = s.scalars(sa.select(m.Instance.uuid).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.Instance.vm_state == vm_states.SOFT_DELETED,
-                m.Instance.task_state.is_(None), m.Instance.deleted_at < due)).all()
-        ctxt = ctxt or get_admin_context()
-        reclaimed = []
-        for uuid in expired:
-            with cleanup.step(f"reclaim soft-deleted server {uuid}"):
-                guest.update(self, uuid, expected_task_state=None,
-                             expected_vm_state=vm_states.SOFT_DELETED,
-                             task_state=task_states.DELETING, reload=False)
-                self.terminate_instance(ctxt, uuid)
-                reclaimed.append(uuid)
-        return reclaimed
+def stop_instance(compute, ctxt, instance_uuid, clean_shutdown=True):
+    with steps.step(compute, ctxt, instance_uuid, "compute_stop_instance",
+                         notifications.POWER_OFF, standalone=True) as st:
+        inst = st.instance
+        timeout = 60 if clean_shutdown else 0
+        compute.driver.power_off(guest.instance_dict(inst), timeout=timeout)
+        st.instance = guest.update(compute, instance_uuid,
+                              expected_task_state=(task_states.POWERING_OFF, None),
+                              vm_state=vm_states.STOPPED, task_state=None,
+                              power_state=compute.driver.get_info({"uuid": instance_uuid})["state"])
+
+
+def start_instance(compute, ctxt, instance_uuid):
+    with steps.step(compute, ctxt, instance_uuid, "compute_start_instance",
+                         notifications.POWER_ON, standalone=True) as st:
+        inst = st.instance
+        compute.driver.power_on(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                             guest.block_device_info(compute, instance_uuid))
+        st.instance = guest.update(compute, instance_uuid,
+                              expected_task_state=(task_states.POWERING_ON, None),
+                              vm_state=vm_states.ACTIVE, task_state=None,
+                              power_state=compute.driver.get_info({"uuid": instance_uuid})["state"])
+
+
+def reboot_instance(compute, ctxt, instance_uuid, reboot_type="SOFT"):
+    soft = reboot_type.upper() == "SOFT"
+    pending = ((task_states.REBOOTING, task_states.REBOOT_PENDING, None) if soft else
+               (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, None))
+    started = task_states.REBOOT_STARTED if soft else task_states.REBOOT_STARTED_HARD
+    with steps.step(compute, ctxt, instance_uuid, "compute_reboot_instance", notifications.REBOOT,
+                         error_vm_state=vm_states.ERROR, standalone=True) as st:
+        inst = guest.update(compute, instance_uuid, expected_task_state=pending, task_state=started)
+        compute.driver.reboot(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                           reboot_type="SOFT" if soft else "HARD",
+                           block_device_info=guest.block_device_info(compute, instance_uuid))
+        st.instance = guest.update(compute, instance_uuid, expected_task_state=started,
+                              vm_state=vm_states.ACTIVE, task_state=None,
+                              power_state=compute.driver.get_info({"uuid": instance_uuid})["state"])
+
+
+def terminate_instance(compute, ctxt, instance_uuid, bdms=None, **kwargs):
+    """Destroy the guest, free network, volumes and placement, soft-delete the row."""
+    started = False
+    try:
+        with steps.step(compute, ctxt, instance_uuid, "compute_terminate_instance",
+                             notifications.DELETE, error_vm_state=vm_states.ERROR, standalone=True) as st:
+            started = True
+            inst = st.instance
+            bdms = guest.bdms_of(compute, instance_uuid)
+            guest.notify(compute, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "start"))
+            compute.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
+                                guest.block_device_info(compute, instance_uuid, bdms),
+                                destroy_disks=True)
+            connections.deallocate_network(compute, ctxt, inst)
+            guest.notify(compute, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
+            connections.detach_volumes(compute, ctxt, inst, delete_volumes=True, bdms=bdms)
+            allocations.give_back(compute.placement, instance_uuid)
+            st.instance = _soft_delete(compute, inst)
+            compute.rt.instance_removed(inst)
+    except records.InstanceNotFound:
+        if started:
+            raise
+        return  # already gone: deleting twice is not an error
+    guest.forget_lock(compute, instance_uuid)
+
+
+def _soft_delete(compute, inst):
+    """Mark the instance and its BDMs deleted; return ``inst`` showing it."""
+    now = records.utcnow()
+    deleted = {"vm_state": vm_states.DELETED, "task_state": None,
+               "power_state": power_state.NOSTATE, "terminated_at": now,
+               "deleted_at": now, "deleted": inst.id}
+    with compute.cell_db.connection(write=True) as conn:
+        if not conn.execute(_SOFT_DELETE, {"b_uuid": inst.uuid, **{
+                f"b_{k}": v for k, v in deleted.items()}}).rowcount:
+            raise records.InstanceNotFound(f"Instance {inst.uuid} could not be found.")
+        conn.execute(_SOFT_DELETE_BDMS, {"b_uuid": inst.uuid, "b_deleted_at": now})
+    for column, value in deleted.items():  # for the notification, as the row now is
+        setattr(inst, column, value)
+    return inst
 
 
 # task state -> how a restarted host finishes the step (recovery.py)
@@ -348,10 +449,10 @@ def resume_interrupted(compute, ctxt, uuid, task_state):
         if not image_id:
             guest.update(compute, uuid, task_state=None, reload=False)
         elif noted.get("backup_type"):
-            compute.backup_instance(ctxt, uuid, image_id, noted["backup_type"],
+            backup_instance(compute, ctxt, uuid, image_id, noted["backup_type"],
                                     noted.get("backup_rotation") or 0)
         else:
-            compute.snapshot_instance(ctxt, uuid, image_id)
+            snapshot_instance(compute, ctxt, uuid, image_id)
         return True
     return False
 

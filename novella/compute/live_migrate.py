@@ -1,4 +1,4 @@
-"""Live migration on a compute host (mixed into ComputeManager).
+"""Live migration on a compute host (bound into ComputeManager).
 
 The conductor drives it by calling, in order (docs/live-migration.md):
 
@@ -49,189 +49,189 @@ LOG = logging.getLogger(__name__)
 
 # The statuses of a live migration whose copy has not started yet.
 NOT_STARTED = ("queued", ms.PREPARING)
+# Guards every host's registry of the steerings of its running live migrations.
+_STEERING_LOCK = threading.Lock()
 
 
-class ComputeLiveMigration:
-    """The live-migration steps of one host; needs the attributes of ComputeManager."""
+def prepare_live_migration_at_destination(compute, ctxt, instance_uuid, migration_uuid,
+                                          port_profiles=None):
+    """Make this host ready for the running guest; returns the new attachments.
 
-    # -- destination ------------------------------------------------------------------
+    ``{"host", "node", "attachments": {volume id: attachment id}}``. On
+    failure everything made here is given back and the error raised.
+    """
+    with steps.step(compute, ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
+                    notifications.LIVE_MIGRATION_PRE) as st:
+        inst = st.instance
+        made = {"claim": None, "bindings": False, "attachments": {}}
+        try:
+            block_device_info = connections.take_in(compute, ctxt, inst, migration_uuid, port_profiles,
+                                              made)
+            compute.driver.pre_live_migration(ctxt, guest.instance_dict(inst), block_device_info,
+                                           guest.network_info_of(inst))
+        except Exception:
+            connections.undo_destination(compute, ctxt, instance_uuid, made["bindings"],
+                                   made["attachments"], made["claim"] is not None)
+            raise
+        guest.migration(compute, migration_uuid, status=ms.PREPARING, dest_compute=compute.host,
+                        dest_node=compute.rt.nodename,
+                        dest_host=(compute.rt.compute_node or {}).get("host_ip") or compute.host)
+    return {"host": compute.host, "node": compute.rt.nodename, "attachments": made["attachments"]}
 
-    def prepare_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
-                                              port_profiles=None):
-        """Make this host ready for the running guest; returns the new attachments.
 
-        ``{"host", "node", "attachments": {volume id: attachment id}}``. On
-        failure everything made here is given back and the error raised.
-        """
-        with steps.step(self, ctxt, instance_uuid, "compute_check_can_live_migrate_destination",
-                        notifications.LIVE_MIGRATION_PRE) as st:
-            inst = st.instance
-            made = {"claim": None, "bindings": False, "attachments": {}}
-            try:
-                block_device_info = connections.take_in(self, ctxt, inst, migration_uuid, port_profiles,
-                                                  made)
-                self.driver.pre_live_migration(ctxt, guest.instance_dict(inst), block_device_info,
-                                               guest.network_info_of(inst))
-            except Exception:
-                connections.undo_destination(self, ctxt, instance_uuid, made["bindings"],
-                                       made["attachments"], made["claim"] is not None)
-                raise
-            guest.migration(self, migration_uuid, status=ms.PREPARING, dest_compute=self.host,
-                            dest_node=self.rt.nodename,
-                            dest_host=(self.rt.compute_node or {}).get("host_ip") or self.host)
-        return {"host": self.host, "node": self.rt.nodename, "attachments": made["attachments"]}
-
-    def rollback_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
-                                               attachments=None):
-        """A failed live migration: nothing of the server stays on this host."""
-        with steps.step(self, ctxt, instance_uuid,
-                        "compute_rollback_live_migration_at_destination",
-                        notifications.LIVE_MIGRATION_ROLLBACK_DEST) as st:
-            with cleanup.step("remove the guest copy"):
-                self.driver.rollback_live_migration_at_destination(
-                    ctxt, guest.instance_dict(st.instance))
-            connections.undo_destination(self, ctxt, instance_uuid, True, attachments, True)
-
-    def post_live_migration_at_destination(self, ctxt, instance_uuid, migration_uuid,
+def rollback_live_migration_at_destination(compute, ctxt, instance_uuid, migration_uuid,
                                            attachments=None):
-        """The guest runs here: its bindings, attachments and the instance are this host's.
+    """A failed live migration: nothing of the server stays on this host."""
+    with steps.step(compute, ctxt, instance_uuid,
+                    "compute_rollback_live_migration_at_destination",
+                    notifications.LIVE_MIGRATION_ROLLBACK_DEST) as st:
+        with cleanup.step("remove the guest copy"):
+            compute.driver.rollback_live_migration_at_destination(
+                ctxt, guest.instance_dict(st.instance))
+        connections.undo_destination(compute, ctxt, instance_uuid, True, attachments, True)
 
-        The driver's step comes first: until it succeeds nothing has changed
-        hands, and the conductor's rollback finds the move as it was.
-        """
-        with steps.step(self, ctxt, instance_uuid,
-                             "compute_post_live_migration_at_destination",
-                        notifications.LIVE_MIGRATION_POST_DEST) as st:
-            inst = st.instance
-            self.driver.post_live_migration_at_destination(ctxt, guest.instance_dict(inst),
-                                                           guest.network_info_of(inst))
-            if self.network_api is not None:
-                guest.save_network_info(self, instance_uuid, self.network_api.activate_port_bindings(
-                    ctxt, instance_uuid, self.host))
-            connections.switch_attachments(self, ctxt, instance_uuid, attachments or {})
-            self.rt.apply_migration_context(ctxt, instance_uuid)
-            records.update_instance(
-                self.cell_db, instance_uuid, expected_task_state=task_states.MIGRATING,
-                host=self.host, node=self.rt.nodename, task_state=None,
-                # A paused server arrives paused, as the reference's do.
-                vm_state=(vm_states.PAUSED if inst.vm_state == vm_states.PAUSED
-                          else vm_states.ACTIVE),
-                power_state=guest.power(self, instance_uuid), reload=False)
-            self.rt.drop_move_claim(ctxt, instance_uuid)
 
-    # -- source -------------------------------------------------------------------------
+def post_live_migration_at_destination(compute, ctxt, instance_uuid, migration_uuid,
+                                       attachments=None):
+    """The guest runs here: its bindings, attachments and the instance are this host's.
 
-    def live_migration(self, ctxt, instance_uuid, migration_uuid, dest):
-        """Move the running guest to ``dest`` (its copy here stays until the cleanup).
+    The driver's step comes first: until it succeeds nothing has changed
+    hands, and the conductor's rollback finds the move as it was.
+    """
+    with steps.step(compute, ctxt, instance_uuid,
+                         "compute_post_live_migration_at_destination",
+                    notifications.LIVE_MIGRATION_POST_DEST) as st:
+        inst = st.instance
+        compute.driver.post_live_migration_at_destination(ctxt, guest.instance_dict(inst),
+                                                       guest.network_info_of(inst))
+        if compute.network_api is not None:
+            guest.save_network_info(compute, instance_uuid, compute.network_api.activate_port_bindings(
+                ctxt, instance_uuid, compute.host))
+        connections.switch_attachments(compute, ctxt, instance_uuid, attachments or {})
+        compute.rt.apply_migration_context(ctxt, instance_uuid)
+        records.update_instance(
+            compute.cell_db, instance_uuid, expected_task_state=task_states.MIGRATING,
+            host=compute.host, node=compute.rt.nodename, task_state=None,
+            # A paused server arrives paused, as the reference's do.
+            vm_state=(vm_states.PAUSED if inst.vm_state == vm_states.PAUSED
+                      else vm_states.ACTIVE),
+            power_state=guest.power(compute, instance_uuid), reload=False)
+        compute.rt.drop_move_claim(ctxt, instance_uuid)
 
-        Raises LiveMigrationAborted when an abort was asked for (before or
-        during the copy): nothing of the guest is then on ``dest``.
-        """
-        steering = self._steering(migration_uuid, create=True)
+
+def live_migration(compute, ctxt, instance_uuid, migration_uuid, dest):
+    """Move the running guest to ``dest`` (its copy here stays until the cleanup).
+
+    Raises LiveMigrationAborted when an abort was asked for (before or
+    during the copy): nothing of the guest is then on ``dest``.
+    """
+    steering = steering_of(compute, migration_uuid, create=True)
+    try:
+        with steps.step(compute, ctxt, instance_uuid, "compute_live_migration") as st:
+            if steering.asked == LiveMigrationSteering.ABORT:
+                raise exceptions.LiveMigrationAborted(
+                    f"Live migration of instance {instance_uuid} was aborted before "
+                    "it started.")
+            guest.migration(compute, migration_uuid, status=ms.RUNNING)
+            compute.driver.live_migration(ctxt, guest.instance_dict(st.instance), dest,
+                                       steering=steering)
+    finally:
+        steering_of(compute, migration_uuid, drop=True)
+
+
+def post_live_migration_at_source(compute, ctxt, instance_uuid, migration_uuid):
+    """The server runs elsewhere now: what is left of it here goes."""
+    with steps.step(compute, ctxt, instance_uuid, "compute_post_live_migration_at_source",
+                    notifications.LIVE_MIGRATION_POST) as st:
+        with cleanup.step("remove the source guest"):
+            compute.driver.cleanup_live_migration_source(ctxt, guest.instance_dict(st.instance))
+        if compute.network_api is not None:
+            with cleanup.step("delete the source's port bindings"):
+                compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
+        compute.rt.refresh_usage()
+
+
+def rollback_live_migration_at_source(compute, ctxt, instance_uuid, migration_uuid,
+                                      copy_started=True):
+    """The move failed: the guest runs on here. After the copy began, a copy
+    that may still be running is stopped; when a destination failed its
+    preparation (``copy_started`` False) there is none, and the rollback
+    is only told (a cast)."""
+    try:
+        inst = guest.get(compute, instance_uuid)
+    except records.InstanceNotFound:
+        return
+
+    def send(event_type, fault=None):
+        guest.notify(compute, ctxt, guest.get(compute, instance_uuid) if event_type.endswith(".end")
+                     else inst, event_type, fault=fault)
+
+    with notifications.action(send, notifications.LIVE_MIGRATION_ROLLBACK):
+        if copy_started:
+            live_migration_abort(compute, ctxt, instance_uuid, migration_uuid)
+
+
+def steering_of(compute, migration_uuid, create=False, drop=False):
+    """The LiveMigrationSteering of a live migration of this host, or None;
+    ``create``: made if missing; ``drop``: forgotten (its copy ended)."""
+    with _STEERING_LOCK:
+        registry = compute.__dict__.setdefault("_live_migration_steering", {})
+        if drop:
+            return registry.pop(migration_uuid, None)
+        if create:
+            return registry.setdefault(migration_uuid, LiveMigrationSteering())
+        return registry.get(migration_uuid)
+
+
+def live_migration_abort(compute, ctxt, instance_uuid, migration_uuid):
+    """Stop the live migration's copy (or keep the abort until it starts); a cast.
+
+    The conductor's rollback then finishes the abort. Also cast by the
+    conductor when it takes back a move whose copy may still be running.
+    """
+    def abort():
         try:
-            with steps.step(self, ctxt, instance_uuid, "compute_live_migration") as st:
-                if steering.asked == LiveMigrationSteering.ABORT:
-                    raise exceptions.LiveMigrationAborted(
-                        f"Live migration of instance {instance_uuid} was aborted before "
-                        "it started.")
-                guest.migration(self, migration_uuid, status=ms.RUNNING)
-                self.driver.live_migration(ctxt, guest.instance_dict(st.instance), dest,
-                                           steering=steering)
-        finally:
-            self._steering(migration_uuid, drop=True)
+            waiting = guest.migration(compute, migration_uuid)["status"] in NOT_STARTED
+        except migration_records.MigrationNotFound:
+            waiting = False
+        steering = steering_of(compute, migration_uuid, create=waiting)
+        return steering is not None and steering.ask(LiveMigrationSteering.ABORT)
 
-    def post_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid):
-        """The server runs elsewhere now: what is left of it here goes."""
-        with steps.step(self, ctxt, instance_uuid, "compute_post_live_migration_at_source",
-                        notifications.LIVE_MIGRATION_POST) as st:
-            with cleanup.step("remove the source guest"):
-                self.driver.cleanup_live_migration_source(ctxt, guest.instance_dict(st.instance))
-            if self.network_api is not None:
-                with cleanup.step("delete the source's port bindings"):
-                    self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
-            self.rt.refresh_usage()
+    _steer(compute, ctxt, instance_uuid, migration_uuid, "abort", abort)
 
-    def rollback_live_migration_at_source(self, ctxt, instance_uuid, migration_uuid,
-                                          copy_started=True):
-        """The move failed: the guest runs on here. After the copy began, a copy
-        that may still be running is stopped; when a destination failed its
-        preparation (``copy_started`` False) there is none, and the rollback
-        is only told (a cast)."""
-        try:
-            inst = guest.get(self, instance_uuid)
-        except records.InstanceNotFound:
-            return
 
-        def send(event_type, fault=None):
-            guest.notify(self, ctxt, guest.get(self, instance_uuid) if event_type.endswith(".end")
-                         else inst, event_type, fault=fault)
+def live_migration_force_complete(compute, ctxt, instance_uuid, migration_uuid):
+    """End the running copy at once so that the move completes; a cast."""
+    def force():
+        steering = steering_of(compute, migration_uuid)
+        return steering is not None and steering.ask(LiveMigrationSteering.FORCE_COMPLETE)
 
-        with notifications.action(send, notifications.LIVE_MIGRATION_ROLLBACK):
-            if copy_started:
-                self.live_migration_abort(ctxt, instance_uuid, migration_uuid)
+    _steer(compute, ctxt, instance_uuid, migration_uuid, "force_complete", force)
 
-    # -- steering a running live migration (source) ---------------------------------------
 
-    _steering_lock = threading.Lock()
+def _steer(compute, ctxt, instance_uuid, migration_uuid, what, request):
+    """``request()`` (True: the copy will obey it), recorded as the
+    compute_live_migration_<what> event and told by the
+    instance.live_migration_<what> notifications. When there is nothing to
+    steer (the copy ended, or the other request came first) only a log line
+    says so.
 
-    def _steering(self, migration_uuid, create=False, drop=False):
-        """The LiveMigrationSteering of a live migration of this host, or None;
-        ``create``: made if missing; ``drop``: forgotten (its copy ended)."""
-        with self._steering_lock:
-            registry = self.__dict__.setdefault("_live_migration_steering", {})
-            if drop:
-                return registry.pop(migration_uuid, None)
-            if create:
-                return registry.setdefault(migration_uuid, LiveMigrationSteering())
-            return registry.get(migration_uuid)
-
-    def live_migration_abort(self, ctxt, instance_uuid, migration_uuid):
-        """Stop the live migration's copy (or keep the abort until it starts); a cast.
-
-        The conductor's rollback then finishes the abort. Also cast by the
-        conductor when it takes back a move whose copy may still be running.
-        """
-        def abort():
-            try:
-                waiting = guest.migration(self, migration_uuid)["status"] in NOT_STARTED
-            except migration_records.MigrationNotFound:
-                waiting = False
-            steering = self._steering(migration_uuid, create=waiting)
-            return steering is not None and steering.ask(LiveMigrationSteering.ABORT)
-
-        self._steer(ctxt, instance_uuid, migration_uuid, "abort", abort)
-
-    def live_migration_force_complete(self, ctxt, instance_uuid, migration_uuid):
-        """End the running copy at once so that the move completes; a cast."""
-        def force():
-            steering = self._steering(migration_uuid)
-            return steering is not None and steering.ask(LiveMigrationSteering.FORCE_COMPLETE)
-
-        self._steer(ctxt, instance_uuid, migration_uuid, "force_complete", force)
-
-    def _steer(self, ctxt, instance_uuid, migration_uuid, what, request):
-        """``request()`` (True: the copy will obey it), recorded as the
-        compute_live_migration_<what> event and told by the
-        instance.live_migration_<what> notifications. When there is nothing to
-        steer (the copy ended, or the other request came first) only a log line
-        says so.
-
-        No instance lock: the copy being steered holds it.
-        """
-        if not request():
-            LOG.info("live migration %s of %s is not in progress on %s: nothing to %s",
-                     migration_uuid, instance_uuid, self.host, what.replace("_", " "))
-            return
-        try:
-            inst = guest.get(self, instance_uuid)
-        except records.InstanceNotFound:
-            return
-        name = {"abort": notifications.LIVE_MIGRATION_ABORT,
-                "force_complete": notifications.LIVE_MIGRATION_FORCE_COMPLETE}[what]
-        with notifications.action(
-                lambda event_type, fault=None: guest.notify(self, ctxt, inst, event_type, fault=fault),
-                name):
-            with records.action_event(self.cell_db, ctxt, instance_uuid,
-                                      f"compute_live_migration_{what}", host=self.host,
-                                      finish_action=True):
-                pass
+    No instance lock: the copy being steered holds it.
+    """
+    if not request():
+        LOG.info("live migration %s of %s is not in progress on %s: nothing to %s",
+                 migration_uuid, instance_uuid, compute.host, what.replace("_", " "))
+        return
+    try:
+        inst = guest.get(compute, instance_uuid)
+    except records.InstanceNotFound:
+        return
+    name = {"abort": notifications.LIVE_MIGRATION_ABORT,
+            "force_complete": notifications.LIVE_MIGRATION_FORCE_COMPLETE}[what]
+    with notifications.action(
+            lambda event_type, fault=None: guest.notify(compute, ctxt, inst, event_type, fault=fault),
+            name):
+        with records.action_event(compute.cell_db, ctxt, instance_uuid,
+                                  f"compute_live_migration_{what}", host=compute.host,
+                                  finish_action=True):
+            pass

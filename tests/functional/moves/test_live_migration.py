@@ -13,6 +13,7 @@ import time
 import pytest
 import webob
 
+from novella.compute import live_migrate
 from novella.conductor import journal
 from novella.conductor.manager import ConductorManager
 from novella.conductor.tasks.base import TaskList
@@ -300,7 +301,7 @@ def test_abort_before_the_copy_starts_2_65(cloud, monkeypatch):
     status, body = _abort(cloud, sid, mig["id"], version="2.65")
     assert (status, body) == (202, None)
     deadline = time.monotonic() + 30
-    while cloud.aio.computes[src]._steering(mig["uuid"]) is None:  # the cast arrived
+    while live_migrate.steering_of(cloud.aio.computes[src], mig["uuid"]) is None:  # the cast arrived
         assert time.monotonic() < deadline
         time.sleep(0.01)
     held.go.set()
