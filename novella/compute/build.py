@@ -22,6 +22,7 @@ from novella.compute import pci
 from novella.compute import states as vm_states
 from novella.compute.guest_actions import injected
 from novella.compute.states import power_state, task_states
+from novella.compute import volume_ops
 from novella.db import cell_models as m
 from novella.db import records
 from novella.rpc import notifications
@@ -106,7 +107,7 @@ def _build(compute, ctxt, inst, flavor, image_meta, requested_networks,
     network_info = connections.allocate_network(compute, ctxt, inst, requested_networks, port_profiles,
                                           security_groups)
     done["network"] = True
-    bdms = compute.create_volumes(ctxt, inst, _store_bdms(compute, uuid, block_device_mappings))
+    bdms = volume_ops.create_volumes(compute, ctxt, inst, _store_bdms(compute, uuid, block_device_mappings))
     # block_device_mapping only while there are volumes to attach.
     has_volumes = any(guest.is_volume(b) for b in bdms)
     records.update_instance(compute.cell_db, uuid, expected_task_state=task_states.NETWORKING,

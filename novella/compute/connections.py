@@ -14,6 +14,7 @@ import json
 from novella.compute import cleanup
 from novella.compute import guest
 from novella.compute import pci
+from novella.compute import volume_ops
 from novella.db import cell_models as m
 from novella.db import records
 from novella.network import ownership
@@ -105,7 +106,7 @@ def detach_volumes(compute, ctxt, inst, delete_volumes=False, bdms=None):
             for attachment_id in ids:
                 compute.volume_api.attachment_delete(ctxt, attachment_id)
             if (delete_volumes and bdm.delete_on_termination  # made (a build may stop before)
-                    and compute._volume_exists(ctxt, bdm.volume_id)):
+                    and volume_ops.volume_exists(compute, ctxt, bdm.volume_id)):
                 compute.volume_api.delete(ctxt, bdm.volume_id)
         with compute.cell_db.session(write=True) as s:
             s.get(m.BlockDeviceMapping, bdm.id).attachment_id = None

@@ -10,6 +10,7 @@ step to finish after a crash: a client whose call was lost asks again.
 """
 import urllib.parse
 
+from novella.compute import guest
 from novella.db import console_auth_tokens
 from novella.virt.driver import ConsoleTypeUnavailable
 
@@ -24,7 +25,7 @@ class ConsoleTypeInvalid(Exception):
 def get_vnc_console(compute, ctxt, instance_uuid, console_type):
     """(call) ``{"url"}`` of the guest's noVNC console."""
     token = _authorize(compute, instance_uuid, console_type, compute.conf.vnc.enabled, "novnc",
-                       lambda guest: compute.driver.get_vnc_console(ctxt, guest))
+                       lambda told: compute.driver.get_vnc_console(ctxt, told))
     # noVNC takes the websocket's path (and so the token) from its page's
     # ``path`` parameter.
     base = urllib.parse.urlsplit(compute.conf.vnc.novncproxy_base_url)
@@ -37,16 +38,16 @@ def get_serial_console(compute, ctxt, instance_uuid, console_type, index=0):
     """(call) ``{"url"}`` of the guest's serial console (its port ``index``)."""
     token = _authorize(compute, instance_uuid, console_type,
                        compute.conf.serial_console.enabled, "serial",
-                       lambda guest: compute.driver.get_serial_console(ctxt, guest, index))
+                       lambda told: compute.driver.get_serial_console(ctxt, told, index))
     return {"url": f"{compute.conf.serial_console.base_url}?token={token}"}
 
 
 def _authorize(compute, instance_uuid, console_type, enabled, expected_type, locate):
-    """A token for the console ``locate(guest)`` says the guest has."""
+    """A token for the console ``locate(the instance dict)`` says the guest has."""
     if not enabled:
         raise ConsoleTypeUnavailable(console_type)
     if console_type != expected_type:
         raise ConsoleTypeInvalid(console_type)
-    address = locate(compute.instance_dict(compute._get(instance_uuid)))
+    address = locate(guest.instance_dict(guest.get(compute, instance_uuid)))
     return console_auth_tokens.authorize(compute.cell_db, instance_uuid, console_type, address,
                                          compute.conf.consoleauth.token_ttl)

@@ -176,7 +176,7 @@ def rebuild_in_place(compute, ctxt, instance_uuid, admin_password=None, injected
             volume_ops.REIMAGE_ROOT)
         reimage = reimage and reimage.state["image_id"]
         if reimage:  # a volume-backed server's root volume gets the image (2.93)
-            compute.reimage_root_volume(ctxt, inst, reimage)
+            volume_ops.reimage_root_volume(compute, ctxt, inst, reimage)
         told = guest.instance_dict(inst)
         image = {"id": reimage or inst.image_ref, "properties": {}}
         if compute.driver.instance_exists(told):

@@ -7,7 +7,8 @@ driver, tracker, databases) is held by the object, never read from CONF.
 
 Each operation is a plain function of its own module, taking the manager as
 ``compute`` (build.py, resize.py, cross_cell.py, live_migrate.py,
-evacuate.py, shelve.py, guest_actions.py); the class binds them, in one
+evacuate.py, shelve.py, guest_actions.py, volume_ops.py, interface_ops.py,
+recovery.py, consoles.py); the class binds them, in one
 table, as the endpoint's methods. What those modules share is in guest.py
 (the server's row, what the driver is told of it) and connections.py (its
 ports and volumes on this host), imported by name.
@@ -33,15 +34,14 @@ from novella.compute import cleanup
 from novella.compute import consoles
 from novella.compute import cross_cell
 from novella.compute import evacuate
-from novella.compute import guest
 from novella.compute import guest_actions
+from novella.compute import interface_ops
 from novella.compute import live_migrate
+from novella.compute import recovery
 from novella.compute import resize
 from novella.compute import resource_tracker
 from novella.compute import shelve
-from novella.compute.interface_ops import ComputeInterfaces
-from novella.compute.recovery import ComputeRecovery
-from novella.compute.volume_ops import ComputeVolumes
+from novella.compute import volume_ops
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
@@ -67,7 +67,7 @@ _GUESTS_NOT_IN_A_TASK = sa.select(m.Instance.uuid, m.Instance.host, m.Instance.p
     m.Instance.task_state.is_(None))
 
 
-class ComputeManager(ComputeVolumes, ComputeInterfaces, ComputeRecovery):
+class ComputeManager:
     def __init__(self, conf, host, cell_db, placement, driver, network_api=None,
                  volume_api=None, image_api=None, notifier=None, transport=None):
         self.conf = conf
@@ -87,7 +87,7 @@ class ComputeManager(ComputeVolumes, ComputeInterfaces, ComputeRecovery):
         self.notifier = notifier
         self.rt = resource_tracker.ResourceTracker(host, driver, cell_db, placement, conf)
         self._instance_locks = collections.defaultdict(threading.Lock)
-        # ComputeVolumes: {server: when this service froze it}, and the periodic
+        # volume_ops: {server: when this service froze it}, and the periodic
         # check for thaws that never came, run only while that is not empty.
         self._frozen_since, self._thaw_watch = {}, None
         self._locks_lock = threading.Lock()
@@ -117,10 +117,10 @@ class ComputeManager(ComputeVolumes, ComputeInterfaces, ComputeRecovery):
         self._ensure_service()
         self._destroy_deleted_guests(ctxt)
         evacuate.clean_evacuated(self, ctxt)
-        self.adopt_notes()
-        self.recover_interrupted(ctxt or get_admin_context())
-        self.recover_host_operations(ctxt or get_admin_context())
-        self.reconcile_moves(ctxt or get_admin_context())
+        recovery.adopt_notes(self)
+        recovery.recover_interrupted(self, ctxt or get_admin_context())
+        recovery.recover_host_operations(self, ctxt or get_admin_context())
+        recovery.reconcile_moves(self, ctxt or get_admin_context())
         self.update_available_resource(ctxt)
 
     def _destroy_deleted_guests(self, ctxt):
@@ -222,14 +222,6 @@ class ComputeManager(ComputeVolumes, ComputeInterfaces, ComputeRecovery):
                     records.update_instance(cell_db, uuid, expected_task_state=None,
                                             power_state=actual)
 
-    # The shared helpers (novella/compute/guest.py, shelve.py) under the names the
-    # volume, interface and recovery modules still call them by.
-    _get, _update, _power, _bdms = guest.get, guest.update, guest.power, guest.bdms_of
-    instance_dict = staticmethod(guest.instance_dict)
-    network_info = staticmethod(guest.network_info_of)
-    _is_volume = staticmethod(guest.is_volume)
-    _offload_shelved = shelve.offload_shelved
-
     # -- the operations of the modules beside this one, as this endpoint's methods
     # (each a plain function of the host's ComputeManager; rpcapi.py calls them) ----
 
@@ -290,3 +282,17 @@ class ComputeManager(ComputeVolumes, ComputeInterfaces, ComputeRecovery):
 
     get_vnc_console = consoles.get_vnc_console
     get_serial_console = consoles.get_serial_console
+
+    attach_volume = volume_ops.attach_volume
+    detach_volume = volume_ops.detach_volume
+    swap_volume = volume_ops.swap_volume
+    volume_snapshot_create = volume_ops.volume_snapshot_create
+    volume_snapshot_delete = volume_ops.volume_snapshot_delete
+    quiesce_instance = volume_ops.quiesce_instance
+    unquiesce_instance = volume_ops.unquiesce_instance
+    thaw_forgotten_guests = volume_ops.thaw_forgotten_guests
+
+    attach_interface = interface_ops.attach_interface
+    detach_interface = interface_ops.detach_interface
+
+    clean_up_deleted = recovery.clean_up_deleted

@@ -1,4 +1,4 @@
-"""What a compute service finishes when it starts again (mixed into ComputeManager).
+"""What a compute service finishes when it starts again (bound into ComputeManager).
 
 The API records what it asked of a host — the server's task state — before
 it casts, so a service that died in the middle of its own work finds, as it
@@ -72,6 +72,8 @@ from novella.compute import interface_ops
 from novella.compute import volume_ops
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
+from novella.compute import shelve
+from novella.compute import guest
 from novella.db import cell_models as m
 from novella.db import host_operations
 from novella.db import records
@@ -85,10 +87,10 @@ _REBOOTING = {task_states.REBOOTING: "SOFT", task_states.REBOOT_PENDING: "SOFT",
 _POWER = (task_states.POWERING_OFF, task_states.POWERING_ON) + tuple(_REBOOTING)
 
 # What runs again, for each kind of the host's journal: (manager, ctxt, server, state).
-RESUME = {volume_ops.SWAP: volume_ops.ComputeVolumes.resume_swap,
-          interface_ops.INTERFACE: interface_ops.ComputeInterfaces.resume_interface_op,
-          volume_ops.QUIESCE: volume_ops.ComputeVolumes.resume_quiesce,
-          volume_ops.REIMAGE_ROOT: volume_ops.ComputeVolumes.resume_reimage_root}
+RESUME = {volume_ops.SWAP: volume_ops.resume_swap,
+          interface_ops.INTERFACE: interface_ops.resume_interface_op,
+          volume_ops.QUIESCE: volume_ops.resume_quiesce,
+          volume_ops.REIMAGE_ROOT: volume_ops.resume_reimage_root}
 # A system-metadata note of each kind, as written before the journal: its state.
 _NOTE_STATE = {volume_ops.SWAP: json.loads, interface_ops.INTERFACE: json.loads,
                volume_ops.QUIESCE: lambda since: {"since": since},
@@ -99,149 +101,152 @@ class InterruptedOnHost(Exception):
     """The fault of a build this host's service stopped in the middle of."""
 
 
-class ComputeRecovery:
-    """Finishing this host's own interrupted operations; needs ComputeManager's attributes."""
+def recover_interrupted(compute, ctxt):
+    """Every server of this host left with a task state this host owns, finished.
+    Returns {instance uuid: the task state it was found in}."""
+    with compute.cell_db.read_session() as s:
+        found = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.task_state).where(
+            m.Instance.host == compute.host, m.Instance.deleted == 0,
+            m.Instance.task_state.in_(
+                (task_states.DELETING, task_states.SHELVING,
+                 task_states.SHELVING_OFFLOADING) + _BUILDING + _POWER
+                + guest_actions.INTERRUPTIBLE))).all())
+    for uuid, task_state in found.items():
+        LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
+                 compute.host, task_state, uuid)
+        records.finish_open_events(compute.cell_db, None, uuid, "Error")
+        with cleanup.step(f"finish {task_state} of {uuid}"):
+            _finish(compute, ctxt, uuid, task_state)
+    if compute.conf.shelved_offload_time == 0:
+        # Shelved, but the service died before the offload that follows at once.
+        shelve.offload_shelved(compute, ctxt, 0)
+    return found
 
-    def recover_interrupted(self, ctxt):
-        """Every server of this host left with a task state this host owns, finished.
-        Returns {instance uuid: the task state it was found in}."""
-        with self.cell_db.read_session() as s:
-            found = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.task_state).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.Instance.task_state.in_(
-                    (task_states.DELETING, task_states.SHELVING,
-                     task_states.SHELVING_OFFLOADING) + _BUILDING + _POWER
-                    + guest_actions.INTERRUPTIBLE))).all())
-        for uuid, task_state in found.items():
-            LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
-                     self.host, task_state, uuid)
-            records.finish_open_events(self.cell_db, None, uuid, "Error")
-            with cleanup.step(f"finish {task_state} of {uuid}"):
-                self._finish(ctxt, uuid, task_state)
-        if self.conf.shelved_offload_time == 0:
-            # Shelved, but the service died before the offload that follows at once.
-            self._offload_shelved(ctxt, 0)
-        return found
 
-    def adopt_notes(self):
-        """The notes of this host's servers written before the journal, made its rows
-        (see above). Returns the operations."""
-        return host_operations.adopt_notes(self.cell_db, self.host, _NOTE_STATE)
+def adopt_notes(compute):
+    """The notes of this host's servers written before the journal, made its rows
+    (see above). Returns the operations."""
+    return host_operations.adopt_notes(compute.cell_db, compute.host, _NOTE_STATE)
 
-    def recover_host_operations(self, ctxt):
-        """Every unfinished operation of this host's journal run again (see above).
-        Returns the operations."""
-        found = host_operations.unfinished(self.cell_db, self.host)
-        for op in found:
-            LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
-                     self.host, op.kind, op.instance_uuid)
-            with cleanup.step(f"finish {op.kind} of {op.instance_uuid}"):
-                RESUME[op.kind](self, ctxt, op.instance_uuid, op.state)
-        return found
 
-    def reconcile_moves(self, ctxt):
-        """This host's part of the moves undone while it was down (see above).
-        Returns {instance uuid: 'restored' | 'removed'}."""
-        self._drop_claims_of_ended_moves(ctxt)
-        done = {}
-        guests = set(self.driver.list_instances())
-        held = set(self.driver.list_disks())
-        with self.cell_db.read_session() as s:
-            mine = s.execute(sa.select(m.Instance.uuid, m.Instance.vm_state).where(
-                m.Instance.host == self.host, m.Instance.deleted == 0,
-                m.Instance.task_state.is_(None),
-                m.Instance.vm_state.in_((vm_states.ACTIVE, vm_states.STOPPED)))).all()
-            hosts = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.host).where(
-                m.Instance.uuid.in_(held), m.Instance.deleted == 0)).all())
-            moving = set(s.scalars(sa.select(m.Migration.instance_uuid).where(
-                sa.or_(m.Migration.source_compute == self.host,
-                       m.Migration.dest_compute == self.host),
-                m.Migration.deleted == 0,
-                m.Migration.status.in_(ms.IN_PROGRESS + (ms.DONE,)))))
-            undone = {}
-            for uuid, vm_state in mine:
-                latest = s.execute(sa.select(m.Migration.uuid, m.Migration.status,
-                                             m.Migration.migration_type).where(
-                    m.Migration.instance_uuid == uuid, m.Migration.source_compute == self.host,
-                    m.Migration.deleted == 0).order_by(m.Migration.id.desc())).first()
-                if latest is not None and latest.status == ms.ERROR and \
-                        latest.migration_type in ("resize", "migration"):
-                    undone[uuid] = (latest.uuid, vm_state)
-        for uuid, (migration_uuid, vm_state) in undone.items():
-            running = vm_state == vm_states.ACTIVE
-            if uuid in guests and (not running or self._power(uuid) == power_state.RUNNING):
-                continue
-            with cleanup.step(f"bring back {uuid} after an undone move"):
-                self.finish_revert_resize(ctxt, uuid, migration_uuid, power_on=running)
-                done[uuid] = "restored"
-        for uuid in held - moving:
-            if hosts.get(uuid) == self.host:
-                continue  # this host's (a deleted server's guest went before)
-            with cleanup.step(f"remove {uuid}, another host's"):
-                self.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
-                if self.network_api is not None:
-                    self.network_api.delete_port_bindings(ctxt, uuid, self.host)
-                done[uuid] = "removed"
-        return done
+def recover_host_operations(compute, ctxt):
+    """Every unfinished operation of this host's journal run again (see above).
+    Returns the operations."""
+    found = host_operations.unfinished(compute.cell_db, compute.host)
+    for op in found:
+        LOG.info("%s: finishing %s of %s, interrupted when this service stopped",
+                 compute.host, op.kind, op.instance_uuid)
+        with cleanup.step(f"finish {op.kind} of {op.instance_uuid}"):
+            RESUME[op.kind](compute, ctxt, op.instance_uuid, op.state)
+    return found
 
-    def _drop_claims_of_ended_moves(self, ctxt):
-        """A destination's claim (a migration context naming this host, not applied)
-        whose move ended while this host did not answer goes."""
-        with self.cell_db.read_session() as s:
-            claims = {}
-            for uuid, text in s.execute(sa.select(
-                    m.InstanceExtra.instance_uuid, m.InstanceExtra.migration_context).where(
-                    m.InstanceExtra.move_claim_host == self.host,
-                    m.InstanceExtra.migration_context.is_not(None))):
-                mc = json.loads(text)
-                if mc.get("dest_compute") == self.host and not mc.get("applied") \
-                        and mc.get("migration_uuid"):
-                    claims[mc["migration_uuid"]] = uuid
-            ended = set(s.scalars(sa.select(m.Migration.uuid).where(
-                m.Migration.uuid.in_(claims),
-                m.Migration.status.not_in(ms.IN_PROGRESS + (ms.DONE,))))) if claims else set()
-        for migration_uuid in ended:
-            with cleanup.step(f"drop the claim of migration {migration_uuid}"):
-                self.rt.drop_move_claim(ctxt, claims[migration_uuid],
-                                        migration_uuid=migration_uuid)
 
-    def clean_up_deleted(self, ctxt, instance_uuid):
-        """A server deleted while it moved: its guest here (or the copy kept for a
-        revert) and this host's port bindings go, unless the server lives on or is
-        this host's own to delete. Returns whether it cleaned up."""
-        with self.cell_db.read_session() as s:
-            try:
-                inst = records.get_instance(s, instance_uuid, read_deleted=True)
-            except records.InstanceNotFound:
-                inst = None  # never in this cell, or a copy already removed
-        if inst is not None and not inst.deleted and (
-                inst.task_state != task_states.DELETING or inst.host == self.host):
-            return False
-        self.driver.destroy(ctxt, {"uuid": instance_uuid}, destroy_disks=True)
-        self.driver.confirm_migration(ctxt, None, {"uuid": instance_uuid})  # the kept copy
-        if self.network_api is not None:
-            self.network_api.delete_port_bindings(ctxt, instance_uuid, self.host)
-        return True
+def reconcile_moves(compute, ctxt):
+    """This host's part of the moves undone while it was down (see above).
+    Returns {instance uuid: 'restored' | 'removed'}."""
+    _drop_claims_of_ended_moves(compute, ctxt)
+    done = {}
+    guests = set(compute.driver.list_instances())
+    held = set(compute.driver.list_disks())
+    with compute.cell_db.read_session() as s:
+        mine = s.execute(sa.select(m.Instance.uuid, m.Instance.vm_state).where(
+            m.Instance.host == compute.host, m.Instance.deleted == 0,
+            m.Instance.task_state.is_(None),
+            m.Instance.vm_state.in_((vm_states.ACTIVE, vm_states.STOPPED)))).all()
+        hosts = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.host).where(
+            m.Instance.uuid.in_(held), m.Instance.deleted == 0)).all())
+        moving = set(s.scalars(sa.select(m.Migration.instance_uuid).where(
+            sa.or_(m.Migration.source_compute == compute.host,
+                   m.Migration.dest_compute == compute.host),
+            m.Migration.deleted == 0,
+            m.Migration.status.in_(ms.IN_PROGRESS + (ms.DONE,)))))
+        undone = {}
+        for uuid, vm_state in mine:
+            latest = s.execute(sa.select(m.Migration.uuid, m.Migration.status,
+                                         m.Migration.migration_type).where(
+                m.Migration.instance_uuid == uuid, m.Migration.source_compute == compute.host,
+                m.Migration.deleted == 0).order_by(m.Migration.id.desc())).first()
+            if latest is not None and latest.status == ms.ERROR and \
+                    latest.migration_type in ("resize", "migration"):
+                undone[uuid] = (latest.uuid, vm_state)
+    for uuid, (migration_uuid, vm_state) in undone.items():
+        running = vm_state == vm_states.ACTIVE
+        if uuid in guests and (not running or guest.power(compute, uuid) == power_state.RUNNING):
+            continue
+        with cleanup.step(f"bring back {uuid} after an undone move"):
+            compute.finish_revert_resize(ctxt, uuid, migration_uuid, power_on=running)
+            done[uuid] = "restored"
+    for uuid in held - moving:
+        if hosts.get(uuid) == compute.host:
+            continue  # this host's (a deleted server's guest went before)
+        with cleanup.step(f"remove {uuid}, another host's"):
+            compute.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
+            if compute.network_api is not None:
+                compute.network_api.delete_port_bindings(ctxt, uuid, compute.host)
+            done[uuid] = "removed"
+    return done
 
-    def _finish(self, ctxt, uuid, task_state):
-        if task_state == task_states.DELETING:
-            self.terminate_instance(ctxt, uuid)
-        elif task_state == task_states.SHELVING:
-            image_id = records.system_metadata(self.cell_db, uuid).get("shelving_image_id")
-            self.shelve_instance(ctxt, uuid, image_id=image_id)
-        elif task_state == task_states.SHELVING_OFFLOADING:
-            self.shelve_offload_instance(ctxt, uuid)
-        elif task_state in _BUILDING:
-            records.add_fault(self.cell_db, uuid, InterruptedOnHost(
-                f"The compute service on {self.host} stopped while it built this server."),
-                host=self.host)
-            self._update(uuid, vm_state=vm_states.ERROR, task_state=None, reload=False)
-        elif task_state == task_states.POWERING_OFF:
-            self.stop_instance(ctxt, uuid)
-        elif task_state == task_states.POWERING_ON:
-            self.start_instance(ctxt, uuid)
-        elif guest_actions.resume_interrupted(self, ctxt, uuid, task_state):
-            pass
-        else:
-            self._update(uuid, task_state=None, reload=False)  # the reboot starts over
-            self.reboot_instance(ctxt, uuid, reboot_type=_REBOOTING[task_state])
+
+def _drop_claims_of_ended_moves(compute, ctxt):
+    """A destination's claim (a migration context naming this host, not applied)
+    whose move ended while this host did not answer goes."""
+    with compute.cell_db.read_session() as s:
+        claims = {}
+        for uuid, text in s.execute(sa.select(
+                m.InstanceExtra.instance_uuid, m.InstanceExtra.migration_context).where(
+                m.InstanceExtra.move_claim_host == compute.host,
+                m.InstanceExtra.migration_context.is_not(None))):
+            mc = json.loads(text)
+            if mc.get("dest_compute") == compute.host and not mc.get("applied") \
+                    and mc.get("migration_uuid"):
+                claims[mc["migration_uuid"]] = uuid
+        ended = set(s.scalars(sa.select(m.Migration.uuid).where(
+            m.Migration.uuid.in_(claims),
+            m.Migration.status.not_in(ms.IN_PROGRESS + (ms.DONE,))))) if claims else set()
+    for migration_uuid in ended:
+        with cleanup.step(f"drop the claim of migration {migration_uuid}"):
+            compute.rt.drop_move_claim(ctxt, claims[migration_uuid],
+                                    migration_uuid=migration_uuid)
+
+
+def clean_up_deleted(compute, ctxt, instance_uuid):
+    """A server deleted while it moved: its guest here (or the copy kept for a
+    revert) and this host's port bindings go, unless the server lives on or is
+    this host's own to delete. Returns whether it cleaned up."""
+    with compute.cell_db.read_session() as s:
+        try:
+            inst = records.get_instance(s, instance_uuid, read_deleted=True)
+        except records.InstanceNotFound:
+            inst = None  # never in this cell, or a copy already removed
+    if inst is not None and not inst.deleted and (
+            inst.task_state != task_states.DELETING or inst.host == compute.host):
+        return False
+    compute.driver.destroy(ctxt, {"uuid": instance_uuid}, destroy_disks=True)
+    compute.driver.confirm_migration(ctxt, None, {"uuid": instance_uuid})  # the kept copy
+    if compute.network_api is not None:
+        compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
+    return True
+
+
+def _finish(compute, ctxt, uuid, task_state):
+    if task_state == task_states.DELETING:
+        compute.terminate_instance(ctxt, uuid)
+    elif task_state == task_states.SHELVING:
+        image_id = records.system_metadata(compute.cell_db, uuid).get("shelving_image_id")
+        compute.shelve_instance(ctxt, uuid, image_id=image_id)
+    elif task_state == task_states.SHELVING_OFFLOADING:
+        compute.shelve_offload_instance(ctxt, uuid)
+    elif task_state in _BUILDING:
+        records.add_fault(compute.cell_db, uuid, InterruptedOnHost(
+            f"The compute service on {compute.host} stopped while it built this server."),
+            host=compute.host)
+        guest.update(compute, uuid, vm_state=vm_states.ERROR, task_state=None, reload=False)
+    elif task_state == task_states.POWERING_OFF:
+        compute.stop_instance(ctxt, uuid)
+    elif task_state == task_states.POWERING_ON:
+        compute.start_instance(ctxt, uuid)
+    elif guest_actions.resume_interrupted(compute, ctxt, uuid, task_state):
+        pass
+    else:
+        guest.update(compute, uuid, task_state=None, reload=False)  # the reboot starts over
+        compute.reboot_instance(ctxt, uuid, reboot_type=_REBOOTING[task_state])

@@ -1,6 +1,6 @@
 """Attaching a volume to, detaching it from, and swapping it on a running server.
 
-A mixin of ``ComputeManager``: the API has reserved the volume (an
+Bound into ``ComputeManager``: the API has reserved the volume (an
 attachment in ``reserved``) and recorded the instance action; the host
 connects the attachment, plugs the volume into the guest, completes the
 attachment and writes the block device mapping. Detach undoes the same in
@@ -61,6 +61,7 @@ import uuid as uuid_mod
 from novella import service
 from novella.compute import cleanup
 from novella.compute import steps
+from novella.compute import guest
 from novella.context import get_admin_context
 from novella.rpc import notifications
 from novella.db import cell_models as m
@@ -90,296 +91,311 @@ def next_device_name(used, prefix="/dev/vd"):
     raise ValueError("no free device name")
 
 
-class ComputeVolumes:
-    def attach_volume(self, ctxt, instance_uuid, volume_id, attachment_id, device=None,
-                      tag=None, delete_on_termination=False):
-        """Connect and plug ``volume_id``; returns the block device mapping as a dict."""
-        with steps.step(self, ctxt, instance_uuid, "compute_attach_volume",
-                             notifications.VOLUME_ATTACH, standalone=True,
-                             volume_id=volume_id) as st:
-            inst = st.instance
-            bdms = self._bdms(instance_uuid)
-            device = device or next_device_name([b.device_name for b in bdms] + ["/dev/vda"])
-            try:
-                connector = self.driver.get_volume_connector(self.instance_dict(inst))
-                info = {}
-                if self.volume_api is not None:
-                    att = self.volume_api.attachment_update(ctxt, attachment_id, connector,
-                                                            mountpoint=device)
-                    info = att.get("connection_info") or {}
-                info = dict(info, volume_id=volume_id)
-                info.setdefault("driver_volume_type", "simulated")
-                self.driver.attach_volume(ctxt, info, self.instance_dict(inst), device)
-                if self.volume_api is not None:
-                    self.volume_api.attachment_complete(ctxt, attachment_id)
-            except Exception:
-                if self.volume_api is not None:
-                    try:
-                        self.volume_api.attachment_delete(ctxt, attachment_id)
-                    except Exception:  # noqa: BLE001 - keep the original error
-                        LOG.exception("could not delete attachment %s", attachment_id)
-                raise
-            row = m.BlockDeviceMapping(
-                uuid=str(uuid_mod.uuid4()), instance_uuid=instance_uuid, source_type="volume",
-                destination_type="volume", device_name=device, volume_id=volume_id,
-                attachment_id=attachment_id, connection_info=json.dumps(info), tag=tag,
-                delete_on_termination=bool(delete_on_termination), boot_index=None)
-            with self.cell_db.session(write=True) as s:
-                s.add(row)
-                s.flush()
-                result = {"uuid": row.uuid, "volume_id": volume_id, "device_name": device,
-                          "attachment_id": attachment_id, "tag": tag,
-                          "delete_on_termination": bool(delete_on_termination)}
-        return result
-
-    def detach_volume(self, ctxt, instance_uuid, volume_id, attachment_id=None):
-        """Unplug ``volume_id``, delete its attachment and block device mapping."""
-        with steps.step(self, ctxt, instance_uuid, "compute_detach_volume",
-                             notifications.VOLUME_DETACH, standalone=True,
-                             volume_id=volume_id) as st:
-            inst = st.instance
-            bdm = next((b for b in self._bdms(instance_uuid) if b.volume_id == volume_id), None)
-            if bdm is None:
-                return
-            info = json.loads(bdm.connection_info) if bdm.connection_info else {}
-            try:
-                self.driver.detach_volume(ctxt, info, self.instance_dict(inst), bdm.device_name)
-            except Exception:
-                if self.volume_api is not None:
-                    self.volume_api.roll_detaching(ctxt, volume_id)
-                raise
-            if self.volume_api is not None and (bdm.attachment_id or attachment_id):
-                self.volume_api.attachment_delete(ctxt, bdm.attachment_id or attachment_id)
-            with self.cell_db.session(write=True) as s:
-                row = s.get(m.BlockDeviceMapping, bdm.id)
-                row.deleted, row.deleted_at = row.id, records.utcnow()
-                row.attachment_id = None
-
-    def swap_volume(self, ctxt, instance_uuid, old_volume_id, new_volume_id, new_attachment_id):
-        """The guest's ``old_volume_id`` replaced by ``new_volume_id`` (see above)."""
-        begun = host_operations.of_server(self.cell_db, instance_uuid).get(SWAP)
-        note = begun.state if begun else {
-            "old": old_volume_id, "new": new_volume_id, "attachment": new_attachment_id,
-            "migration": False, "resize_to": 0}
-        with steps.step(self, ctxt, instance_uuid, "compute_swap_volume",
-                        notifications.VOLUME_SWAP, standalone=True,
-                        old_volume_id=old_volume_id, new_volume_id=new_volume_id) as st:
-            self._swap(ctxt, st.instance, note)
-
-    def _swap(self, ctxt, inst, note):
-        uuid, att_id = inst.uuid, note["attachment"]
-        bdms = [b for b in self._bdms(uuid) if self._is_volume(b)]
-        if any(b.attachment_id == att_id for b in bdms):  # it was done
-            host_operations.end(self.cell_db, uuid, SWAP)
-            return
-        bdm = next((b for b in bdms if b.volume_id == note["old"]), None)
-        if bdm is None:
-            raise ValueError(f"volume {note['old']} is not attached to {uuid}")
-        old_info = json.loads(bdm.connection_info) if bdm.connection_info else {}
-        old_info.setdefault("volume_id", note["old"])
-        swapped = False
+def attach_volume(compute, ctxt, instance_uuid, volume_id, attachment_id, device=None,
+                  tag=None, delete_on_termination=False):
+    """Connect and plug ``volume_id``; returns the block device mapping as a dict."""
+    with steps.step(compute, ctxt, instance_uuid, "compute_attach_volume",
+                         notifications.VOLUME_ATTACH, standalone=True,
+                         volume_id=volume_id) as st:
+        inst = st.instance
+        bdms = guest.bdms_of(compute, instance_uuid)
+        device = device or next_device_name([b.device_name for b in bdms] + ["/dev/vda"])
         try:
-            connector = self.driver.get_volume_connector(self.instance_dict(inst))
-            att = self.volume_api.attachment_update(ctxt, att_id, connector,
-                                                    mountpoint=bdm.device_name)
-            new_info = dict(att.get("connection_info") or {}, volume_id=note["new"])
-            self.driver.swap_volume(ctxt, old_info, new_info, self.instance_dict(inst),
-                                    bdm.device_name, note["resize_to"])
-            swapped = True
-            self.volume_api.attachment_complete(ctxt, att_id)
+            connector = compute.driver.get_volume_connector(guest.instance_dict(inst))
+            info = {}
+            if compute.volume_api is not None:
+                att = compute.volume_api.attachment_update(ctxt, attachment_id, connector,
+                                                        mountpoint=device)
+                info = att.get("connection_info") or {}
+            info = dict(info, volume_id=volume_id)
+            info.setdefault("driver_volume_type", "simulated")
+            compute.driver.attach_volume(ctxt, info, guest.instance_dict(inst), device)
+            if compute.volume_api is not None:
+                compute.volume_api.attachment_complete(ctxt, attachment_id)
         except Exception:
-            self._swap_failed(ctxt, inst, note, bdm, old_info, swapped)
-            raise
-        if bdm.attachment_id:
-            try:
-                self.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-            except Exception as exc:
-                if getattr(exc, "code", None) != 404:
-                    raise  # else: deleted before this service stopped
-        save_id = note["new"]
-        if note["migration"]:
-            save_id = self.volume_api.migrate_volume_completion(
-                ctxt, note["old"], note["new"], error=False)["save_volume_id"]
-        new_info["volume_id"] = save_id
-        if isinstance(new_info.get("data"), dict):
-            new_info["data"] = dict(new_info["data"], volume_id=save_id)
-        with self.cell_db.session(write=True) as s:
-            row = s.get(m.BlockDeviceMapping, bdm.id)
-            row.volume_id, row.attachment_id = save_id, att_id
-            row.connection_info = json.dumps(new_info)
-            if note["resize_to"]:
-                row.volume_size = note["resize_to"]
-        host_operations.end(self.cell_db, uuid, SWAP)
-
-    def _swap_failed(self, ctxt, inst, note, bdm, old_info, swapped):
-        """The guest keeps the old volume, in-use again; the new attachment goes."""
-        if swapped:
-            with cleanup.step("swap the old volume back"):
-                self.driver.swap_volume(ctxt, dict(old_info, volume_id=note["new"]), old_info,
-                                        self.instance_dict(inst), bdm.device_name, 0)
-        with cleanup.step("give the old volume back"):
-            self.volume_api.roll_detaching(ctxt, note["old"])
-        with cleanup.step("delete the new attachment"):
-            self.volume_api.attachment_delete(ctxt, note["attachment"])
-        if note["migration"]:
-            with cleanup.step("end the volume's migration in error"):
-                self.volume_api.migrate_volume_completion(ctxt, note["old"], note["new"],
-                                                          error=True)
-        host_operations.end(self.cell_db, inst.uuid, SWAP)
-
-    def resume_swap(self, ctxt, instance_uuid, note):
-        """A swap this host's service stopped in the middle of, run again from its
-        beginning (its action event ended in error first)."""
-        records.finish_open_events(self.cell_db, None, instance_uuid, "Error")
-        self.swap_volume(ctxt, instance_uuid, note["old"], note["new"], note["attachment"])
-
-    def volume_snapshot_create(self, ctxt, instance_uuid, volume_id, create_info):
-        """The hypervisor snapshots the attached volume for the volume service."""
-        inst = self._get(instance_uuid)
-        self.driver.volume_snapshot_create(ctxt, self.instance_dict(inst), volume_id,
-                                           create_info)
-
-    def volume_snapshot_delete(self, ctxt, instance_uuid, volume_id, snapshot_id,
-                               delete_info):
-        inst = self._get(instance_uuid)
-        self.driver.volume_snapshot_delete(ctxt, self.instance_dict(inst), volume_id,
-                                           snapshot_id, delete_info)
-
-    def quiesce_instance(self, ctxt, instance_uuid):
-        """Freeze the guest's filesystems (recorded first); a driver that cannot raises."""
-        inst = self._get(instance_uuid)
-        since = utcnow()
-        host_operations.begin(self.cell_db, inst.uuid, QUIESCE, {"since": since.isoformat()})
-        try:
-            self.driver.quiesce(ctxt, self.instance_dict(inst),
-                                {"id": inst.image_ref, "properties": {}})
-        except BaseException:
-            host_operations.end(self.cell_db, inst.uuid, QUIESCE)
-            raise
-        self._note_frozen(inst.uuid, since)
-
-    def unquiesce_instance(self, ctxt, instance_uuid, mapping=None, wait_seconds=60):
-        """Thaw the guest once the snapshots ``mapping`` names (image mappings with
-        ``source_type`` snapshot) are no longer ``creating``."""
-        deadline = time.monotonic() + wait_seconds
-        for snap_id in [b.get("snapshot_id") for b in mapping or []
-                        if b.get("source_type") == "snapshot"]:
-            while time.monotonic() < deadline:
+            if compute.volume_api is not None:
                 try:
-                    if self.volume_api.get_snapshot(ctxt, snap_id)["status"] != "creating":
-                        break
-                except Exception:  # noqa: BLE001 - a snapshot gone does not keep the guest frozen
-                    LOG.exception("waiting for volume snapshot %s", snap_id)
-                    break
-                time.sleep(0.5)
-        inst = self._get(instance_uuid)
-        self.driver.unquiesce(ctxt, self.instance_dict(inst),
-                              {"id": inst.image_ref, "properties": {}})
-        host_operations.end(self.cell_db, inst.uuid, QUIESCE)
-        self._note_frozen(inst.uuid, None)
-
-    def resume_quiesce(self, ctxt, instance_uuid, note):
-        """A guest left frozen by a service that stopped, thawed."""
-        self.unquiesce_instance(ctxt, instance_uuid)
-
-    def thaw_forgotten_guests(self, ctxt=None):
-        """Thaw the guests this service froze longer than ``FROZEN_AT_MOST`` ago,
-        whose thaw the API that froze them never sent (one that stopped thaws them
-        as it starts). Run periodically while this service has a guest frozen."""
-        cutoff = utcnow() - FROZEN_AT_MOST
-        forgotten = [uuid for uuid, since in list(self._frozen_since.items()) if since < cutoff]
-        for uuid in forgotten:
-            with cleanup.step(f"thaw {uuid}"):
-                self.unquiesce_instance(ctxt or get_admin_context(), uuid)
-        return forgotten
-
-    def _note_frozen(self, uuid, since):
-        """Remember (``since`` a time) or forget (None) a guest this service froze;
-        the periodic check runs while any is remembered, not on every host always."""
-        with self._locks_lock:
-            if since is None:
-                self._frozen_since.pop(uuid, None)
-            else:
-                self._frozen_since[uuid] = since
-            if self._frozen_since and self._thaw_watch is None:
-                self._thaw_watch = service.default_scheduler().add(
-                    self.thaw_forgotten_guests, FROZEN_AT_MOST.total_seconds(),
-                    f"thaw_forgotten_guests {self.host}")
-            elif not self._frozen_since and self._thaw_watch is not None:
-                self._thaw_watch.cancel()
-                self._thaw_watch = None
-
-    def create_volumes(self, ctxt, inst, bdms):
-        """The volumes ``bdms`` ask to be made (from a snapshot, from an image, or
-        blank), each id written on its mapping before the volume service makes it;
-        returns the mappings as they are."""
-        wanted = [b for b in bdms if b.destination_type == "volume"
-                  and b.source_type in _MADE_FROM and getattr(b, _MADE_FROM[b.source_type])]
-        if not wanted or self.volume_api is None:
-            return bdms
-        # A volume service that gives the volume its own id (Cinder's API): the id is
-        # written once it is made.
-        chosen = getattr(self.volume_api, "chooses_ids", False)
-        for bdm in wanted:
-            if bdm.volume_id and self._volume_exists(ctxt, bdm.volume_id):
-                continue  # made before this build stopped or was rescheduled
-            volume_id = (bdm.volume_id or str(uuid_mod.uuid4())) if chosen else None
-            if chosen:
-                self._set_volume_id(bdm, volume_id)
-            made = self.volume_api.create(
-                ctxt, bdm.volume_size or None, id=volume_id,
-                # The reference's names: none from an image or a snapshot.
-                name=f"{inst.uuid}-blank-vol" if bdm.source_type == "blank" else "",
-                snapshot_id=bdm.snapshot_id if bdm.source_type == "snapshot" else None,
-                image_id=bdm.image_id if bdm.source_type == "image" else None,
-                volume_type=bdm.volume_type, availability_zone=inst.availability_zone)
-            if not chosen:
-                self._set_volume_id(bdm, made["id"])
-        return self._bdms(inst.uuid)
-
-    def _set_volume_id(self, bdm, volume_id):
-        with self.cell_db.session(write=True) as s:
-            s.get(m.BlockDeviceMapping, bdm.id).volume_id = volume_id
-
-    def _volume_exists(self, ctxt, volume_id):
-        try:
-            self.volume_api.get(ctxt, volume_id)
-        except Exception as exc:  # noqa: BLE001 - the volume service's not-found error
-            if getattr(exc, "code", None) == 404:
-                return False
+                    compute.volume_api.attachment_delete(ctxt, attachment_id)
+                except Exception:  # noqa: BLE001 - keep the original error
+                    LOG.exception("could not delete attachment %s", attachment_id)
             raise
-        return True
+        row = m.BlockDeviceMapping(
+            uuid=str(uuid_mod.uuid4()), instance_uuid=instance_uuid, source_type="volume",
+            destination_type="volume", device_name=device, volume_id=volume_id,
+            attachment_id=attachment_id, connection_info=json.dumps(info), tag=tag,
+            delete_on_termination=bool(delete_on_termination), boot_index=None)
+        with compute.cell_db.session(write=True) as s:
+            s.add(row)
+            s.flush()
+            result = {"uuid": row.uuid, "volume_id": volume_id, "device_name": device,
+                      "attachment_id": attachment_id, "tag": tag,
+                      "delete_on_termination": bool(delete_on_termination)}
+    return result
 
-    def reimage_root_volume(self, ctxt, inst, image_id):
-        """The image ``image_id`` written onto the server's root volume (see above)."""
-        root = next((b for b in self._bdms(inst.uuid)
-                     if self._is_volume(b) and b.boot_index == 0), None)
-        if root is None:
-            raise ValueError(f"{inst.uuid} has no root volume")
-        mine = [a for a in self.volume_api.attachment_list(ctxt, volume_id=root.volume_id,
-                                                           instance_uuid=inst.uuid)]
-        current = next((a for a in mine if a["id"] == root.attachment_id), None)
-        if current is None or current["status"] != "reserved":
-            fresh = self.volume_api.attachment_create(ctxt, root.volume_id, inst.uuid)
-            with self.cell_db.session(write=True) as s:
-                s.get(m.BlockDeviceMapping, root.id).attachment_id = fresh["id"]
-            current = fresh
-        for a in mine:
-            if a["id"] != current["id"]:
-                self.volume_api.attachment_delete(ctxt, a["id"])
-        self.volume_api.reimage(ctxt, root.volume_id, image_id, reimage_reserved=True)
-        connector = self.driver.get_volume_connector(self.instance_dict(inst))
-        att = self.volume_api.attachment_update(ctxt, current["id"], connector,
-                                                mountpoint=root.device_name)
-        self.volume_api.attachment_complete(ctxt, current["id"])
-        with self.cell_db.session(write=True) as s:
-            s.get(m.BlockDeviceMapping, root.id).connection_info = json.dumps(
-                dict(att.get("connection_info") or {}, volume_id=root.volume_id))
-        host_operations.end(self.cell_db, inst.uuid, REIMAGE_ROOT)
 
-    def resume_reimage_root(self, ctxt, instance_uuid, note):
-        """Run again with the rebuild it is a part of, which the server's task state
-        resumes (novella/compute/recovery.py) before this: one still unfinished is
-        of a rebuild that ended without it, and is over."""
-        host_operations.end(self.cell_db, instance_uuid, REIMAGE_ROOT)
+def detach_volume(compute, ctxt, instance_uuid, volume_id, attachment_id=None):
+    """Unplug ``volume_id``, delete its attachment and block device mapping."""
+    with steps.step(compute, ctxt, instance_uuid, "compute_detach_volume",
+                         notifications.VOLUME_DETACH, standalone=True,
+                         volume_id=volume_id) as st:
+        inst = st.instance
+        bdm = next((b for b in guest.bdms_of(compute, instance_uuid) if b.volume_id == volume_id), None)
+        if bdm is None:
+            return
+        info = json.loads(bdm.connection_info) if bdm.connection_info else {}
+        try:
+            compute.driver.detach_volume(ctxt, info, guest.instance_dict(inst), bdm.device_name)
+        except Exception:
+            if compute.volume_api is not None:
+                compute.volume_api.roll_detaching(ctxt, volume_id)
+            raise
+        if compute.volume_api is not None and (bdm.attachment_id or attachment_id):
+            compute.volume_api.attachment_delete(ctxt, bdm.attachment_id or attachment_id)
+        with compute.cell_db.session(write=True) as s:
+            row = s.get(m.BlockDeviceMapping, bdm.id)
+            row.deleted, row.deleted_at = row.id, records.utcnow()
+            row.attachment_id = None
 
+
+def swap_volume(compute, ctxt, instance_uuid, old_volume_id, new_volume_id, new_attachment_id):
+    """The guest's ``old_volume_id`` replaced by ``new_volume_id`` (see above)."""
+    begun = host_operations.of_server(compute.cell_db, instance_uuid).get(SWAP)
+    note = begun.state if begun else {
+        "old": old_volume_id, "new": new_volume_id, "attachment": new_attachment_id,
+        "migration": False, "resize_to": 0}
+    with steps.step(compute, ctxt, instance_uuid, "compute_swap_volume",
+                    notifications.VOLUME_SWAP, standalone=True,
+                    old_volume_id=old_volume_id, new_volume_id=new_volume_id) as st:
+        _swap(compute, ctxt, st.instance, note)
+
+
+def _swap(compute, ctxt, inst, note):
+    uuid, att_id = inst.uuid, note["attachment"]
+    bdms = [b for b in guest.bdms_of(compute, uuid) if guest.is_volume(b)]
+    if any(b.attachment_id == att_id for b in bdms):  # it was done
+        host_operations.end(compute.cell_db, uuid, SWAP)
+        return
+    bdm = next((b for b in bdms if b.volume_id == note["old"]), None)
+    if bdm is None:
+        raise ValueError(f"volume {note['old']} is not attached to {uuid}")
+    old_info = json.loads(bdm.connection_info) if bdm.connection_info else {}
+    old_info.setdefault("volume_id", note["old"])
+    swapped = False
+    try:
+        connector = compute.driver.get_volume_connector(guest.instance_dict(inst))
+        att = compute.volume_api.attachment_update(ctxt, att_id, connector,
+                                                mountpoint=bdm.device_name)
+        new_info = dict(att.get("connection_info") or {}, volume_id=note["new"])
+        compute.driver.swap_volume(ctxt, old_info, new_info, guest.instance_dict(inst),
+                                bdm.device_name, note["resize_to"])
+        swapped = True
+        compute.volume_api.attachment_complete(ctxt, att_id)
+    except Exception:
+        _swap_failed(compute, ctxt, inst, note, bdm, old_info, swapped)
+        raise
+    if bdm.attachment_id:
+        try:
+            compute.volume_api.attachment_delete(ctxt, bdm.attachment_id)
+        except Exception as exc:
+            if getattr(exc, "code", None) != 404:
+                raise  # else: deleted before this service stopped
+    save_id = note["new"]
+    if note["migration"]:
+        save_id = compute.volume_api.migrate_volume_completion(
+            ctxt, note["old"], note["new"], error=False)["save_volume_id"]
+    new_info["volume_id"] = save_id
+    if isinstance(new_info.get("data"), dict):
+        new_info["data"] = dict(new_info["data"], volume_id=save_id)
+    with compute.cell_db.session(write=True) as s:
+        row = s.get(m.BlockDeviceMapping, bdm.id)
+        row.volume_id, row.attachment_id = save_id, att_id
+        row.connection_info = json.dumps(new_info)
+        if note["resize_to"]:
+            row.volume_size = note["resize_to"]
+    host_operations.end(compute.cell_db, uuid, SWAP)
+
+
+def _swap_failed(compute, ctxt, inst, note, bdm, old_info, swapped):
+    """The guest keeps the old volume, in-use again; the new attachment goes."""
+    if swapped:
+        with cleanup.step("swap the old volume back"):
+            compute.driver.swap_volume(ctxt, dict(old_info, volume_id=note["new"]), old_info,
+                                    guest.instance_dict(inst), bdm.device_name, 0)
+    with cleanup.step("give the old volume back"):
+        compute.volume_api.roll_detaching(ctxt, note["old"])
+    with cleanup.step("delete the new attachment"):
+        compute.volume_api.attachment_delete(ctxt, note["attachment"])
+    if note["migration"]:
+        with cleanup.step("end the volume's migration in error"):
+            compute.volume_api.migrate_volume_completion(ctxt, note["old"], note["new"],
+                                                      error=True)
+    host_operations.end(compute.cell_db, inst.uuid, SWAP)
+
+
+def resume_swap(compute, ctxt, instance_uuid, note):
+    """A swap this host's service stopped in the middle of, run again from its
+    beginning (its action event ended in error first)."""
+    records.finish_open_events(compute.cell_db, None, instance_uuid, "Error")
+    swap_volume(compute, ctxt, instance_uuid, note["old"], note["new"], note["attachment"])
+
+
+def volume_snapshot_create(compute, ctxt, instance_uuid, volume_id, create_info):
+    """The hypervisor snapshots the attached volume for the volume service."""
+    inst = guest.get(compute, instance_uuid)
+    compute.driver.volume_snapshot_create(ctxt, guest.instance_dict(inst), volume_id,
+                                       create_info)
+
+
+def volume_snapshot_delete(compute, ctxt, instance_uuid, volume_id, snapshot_id,
+                           delete_info):
+    inst = guest.get(compute, instance_uuid)
+    compute.driver.volume_snapshot_delete(ctxt, guest.instance_dict(inst), volume_id,
+                                       snapshot_id, delete_info)
+
+
+def quiesce_instance(compute, ctxt, instance_uuid):
+    """Freeze the guest's filesystems (recorded first); a driver that cannot raises."""
+    inst = guest.get(compute, instance_uuid)
+    since = utcnow()
+    host_operations.begin(compute.cell_db, inst.uuid, QUIESCE, {"since": since.isoformat()})
+    try:
+        compute.driver.quiesce(ctxt, guest.instance_dict(inst),
+                            {"id": inst.image_ref, "properties": {}})
+    except BaseException:
+        host_operations.end(compute.cell_db, inst.uuid, QUIESCE)
+        raise
+    _note_frozen(compute, inst.uuid, since)
+
+
+def unquiesce_instance(compute, ctxt, instance_uuid, mapping=None, wait_seconds=60):
+    """Thaw the guest once the snapshots ``mapping`` names (image mappings with
+    ``source_type`` snapshot) are no longer ``creating``."""
+    deadline = time.monotonic() + wait_seconds
+    for snap_id in [b.get("snapshot_id") for b in mapping or []
+                    if b.get("source_type") == "snapshot"]:
+        while time.monotonic() < deadline:
+            try:
+                if compute.volume_api.get_snapshot(ctxt, snap_id)["status"] != "creating":
+                    break
+            except Exception:  # noqa: BLE001 - a snapshot gone does not keep the guest frozen
+                LOG.exception("waiting for volume snapshot %s", snap_id)
+                break
+            time.sleep(0.5)
+    inst = guest.get(compute, instance_uuid)
+    compute.driver.unquiesce(ctxt, guest.instance_dict(inst),
+                          {"id": inst.image_ref, "properties": {}})
+    host_operations.end(compute.cell_db, inst.uuid, QUIESCE)
+    _note_frozen(compute, inst.uuid, None)
+
+
+def resume_quiesce(compute, ctxt, instance_uuid, note):
+    """A guest left frozen by a service that stopped, thawed."""
+    unquiesce_instance(compute, ctxt, instance_uuid)
+
+
+def thaw_forgotten_guests(compute, ctxt=None):
+    """Thaw the guests this service froze longer than ``FROZEN_AT_MOST`` ago,
+    whose thaw the API that froze them never sent (one that stopped thaws them
+    as it starts). Run periodically while this service has a guest frozen."""
+    cutoff = utcnow() - FROZEN_AT_MOST
+    forgotten = [uuid for uuid, since in list(compute._frozen_since.items()) if since < cutoff]
+    for uuid in forgotten:
+        with cleanup.step(f"thaw {uuid}"):
+            unquiesce_instance(compute, ctxt or get_admin_context(), uuid)
+    return forgotten
+
+
+def _note_frozen(compute, uuid, since):
+    """Remember (``since`` a time) or forget (None) a guest this service froze;
+    the periodic check runs while any is remembered, not on every host always."""
+    with compute._locks_lock:
+        if since is None:
+            compute._frozen_since.pop(uuid, None)
+        else:
+            compute._frozen_since[uuid] = since
+        if compute._frozen_since and compute._thaw_watch is None:
+            compute._thaw_watch = service.default_scheduler().add(
+                compute.thaw_forgotten_guests, FROZEN_AT_MOST.total_seconds(),
+                f"thaw_forgotten_guests {compute.host}")
+        elif not compute._frozen_since and compute._thaw_watch is not None:
+            compute._thaw_watch.cancel()
+            compute._thaw_watch = None
+
+
+def create_volumes(compute, ctxt, inst, bdms):
+    """The volumes ``bdms`` ask to be made (from a snapshot, from an image, or
+    blank), each id written on its mapping before the volume service makes it;
+    returns the mappings as they are."""
+    wanted = [b for b in bdms if b.destination_type == "volume"
+              and b.source_type in _MADE_FROM and getattr(b, _MADE_FROM[b.source_type])]
+    if not wanted or compute.volume_api is None:
+        return bdms
+    # A volume service that gives the volume its own id (Cinder's API): the id is
+    # written once it is made.
+    chosen = getattr(compute.volume_api, "chooses_ids", False)
+    for bdm in wanted:
+        if bdm.volume_id and volume_exists(compute, ctxt, bdm.volume_id):
+            continue  # made before this build stopped or was rescheduled
+        volume_id = (bdm.volume_id or str(uuid_mod.uuid4())) if chosen else None
+        if chosen:
+            _set_volume_id(compute, bdm, volume_id)
+        made = compute.volume_api.create(
+            ctxt, bdm.volume_size or None, id=volume_id,
+            # The reference's names: none from an image or a snapshot.
+            name=f"{inst.uuid}-blank-vol" if bdm.source_type == "blank" else "",
+            snapshot_id=bdm.snapshot_id if bdm.source_type == "snapshot" else None,
+            image_id=bdm.image_id if bdm.source_type == "image" else None,
+            volume_type=bdm.volume_type, availability_zone=inst.availability_zone)
+        if not chosen:
+            _set_volume_id(compute, bdm, made["id"])
+    return guest.bdms_of(compute, inst.uuid)
+
+
+def _set_volume_id(compute, bdm, volume_id):
+    with compute.cell_db.session(write=True) as s:
+        s.get(m.BlockDeviceMapping, bdm.id).volume_id = volume_id
+
+
+def volume_exists(compute, ctxt, volume_id):
+    try:
+        compute.volume_api.get(ctxt, volume_id)
+    except Exception as exc:  # noqa: BLE001 - the volume service's not-found error
+        if getattr(exc, "code", None) == 404:
+            return False
+        raise
+    return True
+
+
+def reimage_root_volume(compute, ctxt, inst, image_id):
+    """The image ``image_id`` written onto the server's root volume (see above)."""
+    root = next((b for b in guest.bdms_of(compute, inst.uuid)
+                 if guest.is_volume(b) and b.boot_index == 0), None)
+    if root is None:
+        raise ValueError(f"{inst.uuid} has no root volume")
+    mine = [a for a in compute.volume_api.attachment_list(ctxt, volume_id=root.volume_id,
+                                                       instance_uuid=inst.uuid)]
+    current = next((a for a in mine if a["id"] == root.attachment_id), None)
+    if current is None or current["status"] != "reserved":
+        fresh = compute.volume_api.attachment_create(ctxt, root.volume_id, inst.uuid)
+        with compute.cell_db.session(write=True) as s:
+            s.get(m.BlockDeviceMapping, root.id).attachment_id = fresh["id"]
+        current = fresh
+    for a in mine:
+        if a["id"] != current["id"]:
+            compute.volume_api.attachment_delete(ctxt, a["id"])
+    compute.volume_api.reimage(ctxt, root.volume_id, image_id, reimage_reserved=True)
+    connector = compute.driver.get_volume_connector(guest.instance_dict(inst))
+    att = compute.volume_api.attachment_update(ctxt, current["id"], connector,
+                                            mountpoint=root.device_name)
+    compute.volume_api.attachment_complete(ctxt, current["id"])
+    with compute.cell_db.session(write=True) as s:
+        s.get(m.BlockDeviceMapping, root.id).connection_info = json.dumps(
+            dict(att.get("connection_info") or {}, volume_id=root.volume_id))
+    host_operations.end(compute.cell_db, inst.uuid, REIMAGE_ROOT)
+
+
+def resume_reimage_root(compute, ctxt, instance_uuid, note):
+    """Run again with the rebuild it is a part of, which the server's task state
+    resumes (novella/compute/recovery.py) before this: one still unfinished is
+    of a rebuild that ended without it, and is over."""
+    host_operations.end(compute.cell_db, instance_uuid, REIMAGE_ROOT)

@@ -187,7 +187,7 @@ def roll_back_destination(move, rollback, attachments=None):
     answer is rolled back from outside as far as the other services allow: its
     port bindings and the volume attachments made for it go (its claim goes with
     the allocation handed back to the source; what is on its disks it removes as
-    it starts again, ComputeManager.reconcile_moves)."""
+    it starts again, novella/compute/recovery.py reconcile_moves)."""
     try:
         rollback()
     except rpc.Timeout:
