@@ -99,13 +99,19 @@ def save_network_info(compute, instance_uuid, network_info, read=None):
                 read.info_cache.network_info = text
         return
     with compute.cell_db.session(write=True) as s:
-        cache = s.scalars(sa.select(m.InstanceInfoCache).where(
-            m.InstanceInfoCache.instance_uuid == instance_uuid)).first()
-        if cache is None:
-            cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
-            s.add(cache)
+        cache = info_cache_in(s, instance_uuid)
         keep_cached(json.loads(cache.network_info or "[]"), network_info)
         cache.network_info = json.dumps(network_info or [])
+
+
+def info_cache_in(s, instance_uuid):
+    """The server's info cache row in session ``s`` (made when it has none)."""
+    cache = s.scalars(sa.select(m.InstanceInfoCache).where(
+        m.InstanceInfoCache.instance_uuid == instance_uuid)).first()
+    if cache is None:
+        cache = m.InstanceInfoCache(instance_uuid=instance_uuid)
+        s.add(cache)
+    return cache
 
 
 def bdms_of(compute, instance_uuid):

@@ -44,12 +44,9 @@ away, is what lets either run again.
 import json
 import logging
 
-import sqlalchemy as sa
-
 from novella.compute import cleanup
 from novella.compute import steps
 from novella.compute import guest
-from novella.db import cell_models as m
 from novella.db import host_operations
 from novella.db import journal_rows
 from novella.db import records
@@ -269,11 +266,7 @@ def _set_vif(compute, uuid, vif, drop=None):
     """The server's network info cache with ``vif`` added (or replaced), or with
     the port ``drop`` taken out."""
     with compute.cell_db.session(write=True) as s:
-        cache = s.scalars(sa.select(m.InstanceInfoCache).where(
-            m.InstanceInfoCache.instance_uuid == uuid)).first()
-        if cache is None:
-            cache = m.InstanceInfoCache(instance_uuid=uuid)
-            s.add(cache)
+        cache = guest.info_cache_in(s, uuid)
         gone = drop or vif["id"]
         nw_info = [v for v in json.loads(cache.network_info or "[]") if v["id"] != gone]
         cache.network_info = json.dumps(nw_info + ([vif] if vif else []))
