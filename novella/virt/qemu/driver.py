@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import threading
 
-from novella.compute.states import power_state
+from novella.virt.power import power_state
 from novella.virt import driver as driver_mod
 from novella.virt import guest_image
 from novella.virt.qemu.process import (QEMU, Disk, Guest, GuestSpec, Host, QemuError,
