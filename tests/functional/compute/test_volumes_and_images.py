@@ -6,6 +6,7 @@ import uuid
 import pytest
 
 from novella.compute import exceptions
+from novella.compute import guest
 from novella.compute import manager as manager_mod
 from novella.conf import CONF
 from novella.db import cell_models as m
@@ -41,7 +42,7 @@ def test_boot_from_volume_attaches_and_delete_releases(env, tmp_path):
     env.build(host, inst_uuid)
     vol = volumes.get(env.ctxt, vol["id"])
     assert vol["status"] == "in-use" and vol["attachments"][0]["host_name"] == host
-    [bdm] = env.managers[host]._bdms(inst_uuid)
+    [bdm] = guest.bdms_of(env.managers[host], inst_uuid)
     assert bdm.attachment_id == vol["attachments"][0]["id"]
     assert json.loads(bdm.connection_info)["volume_id"] == vol["id"]
     files = sorted(os.listdir(os.path.join(env.instances_path, host, inst_uuid)))
@@ -54,7 +55,7 @@ def test_boot_from_volume_attaches_and_delete_releases(env, tmp_path):
     env.transport.wait_idle()
     assert env.instance(inst_uuid).deleted
     assert volumes.list(env.ctxt) == []  # delete_on_termination
-    assert env.managers[host]._bdms(inst_uuid) == []
+    assert guest.bdms_of(env.managers[host], inst_uuid) == []
 
 
 def test_spawn_failure_deletes_the_volume_attachment(env, tmp_path):
