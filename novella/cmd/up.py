@@ -45,7 +45,9 @@ def driver_overrides(driver):
     """``--driver``'s options: {group: {option: value}} (none for the simulated hosts)."""
     if driver in (None, "simulated"):
         return {}
-    return {None: {"compute_driver": "qemu.QEMUDriver"}, "libvirt": {"virt_type": driver}}
+    # Guests have no network: the config drive is their metadata.
+    return {None: {"compute_driver": "qemu.QEMUDriver", "force_config_drive": True},
+            "libvirt": {"virt_type": driver}}
 
 
 def _log_to_file(data_dir):

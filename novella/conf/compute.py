@@ -55,6 +55,10 @@ default_opts = [
                     "'qemu.QEMUDriver' (or the reference's 'libvirt.LibvirtDriver'), real "
                     "guests as QEMU processes ([libvirt] virt_type: kvm or qemu); or a "
                     "dotted module.Class path."),
+    cfg.BoolOpt("force_config_drive", default=False,
+                help="Give every server a config drive, asked for or not (the QEMU driver's "
+                     "guests have no network to reach a metadata service; `novella up "
+                     "--driver qemu` sets it)."),
     cfg.IntOpt("update_resources_interval", default=0,
                help="Seconds between resource tracker runs (update_available_resource); "
                     "0: the default period (60 s); negative: never."),

@@ -157,12 +157,13 @@ class QEMUDriver(driver_mod.ComputeDriver):
                      str(size))
 
     def _config_drive(self, instance, injected_files):
-        """The config drive of a server that asked for one (``config_drive``)."""
+        """The config drive of a server that asked for one (``config_drive``), or of
+        every server with ``[DEFAULT] force_config_drive``."""
         uuid = instance["uuid"]
         path = self._path(uuid, DISK_FILES["config"])
         if os.path.exists(path):
             os.remove(path)
-        if not instance.get("config_drive"):
+        if not (instance.get("config_drive") or self.conf.force_config_drive):
             return
         meta = {"uuid": uuid, "name": instance.get("display_name"),
                 "hostname": instance.get("hostname") or instance.get("display_name"),
