@@ -78,7 +78,7 @@ def main(argv=None):
         fleet = r.json()["fleet"]
         hosts = [h for c in fleet["cells"] for h in c["hosts"]]
         assert len(hosts) == args.hosts, len(hosts)
-        assert fleet["totals"]["servers"] == args.servers, fleet["totals"]
+        servers = fleet["totals"]["servers"]   # on a host (one that failed to build is not)
         print(f"first answer {first:.2f} s (Placement read in "
               f"{fleet['usage_read']['seconds']:.1f} s)", flush=True)
         times, sizes = [], []
@@ -91,10 +91,10 @@ def main(argv=None):
         drill = [timed_get(f"{server.url}/v1/fleet/hosts/{busiest['provider_uuid']}")[0]
                  for _ in range(5)]
         reading = r.json()["fleet"]["usage_read"]["seconds"]
-        print(f"\n| hosts | servers | first answer | answer p50 | answer max | body | "
-              f"drill-down p50 | Placement reading |")
+        print("\n| hosts | servers | first answer | answer p50 | answer max | body | "
+              "drill-down p50 | Placement reading |")
         print("|---|---|---|---|---|---|---|---|")
-        print(f"| {args.hosts} | {args.servers} | {first:.2f} s | "
+        print(f"| {args.hosts} | {servers} | {first:.2f} s | "
               f"{statistics.median(times):.3f} s | {max(times):.3f} s | "
               f"{statistics.median(sizes) / 1e6:.2f} MB | {statistics.median(drill):.3f} s | {reading:.1f} s |",
               flush=True)

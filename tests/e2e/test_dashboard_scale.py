@@ -11,7 +11,7 @@ import time
 import pytest
 
 from novella.allinone import AllInOne
-from tests.e2e.test_dashboard import WAIT_MS, _artifact_dir, _drill_down, browser  # noqa: F401
+from tests.e2e.test_dashboard import _artifact_dir, _drill_down, browser  # noqa: F401 (a fixture)
 from tests.functional.system.conftest import Cloud
 
 HOSTS = int(os.environ.get("NOVELLA_DASHBOARD_HOSTS", "10000"))
