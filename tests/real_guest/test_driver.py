@@ -7,7 +7,10 @@ import time
 
 import pytest
 
+from novella.virt.power import power_state
+from novella.conf import CONF
 from novella.context import get_admin_context
+from novella.virt.qemu.driver import QEMUDriver
 
 pytestmark = pytest.mark.real_guest
 
@@ -34,6 +37,11 @@ def test_boot_console_guest_and_delete(qemu_cloud):
 
     guest = cloud.guest(server_id)
     assert guest.pid() is not None
+    # A compute service started again finds its running guests (their records and pids).
+    host = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    restarted = QEMUDriver(host, CONF)
+    assert restarted.list_instances() == [server_id]
+    assert restarted.get_info({"uuid": server_id})["state"] == power_state.RUNNING
     driver = cloud.driver(server_id)
     for console in (driver.get_serial_console(None, {"uuid": server_id}),
                     driver.get_vnc_console(None, {"uuid": server_id})):
@@ -164,3 +172,43 @@ def test_volume_written_in_one_guest_is_read_in_another(qemu_cloud):
         cloud.aio.wait_idle()
         assert guest.pid() is None and not os.path.exists(guest.dir)
         assert cloud.allocations(server_id) == {}
+
+
+def test_resize_grows_the_root_disk_and_keeps_the_file_revert_brings_it_back(qemu_cloud):
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-resize")
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    cloud.probe(server_id).check("echo before-the-move > /root/mark && sync")
+
+    cloud.action(server_id, {"resize": {"flavorRef": "2"}})  # m1.small: 512 MiB, 2 GiB
+    server = cloud.server(server_id)
+    assert server["status"] == "VERIFY_RESIZE", server.get("fault")
+    assert server["OS-EXT-SRV-ATTR:host"] != source
+    resized = cloud.wait_boot(server_id, seen={boot_id})
+    probe = cloud.probe(server_id)
+    assert probe.check("cat /root/mark").strip() == "before-the-move"
+    assert probe.check("cat /sys/block/vda/size").strip() == str((2 << 30) // 512)
+    blocks = int(probe.check("df -k / | awk 'NR == 2 {print $2}'"))
+    assert blocks > 1 << 20  # the filesystem grew into the 2 GiB disk at boot
+    cloud.action(server_id, {"confirmResize": None}, expect=204)
+    assert cloud.server(server_id)["status"] == "ACTIVE"
+    source_driver = cloud.aio.computes[source].driver
+    assert source_driver.list_disks() == []  # the source's copy is gone
+    allocations = cloud.allocations(server_id)
+    assert [a["resources"] for a in allocations.values()] == [
+        {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 2}]
+
+    # A cold migration reverted: the guest runs on its host again, the file there.
+    host = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    cloud.action(server_id, {"migrate": None})
+    assert cloud.server(server_id)["status"] == "VERIFY_RESIZE"
+    cloud.action(server_id, {"revertResize": None})
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", host)
+    cloud.wait_boot(server_id, seen={boot_id, resized})
+    assert cloud.probe(server_id).check("cat /root/mark").strip() == "before-the-move"
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {}

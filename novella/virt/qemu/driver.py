@@ -41,6 +41,7 @@ DOMAIN = "domain.json"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap",
               "config": "disk.config", "rescue": "disk.rescue"}
 STATE_FILE = "state"  # a suspended guest's memory
+KEPT_SUFFIX = "_resize"  # the source's copy of a guest on a cold move, kept for a revert
 ACCEL = {"kvm": "kvm", "qemu": "tcg"}  # [libvirt] virt_type -> QEMU's accelerator
 CLEAN_SHUTDOWN_SECONDS = 60  # a soft reboot's wait for the guest to power off
 # QEMU's run states as the reference's power states (anything else: NOSTATE).
@@ -62,7 +63,9 @@ class QEMUDriver(driver_mod.ComputeDriver):
     images come from and snapshots go (the compute manager sets it).
     """
 
+    # A guest's directory is named by its uuid: a move to the same host has nowhere to go.
     capabilities = dict(driver_mod.ComputeDriver.capabilities,
+                        supports_migrate_to_same_host=False,
                         supports_attach_interface=False, supports_multiattach=False)
 
     def __init__(self, host, conf=None, image_api=None, **overrides):
@@ -207,8 +210,13 @@ class QEMUDriver(driver_mod.ComputeDriver):
 
     def list_instances(self):
         root = self.hypervisor.instances_path
-        return sorted(d for d in os.listdir(root)
-                      if os.path.exists(os.path.join(root, d, DOMAIN)))
+        return sorted(d for d in os.listdir(root) if not d.endswith(KEPT_SUFFIX)
+                      and os.path.exists(os.path.join(root, d, DOMAIN)))
+
+    def list_disks(self):
+        root = self.hypervisor.instances_path
+        return sorted(d for d in os.listdir(root) if not d.endswith(KEPT_SUFFIX)
+                      and d != "_base" and not d.startswith("."))
 
     def instance_exists(self, instance):
         return os.path.exists(self._path(instance["uuid"], DOMAIN))
@@ -431,6 +439,83 @@ class QEMUDriver(driver_mod.ComputeDriver):
             size = os.path.getsize(out)
             self.image_api.upload(ctxt, image_id, out)
         return {"image_id": image_id, "size": size}
+
+    # -- cold moves (resize, cold migration) within a cell -----------------------------------
+
+    def _kept(self, uuid):
+        """The source's copy of a guest on the move, kept until confirm or revert."""
+        return os.path.join(self.hypervisor.instances_path, uuid + KEPT_SUFFIX)
+
+    def migrate_disk_and_power_off(self, ctxt, instance, dest_host, flavor,
+                                   network_info=None, block_device_info=None):
+        """Power the guest off (ACPI), set its directory aside for a revert and copy its
+        record and disks (root overlay, ephemeral, config drive) to ``dest_host``'s
+        directory; -> disk_info (JSON): the files copied."""
+        uuid = instance["uuid"]
+        with self._lock:
+            domain = self._load(uuid)
+            if (flavor.get("root_gb") or 0) < (domain["flavor"].get("root_gb") or 0):
+                raise QemuError("Unable to resize disk down.")
+            self.guest(instance).power_off(CLEAN_SHUTDOWN_SECONDS)
+            self._drop_saved_state(uuid)
+            kept = self._kept(uuid)
+            shutil.rmtree(kept, ignore_errors=True)
+            os.rename(self.guest(instance).dir, kept)
+            dest = os.path.join(os.path.dirname(self.hypervisor.instances_path), dest_host, uuid)
+            os.makedirs(dest, exist_ok=True)
+            copied = [DOMAIN] + [DISK_FILES[k] for k in ("root", "ephemeral", "config")
+                                 if os.path.exists(os.path.join(kept, DISK_FILES[k]))]
+            for name in copied:
+                shutil.copyfile(os.path.join(kept, name), os.path.join(dest, name))
+            return json.dumps({"files": copied})
+
+    def finish_migration(self, ctxt, migration, instance, disk_info, network_info,
+                         image_meta, resize_instance, block_device_info=None,
+                         power_on=True):
+        """Destination: the copied overlays stand on this host's cache of the image, the
+        root disk grown to the new flavor (the guest grows its filesystem at boot), a
+        new swap disk; started."""
+        uuid = instance["uuid"]
+        with self._lock:
+            domain = self._load(uuid)
+            _image, boot = self._boot_files(ctxt, domain["image"]["id"])
+            root = self._path(uuid, DISK_FILES["root"])
+            qemu_img("rebase", "-u", "-f", "qcow2", "-F", boot["format"], "-b", boot["base"],
+                     root)
+            size = (instance["flavor"].get("root_gb") or 0) << 30
+            if resize_instance and size:
+                qemu_img("resize", "-f", "qcow2", root, str(size))
+            self._make_disks(instance, boot, ("swap",))
+            bdms = (block_device_info or {}).get("block_device_mapping") or []
+            domain.update(flavor=instance["flavor"], image=boot,
+                          volumes=[_volume(b["connection_info"], b.get("mount_device"))
+                                   for b in bdms])
+            self._save(domain)
+            if power_on:
+                self._start(domain)
+
+    def confirm_migration(self, ctxt, migration, instance, network_info=None):
+        shutil.rmtree(self._kept(instance["uuid"]), ignore_errors=True)
+
+    def finish_revert_migration(self, ctxt, instance, network_info=None, migration=None,
+                                block_device_info=None, power_on=True):
+        """Source: the kept directory is the guest again, with the volumes it is given
+        now; started."""
+        uuid = instance["uuid"]
+        with self._lock:
+            kept = self._kept(uuid)
+            if os.path.isdir(kept):
+                self.guest(instance).destroy()
+                shutil.rmtree(self.guest(instance).dir, ignore_errors=True)
+                os.rename(kept, self.guest(instance).dir)
+            domain = self._load(uuid)
+            if block_device_info is not None:
+                domain["volumes"] = [_volume(b["connection_info"], b.get("mount_device"))
+                                     for b in block_device_info.get("block_device_mapping")
+                                     or []]
+            self._save(domain)
+            if power_on and self.guest(instance).pid() is None:
+                self._start(domain)
 
     def get_vnc_console(self, ctxt, instance):
         """The guest's VNC server: a UNIX socket on this host."""
