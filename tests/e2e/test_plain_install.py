@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -33,8 +34,9 @@ HTTP = {"placement": "Placement API listening on", "api": "Compute API listening
         "volume": "Volume API listening on", "optimize": "Optimize API listening on"}
 RPC = {"conductor": "Conductor serving on", "scheduler": "Scheduler serving on",
        "compute": "Compute host h1 serving"}
+PROXIES = {"novncproxy": "novncproxy listening on", "serialproxy": "serialproxy listening on"}
 # Every service `novella serve` offers (novella/cmd/main.py).
-SERVICES = {**HTTP, **RPC}
+SERVICES = {**HTTP, **RPC, **PROXIES}
 TEST_ONLY = ("gabbi", "wsgi_intercept", "pytest", "placement", "nova", "tempest", "keystone")
 
 
@@ -102,7 +104,7 @@ def test_every_service_starts_from_a_plain_install(venv, backing, tmp_path):
     present, where = json.loads(probe.stdout)
     assert present == [] and where.startswith(str(venv)), (present, where)
 
-    ports = {name: free_port() for name in HTTP}
+    ports = {name: free_port() for name in {**HTTP, **PROXIES}}
     placement_url = f"http://127.0.0.1:{ports['placement']}"
     (tmp_path / "nova.conf").write_text(
         f"[DEFAULT]\ntransport_url = {transport}\nstate_path = {tmp_path}\n"
@@ -130,7 +132,9 @@ def test_every_service_starts_from_a_plain_install(venv, backing, tmp_path):
     def start(name):
         conf = placement_conf if name == "placement" else nova_conf
         args = [novella, "serve", name, "--config-file", conf]
-        if name in ports:
+        if name in PROXIES:
+            args += ["--bind", f"127.0.0.1:{ports[name]}"]
+        elif name in ports:
             args += ["--bind", f"127.0.0.1:{ports[name]}", "--workers", "1"]
         if name == "compute":
             args += ["--host", "h1"]
@@ -153,9 +157,9 @@ def test_every_service_starts_from_a_plain_install(venv, backing, tmp_path):
         for name in HTTP:
             start(name)
         wait_started(HTTP)
-        for name in RPC:
+        for name in {**RPC, **PROXIES}:
             start(name)
-        wait_started(RPC)
+        wait_started({**RPC, **PROXIES})
 
         assert _get(f"http://127.0.0.1:{ports['api']}/v2.1/flavors") == (200, {"flavors": []})
         assert _get(f"http://127.0.0.1:{ports['network']}/v2.0/networks")[0] == 200
@@ -166,6 +170,11 @@ def test_every_service_starts_from_a_plain_install(venv, backing, tmp_path):
         assert status == 200
         assert [rp["name"] for rp in body["resource_providers"]] == ["h1"]
         assert "Mapped host h1 to cell cell1." in manage("cell_v2", "discover_hosts")
+        # The console proxies refuse a connection without a token.
+        for name in PROXIES:
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                _get(f"http://127.0.0.1:{ports[name]}/?token=unknown")
+            assert refused.value.code in (400, 403), (name, refused.value.code)
         # Nothing has stopped meanwhile.
         stopped = {name: log.read_text()[-2000:] for name, (proc, log) in procs.items()
                    if proc.poll() is not None}
