@@ -244,7 +244,8 @@ def test_all_in_one_gives_every_api_its_limit(tmp_path, monkeypatch):
                    config_overrides={"oslo_middleware": {"max_request_body_size": 2048}})
     try:
         aio.start()
-        apps = {srv.name: srv.app for srv in aio.servers}
+        # (the console proxies relay websockets: no API body to limit)
+        apps = {srv.name: srv.app for srv in aio.servers if isinstance(srv, NoListener)}
         assert set(apps) == {"identity", "compute", "placement", "image", "network", "volume",
                              "optimize"}
         for name, path in (("identity", "/v3/auth/tokens"), ("compute", "/v2.1/servers"),
