@@ -16,6 +16,7 @@ Debian's ``novnc`` package), so the URL the API answers opens in a browser.
 import http.cookies
 import http.server
 import logging
+import select
 import socket
 import socketserver
 import threading
@@ -87,6 +88,42 @@ class _Handler(websocketproxy.ProxyRequestHandler):
             self.do_proxy(target)
         finally:
             target.close()
+
+    def do_proxy(self, target):
+        """Relay frames between the websocket and ``target`` until either closes.
+
+        websockify's own loop waits in select(), which refuses a descriptor
+        numbered past 1023; a long-running process (the all-in-one, a worker
+        that ran many tests) has such descriptors, so this loop polls."""
+        client, to_client, to_target, client_blocked = self.request, [], [], False
+        poller = select.poll()
+        while True:
+            poller.register(client, select.POLLIN | (
+                select.POLLOUT if to_client or client_blocked else 0))
+            poller.register(target, select.POLLIN | (select.POLLOUT if to_target else 0))
+            ready = dict(poller.poll(1000))
+            if ready.get(client.fileno(), 0) & select.POLLOUT:
+                client_blocked = self.send_frames(to_client)
+                to_client = []
+            if ready.get(client.fileno(), 0) & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                frames, closed = self.recv_frames()
+                to_target.extend(frames)
+                if closed:
+                    target.sendall(b"".join(to_target))
+                    raise self.CClose(closed["code"], closed["reason"])
+            if to_target and ready.get(target.fileno(), 0) & select.POLLOUT:
+                data = to_target.pop(0)
+                sent = target.send(data)
+                if sent < len(data):
+                    to_target.insert(0, data[sent:])
+            if ready.get(target.fileno(), 0) & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                data = target.recv(self.buffer_size)
+                if not data:
+                    blocked = self.send_frames(to_client)
+                    while blocked:
+                        blocked = self.send_frames()
+                    raise self.CClose(1000, "Target closed")
+                to_client.append(data)
 
 
 def _connect(console):

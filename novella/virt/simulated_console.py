@@ -46,12 +46,14 @@ class SerialPort:
 
     def _serve(self, conn):
         sent = 0
+        poller = select.poll()
+        poller.register(conn, select.POLLIN)
         with conn:
             try:
                 while not self._closed.is_set():
                     sent = self._send_log(conn, sent)
-                    readable, _, _ = select.select([conn], [], [], POLL_SECONDS)
-                    if readable:
+                    # poll(), not select(): a busy process's descriptors pass 1023.
+                    if poller.poll(POLL_SECONDS * 1000):
                         data = conn.recv(4096)
                         if not data:
                             return

@@ -2,6 +2,7 @@
 console with the token of the URL the Compute API answered, reads its console
 log and gets its input echoed; the same token a second time, an expired one and
 one of another proxy's console type are refused."""
+import os
 import time
 import urllib.parse
 import urllib.request
@@ -89,6 +90,27 @@ def test_serial_console_through_the_proxy(cloud):
     ws = _open(_serial_url(cloud, server))
     assert b"login:" in _read_until(ws, b"login:")
     ws.close()
+
+
+def test_console_past_descriptor_1023(cloud):
+    """A process holding over a thousand descriptors (the all-in-one after a
+    while) still relays a console: the proxy's sockets are numbered past 1023,
+    where select() refuses them."""
+    server = cloud.boot(token=MEMBER)
+    url = _serial_url(cloud, server)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        ws = _open(url)
+        try:
+            assert ws.socket.fileno() > 1023
+            assert b"login:" in _read_until(ws, b"login:")
+            ws.sendmsg(b"root\r")
+            assert b"root\r" in _read_until(ws, b"root\r")
+        finally:
+            ws.close()
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_tokens_refused(cloud):
