@@ -112,6 +112,10 @@ def fleet(req):
     _authorize(req)
     state = req.state
     resources, usage_read = _provider_book(state).by_root(state["placement"])
+    if resources is None:
+        usage_read = {"at": None, "seconds": None, "source": "hosts"}
+    else:
+        usage_read["source"] = "placement"
     cells = cells_mod.list_cells(state["api_db"], include_cell0=False)
     answers = cells_mod.scatter(cells, _cell_rows)
     out, totals = [], {"cells": len(cells), "hosts": 0, "servers": 0, "migrations": 0}
@@ -126,7 +130,7 @@ def fleet(req):
             continue
         nodes, counts, migrations = rows
         for node in nodes:
-            host = _host_doc(liveness, node, resources.get(node.uuid, {}))
+            host = _host_doc(liveness, node, _resources_of(resources, node))
             host["servers"] = counts.get((node.host, node.hypervisor_hostname), 0)
             doc["hosts"].append(host)
             totals["servers"] += host["servers"]
@@ -155,7 +159,7 @@ def fleet_host(req, node_uuid):
         if isinstance(found, Exception) or found is None:
             continue
         node, servers = found
-        resources = _provider_book(state).by_root(state["placement"])[0].get(node.uuid, {})
+        resources = _resources_of(_provider_book(state).by_root(state["placement"])[0], node)
         doc = _host_doc(_liveness(state["conf"]), node, resources, lean=False)
         doc.update(cell=cell.name, servers=servers)
         return 200, {"host": doc}
@@ -165,6 +169,25 @@ def fleet_host(req, node_uuid):
 def _provider_book(state):
     book = state.get("fleet_providers")
     return book if book is not None else state.setdefault("fleet_providers", ProviderBook())
+
+
+def _resources_of(trees, node):
+    """A node's resources from Placement's reading (``trees``), or, before its first
+    reading ends, from what the host last reported in its compute node row: the
+    standard classes only, without the reserved amounts Placement alone knows."""
+    if trees is not None:
+        return trees.get(node.uuid, {})
+    out = {}
+    for rc, total, used, ratio in (("VCPU", node.vcpus, node.vcpus_used, node.cpu_allocation_ratio),
+                                   ("MEMORY_MB", node.memory_mb, node.memory_mb_used,
+                                    node.ram_allocation_ratio),
+                                   ("DISK_GB", node.local_gb, node.local_gb_used,
+                                    node.disk_allocation_ratio)):
+        if total is not None:
+            ratio = float(ratio or 1.0)
+            out[rc] = {"total": total, "reserved": 0, "allocation_ratio": ratio,
+                       "capacity": int(total * ratio), "used": used or 0}
+    return out
 
 
 def _host_doc(liveness, node, resources, lean=True):
@@ -195,6 +218,10 @@ def _nodes_query():
     (10,000 of them are read at every answer: no ORM objects)."""
     n, s = cm.ComputeNode.__table__, cm.Service.__table__
     return (sa.select(n.c.uuid, n.c.host, n.c.hypervisor_hostname,
+                      n.c.vcpus, n.c.memory_mb, n.c.local_gb,
+                      n.c.vcpus_used, n.c.memory_mb_used, n.c.local_gb_used,
+                      n.c.cpu_allocation_ratio, n.c.ram_allocation_ratio,
+                      n.c.disk_allocation_ratio,
                       s.c.updated_at, s.c.created_at, s.c.last_seen_up, s.c.forced_down,
                       s.c.disabled, s.c.disabled_reason)
             .select_from(n.outerjoin(s, sa.and_(s.c.host == n.c.host,
@@ -355,7 +382,8 @@ class ProviderBook:
     def by_root(self, placement):
         """({root provider uuid: {rc: {"total", "reserved", "allocation_ratio",
         "capacity", "used"}}}: a compute node's tree summed per resource class,
-        {"at": when the reading ended, "seconds": how long it took})."""
+        {"at": when the reading ended, "seconds": how long it took}); (None, None)
+        while the first reading is under way and has taken half a second already."""
         with self._lock:
             last = self._last
             quick = last is None or last[1] < QUICK_READING_S
@@ -365,7 +393,11 @@ class ProviderBook:
             reading = self._reading
         if not quick:
             return last[2], self._when(last)
-        ended = reading.result()
+        try:
+            # The first reading of a large fleet takes long: meanwhile, no answer waits.
+            ended = reading.result(timeout=QUICK_READING_S if last is None else None)
+        except concurrent.futures.TimeoutError:
+            return None, None
         return ended[2], self._when(ended)
 
     @staticmethod

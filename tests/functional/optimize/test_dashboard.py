@@ -3,6 +3,8 @@ a move across cells in flight, a host's nested providers, a cell that does not a
 and what one answer costs in statements and Placement requests as the fleet grows.
 The page itself is tested in a browser by tests/e2e/test_dashboard.py."""
 import datetime
+import threading
+import time
 
 import sqlalchemy as sa
 
@@ -259,3 +261,38 @@ def test_a_host_shows_only_the_classes_it_has_and_its_use(dcloud):
                                     for r in host["resources"].values()), 3) > 0
     assert host["servers"] == 1
     assert [s["id"] for s in _host(dcloud, host)["servers"]] == [sid]
+
+
+def test_while_placement_is_first_read_the_hosts_own_reports_answer(make_dcloud, monkeypatch):
+    """A large fleet's first reading of Placement takes long: the answers given meanwhile
+    show each host's standard classes as its compute node row reports them, and say
+    so; once the reading ends, Placement's figures."""
+    cloud = make_dcloud(hosts_per_cell=1)
+    sid = cloud.boot("one", availability_zone="nova:cell1-host1")
+    cloud.aio.wait_idle()
+    placement, release = cloud.aio.placement, threading.Event()
+    real_usages = placement.get_provider_usages
+
+    def slow_usages(uuid, *args, **kw):
+        release.wait(30)
+        return real_usages(uuid, *args, **kw)
+    monkeypatch.setattr(placement, "get_provider_usages", slow_usages)
+    try:
+        fleet = _fleet(cloud)
+        assert fleet["usage_read"] == {"at": None, "seconds": None, "source": "hosts"}
+        host = _hosts(fleet)["cell1-host1"]
+        flavor = cloud.api("GET", f"/servers/{sid}")[1]["server"]["flavor"]
+        assert host["resources"]["VCPU"]["used"] == flavor["vcpus"]
+        assert host["resources"]["MEMORY_MB"]["used"] == flavor["ram"]
+        assert set(host["resources"]) == {"VCPU", "MEMORY_MB", "DISK_GB"}
+        assert host["servers"] == 1
+        drill = _host(cloud, host)
+        assert [s["id"] for s in drill["servers"]] == [sid]
+        assert drill["resources"]["VCPU"]["used"] == flavor["vcpus"]
+    finally:
+        release.set()
+    deadline = time.monotonic() + 30
+    while (fleet := _fleet(cloud))["usage_read"]["source"] != "placement":
+        assert time.monotonic() < deadline, fleet["usage_read"]
+    host = _hosts(fleet)["cell1-host1"]
+    assert host["resources"]["VCPU"]["used"] == _used(cloud, "cell1-host1")["VCPU"]

@@ -402,8 +402,10 @@
       polls += 1;
       document.body.dataset.polls = polls;
       const read = fleet.fleet.usage_read;
-      setStatus(`Updated ${new Date().toLocaleTimeString()}; usage read ` +
-                `${new Date(read.at).toLocaleTimeString()} (in ${read.seconds} s)`, false);
+      setStatus(`Updated ${new Date().toLocaleTimeString()}; ` + (read.source === "hosts"
+                ? "usage as the hosts reported it (Placement is being read)"
+                : `usage read ${new Date(read.at).toLocaleTimeString()} (in ${read.seconds} s)`),
+                false);
     } catch (err) {
       if (err instanceof AuthError) {
         sessionStorage.removeItem(TOKEN_KEY);
