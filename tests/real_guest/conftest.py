@@ -4,6 +4,7 @@ The QEMU and image-building tools come from README.md's Debian packages. When
 they are missing these tests skip with the reason, and fail when ``CI=true``
 (tests/backends.py).
 """
+import contextlib
 import os
 import re
 import shutil
@@ -73,6 +74,20 @@ def qemu_cloud(tmp_path_factory, built_guest):
     """An all-in-one (one cell, two hosts) whose hosts run real guests with the QEMU
     driver (TCG), the guest image built once for the session as its default image.
     Every guest left at the end is destroyed, also when a test failed."""
+    with qemu_all_in_one(tmp_path_factory, built_guest, cells=1, hosts_per_cell=2) as cloud:
+        yield cloud
+
+
+@pytest.fixture(scope="module")
+def qemu_cells_cloud(tmp_path_factory, built_guest):
+    """The same with two cells of one host each, cross-cell moves allowed (admins)."""
+    with qemu_all_in_one(tmp_path_factory, built_guest, cells=2, hosts_per_cell=1) as cloud:
+        cloud.allow_cross_cell()
+        yield cloud
+
+
+@contextlib.contextmanager
+def qemu_all_in_one(tmp_path_factory, built_guest, cells, hosts_per_cell):
     from novella.allinone import AllInOne
     from novella.conf import CONF
     data = tmp_path_factory.mktemp("qemu-cloud")
@@ -80,7 +95,7 @@ def qemu_cloud(tmp_path_factory, built_guest):
     # No periodic heartbeats without HTTP listeners: the hosts stay up for the module.
     overrides = {None: {"compute_driver": "qemu.QEMUDriver", "service_down_time": 3600},
                  "libvirt": {"virt_type": "qemu"}}
-    aio = AllInOne(str(data), cells=1, hosts_per_cell=2, log=None,
+    aio = AllInOne(str(data), cells=cells, hosts_per_cell=hosts_per_cell, log=None,
                    config_overrides=overrides).start()
     try:
         yield RealCloud(aio)
@@ -99,8 +114,8 @@ class RealCloud:
     """The Compute API of a QEMU all-in-one, and its guests seen from outside and inside."""
 
     def __init__(self, aio):
-        from tests.functional.system.conftest import Cloud
-        self.aio, self.api_cloud = aio, Cloud(aio)
+        from tests.functional.cross_cell.conftest import CrossCellCloud
+        self.aio, self.api_cloud = aio, CrossCellCloud(aio)
 
     def __getattr__(self, name):
         return getattr(self.api_cloud, name)

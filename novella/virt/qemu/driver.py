@@ -42,6 +42,8 @@ DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap",
               "config": "disk.config", "rescue": "disk.rescue"}
 STATE_FILE = "state"  # a suspended guest's memory
 KEPT_SUFFIX = "_resize"  # the source's copy of a guest on a cold move, kept for a revert
+# What a kernel/ramdisk image boots with; a snapshot of its guest carries them over.
+BOOT_PROPERTIES = ("kernel_id", "ramdisk_id", "os_command_line")
 ACCEL = {"kvm": "kvm", "qemu": "tcg"}  # [libvirt] virt_type -> QEMU's accelerator
 CLEAN_SHUTDOWN_SECONDS = 60  # a soft reboot's wait for the guest to power off
 # QEMU's run states as the reference's power states (anything else: NOSTATE).
@@ -145,6 +147,7 @@ class QEMUDriver(driver_mod.ComputeDriver):
             if props.get("ramdisk_id"):
                 boot["ramdisk"] = self._cached(ctxt, props["ramdisk_id"])
             boot["command_line"] = props.get("os_command_line") or guest_image.COMMAND_LINE
+            boot["properties"] = {k: props[k] for k in BOOT_PROPERTIES if props.get(k)}
         return image, boot
 
     def _make_disks(self, instance, boot, kinds):
@@ -420,9 +423,13 @@ class QEMUDriver(driver_mod.ComputeDriver):
 
     def snapshot(self, ctxt, instance, image_id, update_task_state=None):
         """The root disk, flattened (``qemu-img convert`` of the overlay over its
-        image), uploaded as image ``image_id``. A running guest is paused while its
+        image), uploaded as image ``image_id`` (qcow2, with the kernel, ramdisk and
+        command line the guest boots with, so a guest spawned from it boots as this
+        one does: unshelve, cross-cell moves). A running guest is paused while its
         disk is read."""
         uuid = instance["uuid"]
+        self.image_api.update(ctxt, image_id, disk_format="qcow2",
+                              properties=self._load(uuid)["image"].get("properties") or {})
         guest = self.guest(instance)
         running = guest.status() == "running"
         with tempfile.TemporaryDirectory(dir=self.hypervisor.instances_path,

@@ -1,0 +1,77 @@
+"""Moves of real guests through the Compute API (QEMU driver, TCG): shelve, offload
+and unshelve, evacuation, booting from a volume. Each checks the guest from inside
+(a file written before the move is there after) and the books."""
+import os
+import subprocess
+
+import pytest
+
+from novella.context import get_admin_context
+
+pytestmark = pytest.mark.real_guest
+
+TINY = {"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}
+
+
+def resources(cloud, consumer):
+    """{provider name: resources} of a consumer's allocations."""
+    names = {rp["uuid"]: rp["name"] for rp in cloud.aio.placement.list_resource_providers()}
+    return {names[rp]: a["resources"] for rp, a in cloud.allocations(consumer).items()}
+
+
+def write_mark(cloud, server_id, text="before-the-move"):
+    cloud.probe(server_id).check(f"echo {text} > /root/mark && sync")
+
+
+def read_mark(cloud, server_id):
+    return cloud.probe(server_id).check("cat /root/mark").strip()
+
+
+def delete(cloud, server_id):
+    guest = cloud.guest(server_id)
+    status, _ = cloud.api("DELETE", f"/servers/{server_id}")
+    assert status == 204
+    cloud.aio.wait_idle()
+    assert guest.pid() is None and not os.path.exists(guest.dir)
+    assert cloud.allocations(server_id) == {}
+
+
+def test_shelve_offload_unshelve_on_another_host(qemu_cloud, tmp_path):
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-shelve")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+    source_guest = cloud.guest(server_id)
+
+    cloud.action(server_id, {"shelve": None})  # offloaded at once (shelved_offload_time 0)
+    server = cloud.server(server_id)
+    assert server["status"] == "SHELVED_OFFLOADED", server.get("fault")
+    assert server["OS-EXT-SRV-ATTR:host"] is None
+    assert source_guest.pid() is None and not os.path.exists(source_guest.dir)
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    assert cloud.allocations(server_id) == {}
+    (image,) = cloud.aio.image_api.list(get_admin_context(),
+                                        {"name": "vm-shelve-shelved"})
+    assert image["status"] == "active" and image["disk_format"] == "qcow2"
+    raw = tmp_path / "shelved.raw"
+    subprocess.run(["qemu-img", "convert", "-O", "raw",
+                    cloud.aio.image_api.data_path(image["id"]), str(raw)], check=True)
+    assert b"before-the-move" in raw.read_bytes()  # the guest's root disk, flattened
+
+    dest = next(h for h in cloud.aio.computes if h != source)
+    status, body = cloud.api("POST", f"/servers/{server_id}/action",
+                             {"unshelve": {"host": dest}}, version="2.91")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert read_mark(cloud, server_id) == "before-the-move"
+    assert resources(cloud, server_id) == {dest: TINY}
+    # The shelved image is gone; the guest stands on this host's cache of it.
+    assert cloud.aio.image_api.get(get_admin_context(), image["id"],
+                                   include_deleted=True)["status"] == "deleted"
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    delete(cloud, server_id)
