@@ -75,3 +75,49 @@ def test_shelve_offload_unshelve_on_another_host(qemu_cloud, tmp_path):
                                    include_deleted=True)["status"] == "deleted"
     assert cloud.aio.computes[source].driver.list_disks() == []
     delete(cloud, server_id)
+
+
+def force_down(cloud, host, down=True):
+    status, body = cloud.api("GET", f"/os-services?host={host}&binary=nova-compute",
+                             version="2.53")
+    (service,) = body["services"]
+    status, body = cloud.api("PUT", f"/os-services/{service['id']}", {"forced_down": down},
+                             version="2.53")
+    assert status == 200, body
+
+
+def test_evacuate_rebuilds_from_the_image_and_the_source_destroys_its_guest_when_back(
+        qemu_cloud):
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-evacuate")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+    dest = next(h for h in cloud.aio.computes if h != source)
+    source_guest = cloud.guest(server_id)
+    # The compute service is down; its QEMU runs on (a host cut off, not powered off).
+    force_down(cloud, source)
+
+    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    # Rebuilt from the image: the hosts share no storage, the disk is a new one.
+    assert cloud.probe(server_id).run("cat /root/mark")[0] != 0
+    (migration,) = cloud.migrations(server_id)
+    assert resources(cloud, server_id) == {dest: TINY}
+    assert resources(cloud, migration["uuid"]) == {source: TINY}  # until the source is back
+
+    cloud.aio.computes[source].init_host()  # the source's compute service starts again
+    force_down(cloud, source, down=False)
+    assert source_guest.pid() is None and not os.path.exists(source_guest.dir)
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    (migration,) = cloud.migrations(server_id)
+    assert migration["status"] == "completed"
+    assert cloud.allocations(migration["uuid"]) == {}
+    assert resources(cloud, server_id) == {dest: TINY}
+    assert cloud.guest(server_id).pid() is not None  # the one running copy
+    delete(cloud, server_id)
