@@ -58,6 +58,23 @@ def host_availability_zone(api_db, host, default_zone):
     return ",".join(zones) if zones else default_zone
 
 
+# --- availability zones as the Compute API lists them (uncached) ------------------------
+def host_zone_pairs(api_db):
+    """[(host, availability zone)] of every host in an aggregate naming a zone."""
+    with api_db.session() as s:
+        return s.execute(
+            sa.select(am.AggregateHost.host, am.AggregateMetadata.value)
+            .join(am.AggregateMetadata, am.AggregateMetadata.aggregate_id == am.AggregateHost.aggregate_id)
+            .where(am.AggregateMetadata.key == "availability_zone")).all()
+
+
+def zone_names(api_db):
+    """The availability zones aggregates name."""
+    with api_db.session() as s:
+        return set(s.scalars(sa.select(am.AggregateMetadata.value)
+                             .where(am.AggregateMetadata.key == "availability_zone")))
+
+
 # --- the os-aggregates API's reads and writes (ORM rows, in the caller's session) -------
 def get(s, aggregate_id):
     """The Aggregate of that id, or None."""

@@ -10,6 +10,12 @@ def get(s, user_id, name):
                                                  am.KeyPair.name == name)).first()
 
 
+def find(api_db, user_id, name):
+    """``get`` in a session of its own."""
+    with api_db.session() as s:
+        return get(s, user_id, name)
+
+
 def page(s, user_id, limit=None, after=None):
     """The user's KeyPairs in name order, those named after ``after`` when given."""
     q = sa.select(am.KeyPair).where(am.KeyPair.user_id == user_id)

@@ -21,6 +21,14 @@ def find(api_db, instance_uuid):
     return None if spec is None else json.loads(spec)
 
 
+def of_servers(api_db, instance_uuids):
+    """[(instance uuid, its request spec)] of those of the servers that have one."""
+    with api_db.session() as s:
+        return [(uuid, json.loads(spec)) for uuid, spec in s.execute(
+            sa.select(am.RequestSpec.instance_uuid, am.RequestSpec.spec)
+            .where(am.RequestSpec.instance_uuid.in_(instance_uuids)))]
+
+
 def _replace(exact):
     """The spec of ``b_uuid`` set to ``b_spec`` when it is still ``b_was``;
     ``exact``: compared byte for byte (MySQL's and MariaDB's text collations

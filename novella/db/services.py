@@ -8,8 +8,43 @@ import sqlalchemy as sa
 from novella.db import api_models as am, cell_models as cm
 from novella.db.timestamps import utcnow
 
+COMPUTE = "nova-compute"
+
 # Migration statuses of a move that is over (the host it touched may go).
 _ENDED = ("confirmed", "reverted", "error", "failed", "completed", "cancelled", "done")
+
+
+def _alive(cell_db, model, equal):
+    where = [getattr(model, column) == value for column, value in equal.items()]
+    with cell_db.session() as s:
+        return list(s.scalars(sa.select(model).where(model.deleted == 0, *where).order_by(model.id)))
+
+
+def services_in(cell_db, equal):
+    """The cell's Services (not deleted) with the values ``equal`` ({column:
+    value}) gives, in id order."""
+    return _alive(cell_db, cm.Service, equal)
+
+
+def compute_nodes_in(cell_db, equal):
+    """The cell's ComputeNodes (not deleted) with the values ``equal`` gives, in id order."""
+    return _alive(cell_db, cm.ComputeNode, equal)
+
+
+def compute_service(cell_db, host):
+    """The nova-compute Service of ``host``, or None."""
+    with cell_db.read_session() as s:
+        return s.scalars(sa.select(cm.Service).where(
+            cm.Service.host == host, cm.Service.binary == COMPUTE,
+            cm.Service.deleted == 0)).first()
+
+
+def compute_services_of(cell_db, hosts):
+    """The nova-compute Services of ``hosts`` (a sorted list)."""
+    with cell_db.read_session() as s:
+        return s.scalars(sa.select(cm.Service).where(
+            cm.Service.host.in_(hosts), cm.Service.binary == COMPUTE,
+            cm.Service.deleted == 0)).all()
 
 
 def save(cell_db, service_id, **values):

@@ -225,8 +225,7 @@ def key_pair(req, key_name):
     """The caller's key pair of that name (None for no name); 400 if there is none."""
     if not key_name:
         return None
-    with req.api.api_db.session() as s:
-        kp = keypairs_db.get(s, req.context.user_id, key_name)
+    kp = keypairs_db.find(req.api.api_db, req.context.user_id, key_name)
     if kp is None:
         raise errors.BadRequest("Invalid key_name provided.")
     return kp

@@ -1,27 +1,19 @@
 """Services, compute nodes and availability zones, read from every cell."""
 import datetime
 
-import sqlalchemy as sa
+from novella.db import aggregates as aggregates_db, cells as cells_mod, services as services_db
 
-from novella.db import api_models as am, cell_models as cm, cells as cells_mod
-
-COMPUTE = "nova-compute"
+COMPUTE = services_db.COMPUTE
 
 
-def _rows(api, model, equal):
-    """Rows of a cell model from every cell (down cells skipped), with their cell;
-    ``equal``: {column: value} the rows have."""
+def _rows(api, read, equal):
+    """Rows from every cell (down cells skipped), with their cell; ``read``: a
+    ``novella.db.services`` reader of one cell's rows with the values ``equal``
+    ({column: value}) gives."""
     cells = cells_mod.list_cells(api.api_db, include_cell0=False)
-    where = [getattr(model, column) == value for column, value in equal.items()]
-
-    def fetch(cell, db):
-        with db.session() as s:
-            q = sa.select(model).where(model.deleted == 0, *where).order_by(model.id)
-            return list(s.scalars(q))
-
     out = []
     by_uuid = {c.uuid: c for c in cells}
-    for cell_uuid, rows in cells_mod.scatter(cells, fetch).items():
+    for cell_uuid, rows in cells_mod.scatter(cells, lambda _cell, db: read(db, equal)).items():
         if isinstance(rows, Exception):
             continue
         out.extend((by_uuid[cell_uuid], r) for r in rows)
@@ -31,20 +23,17 @@ def _rows(api, model, equal):
 def services(api, **equal):
     """(cell, Service) of every cell's services with the values ``equal`` gives
     (e.g. ``host=``, ``binary=``, ``disabled=``)."""
-    return _rows(api, cm.Service, equal)
+    return _rows(api, services_db.services_in, equal)
 
 
 def compute_nodes(api, **equal):
     """(cell, ComputeNode) of every cell's nodes with the values ``equal`` gives."""
-    return _rows(api, cm.ComputeNode, equal)
+    return _rows(api, services_db.compute_nodes_in, equal)
 
 
 def compute_service(cell, host):
     """The nova-compute service row of ``host`` in ``cell``, or None."""
-    with cells_mod.cell_database(cell).read_session() as s:
-        return s.scalars(sa.select(cm.Service).where(
-            cm.Service.host == host, cm.Service.binary == COMPUTE,
-            cm.Service.deleted == 0)).first()
+    return services_db.compute_service(cells_mod.cell_database(cell), host)
 
 
 def is_up(conf, svc):
@@ -59,13 +48,9 @@ def is_up(conf, svc):
 
 def host_zones(api):
     """{host: availability zone} for hosts in an aggregate that names one."""
-    with api.api_db.session() as s:
-        q = (sa.select(am.AggregateHost.host, am.AggregateMetadata.value)
-             .join(am.AggregateMetadata, am.AggregateMetadata.aggregate_id == am.AggregateHost.aggregate_id)
-             .where(am.AggregateMetadata.key == "availability_zone"))
-        zones = {}
-        for host, zone in s.execute(q):
-            zones.setdefault(host, set()).add(zone)
+    zones = {}
+    for host, zone in aggregates_db.host_zone_pairs(api.api_db):
+        zones.setdefault(host, set()).add(zone)
     return {h: ",".join(sorted(z)) for h, z in zones.items()}
 
 
@@ -77,6 +62,4 @@ def zone_of(api, svc, zones=None):
 
 
 def aggregate_zone_names(api):
-    with api.api_db.session() as s:
-        return set(s.scalars(sa.select(am.AggregateMetadata.value)
-                             .where(am.AggregateMetadata.key == "availability_zone")))
+    return aggregates_db.zone_names(api.api_db)

@@ -23,17 +23,12 @@ recheck_quota``) and the servers undone when a concurrent request took the
 room meanwhile. The recheck runs before anything is cast to the conductor,
 so a request it refuses has claimed nothing in placement.
 
-The overrides live in three tables of the API database (``quotas``,
-``project_user_quotas``, ``quota_classes``, named and shaped as the
-reference's; API migration 0003).
+The overrides live in three tables of the API database (API migration
+0003); ``novella.db.quotas`` reads and writes them and counts the usage.
 """
-import json
-
-import sqlalchemy as sa
-
 from novella.api.compute import errors
 from novella.conf import quota as quota_conf
-from novella.db import api_models as am, cell_models as cm, cells as cells_mod
+from novella.db import cells as cells_mod, quotas as quotas_db
 
 RESOURCES = ["instances", "cores", "ram", "metadata_items", "injected_files",
              "injected_file_content_bytes", "injected_file_path_bytes", "key_pairs",
@@ -52,10 +47,6 @@ LIMIT_NAMES = {"instances": "maxTotalInstances", "cores": "maxTotalCores",
                "injected_files": "maxPersonality",
                "injected_file_content_bytes": "maxPersonalitySize"}
 UNLIMITED = -1
-
-quotas_table = am.Quota.__table__
-user_quotas_table = am.ProjectUserQuota.__table__
-classes_table = am.QuotaClass.__table__
 
 
 def _conf(api):
@@ -77,29 +68,16 @@ def _defaults(api):
 
 def class_limits(api, class_name="default"):
     limits = _defaults(api)
-    with api.api_db.connection() as conn:
-        for resource, hard in conn.execute(sa.select(
-                classes_table.c.resource, classes_table.c.hard_limit)
-                .where(classes_table.c.class_name == class_name)):
-            if resource in limits:
-                limits[resource] = hard
+    for resource, hard in quotas_db.class_limits(api.api_db, class_name):
+        if resource in limits:
+            limits[resource] = hard
     return limits
 
 
 def _limits(api, project_id, user_id=None):
     """(the project's limits, its user's limits or None), from one statement: the
     ``default`` class's, the project's and the user's overrides together."""
-    parts = [sa.select(sa.literal(0), classes_table.c.resource, classes_table.c.hard_limit)
-             .where(classes_table.c.class_name == "default"),
-             sa.select(sa.literal(1), quotas_table.c.resource, quotas_table.c.hard_limit)
-             .where(quotas_table.c.project_id == project_id)]
-    if user_id is not None:
-        parts.append(sa.select(sa.literal(2), user_quotas_table.c.resource,
-                               user_quotas_table.c.hard_limit)
-                     .where(user_quotas_table.c.project_id == project_id,
-                            user_quotas_table.c.user_id == user_id))
-    with api.api_db.connection() as conn:
-        rows = sorted(conn.execute(sa.union_all(*parts)).all(), key=lambda row: row[0])
+    rows = quotas_db.limits_over_defaults(api.api_db, project_id, user_id)
     project = _defaults(api)
     for level, resource, hard in rows:
         if level < 2 and resource in project:
@@ -122,46 +100,7 @@ def project_limits(api, project_id, user_id=None):
     return project if user is None else user
 
 
-def set_limits(api, table, keys, values):
-    """Write overrides (``keys``: the row's identifying columns)."""
-    with api.api_db.connection(write=True) as conn:
-        for resource, hard in values.items():
-            where = [table.c[k] == v for k, v in keys.items()] + [table.c.resource == resource]
-            done = conn.execute(sa.update(table).where(*where).values(hard_limit=hard))
-            if not done.rowcount:
-                conn.execute(sa.insert(table).values(resource=resource, hard_limit=hard, **keys))
-
-
-def delete_limits(api, project_id, user_id=None):
-    with api.api_db.connection(write=True) as conn:
-        conn.execute(sa.delete(user_quotas_table).where(
-            user_quotas_table.c.project_id == project_id,
-            *([user_quotas_table.c.user_id == user_id] if user_id else [])))
-        if user_id is None:
-            conn.execute(sa.delete(quotas_table).where(quotas_table.c.project_id == project_id))
-
-
 # --- usage ----------------------------------------------------------------------------
-# Each count below answers for the project and for one of its users at once
-# (one statement per database): {None: project's, user_id: user's}.
-def _for_user(column, user_id, value=1):
-    return sa.func.coalesce(sa.func.sum(sa.case((column == user_id, value), else_=0)), 0)
-
-
-def _instances(conn, project_id, user_id=None):
-    """{None: servers of the project, user_id: of the user} (instance mappings)."""
-    m = am.InstanceMapping
-    cols = [sa.func.count()]
-    if user_id is not None:
-        cols.append(_for_user(m.user_id, user_id))
-    row = conn.execute(sa.select(*cols).select_from(m).where(
-        m.project_id == project_id, m.queued_for_delete.is_(False))).one()
-    out = {None: int(row[0] or 0)}
-    if user_id is not None:
-        out[user_id] = int(row[1] or 0)
-    return out
-
-
 def from_placement(api):
     """Whether cores and RAM are counted from placement (``[quota]
     count_usage_from_placement``; the API must have a placement client)."""
@@ -180,96 +119,26 @@ def _placement_cores_ram(api, project_id, user_id=None):
             int(usages.get("MEMORY_MB", 0)))
 
 
-def _build_requests(api, project_id):
-    """[(instance uuid, user id, vcpus, memory_mb)] of the servers still waiting for a cell."""
-    out = []
-    with api.api_db.session() as s:
-        for uuid, doc in s.execute(sa.select(am.BuildRequest.instance_uuid,
-                                             am.BuildRequest.instance).where(
-                am.BuildRequest.project_id == project_id)):
-            inst = json.loads(doc)
-            out.append((uuid, inst.get("user_id"), int(inst.get("vcpus") or 0),
-                        int(inst.get("memory_mb") or 0)))
-    return out
-
-
-def _where_servers_are(api, project_id, user_id=None):
-    """The project's servers as the API database sees them, in one statement.
-
-    Returns ({None: servers of the project, user_id: of the user}, the cells
-    holding any server of the project (queued for delete or not: a server
-    being deleted holds its cores until its host has deleted it), the build
-    requests as ``_build_requests`` gives them). Each cell's rows are counted
-    where the mappings say the project has servers. Should a mapping have
-    neither a cell nor a build request (no writer leaves one so between its
-    transactions), nothing says where that server is: every cell is counted.
-    """
-    m, br, cmap = am.InstanceMapping, am.BuildRequest, am.CellMapping
-    live = sa.case((m.queued_for_delete.is_(False), 1), else_=0)
-    mine = sa.case((sa.and_(m.queued_for_delete.is_(False), m.user_id == user_id), 1), else_=0)
-    in_cells = (sa.select(cmap.uuid, cmap.database_connection, sa.func.sum(live),
-                          sa.func.sum(mine), sa.null().label("doc"), sa.null().label("uuid_"))
-                .join(m, m.cell_id == cmap.id).where(m.project_id == project_id)
-                .group_by(cmap.id, cmap.uuid, cmap.database_connection))
-    building = (sa.select(sa.null(), sa.null(), live, mine, br.instance, m.instance_uuid)
-                .select_from(m).outerjoin(br, br.instance_uuid == m.instance_uuid)
-                .where(m.project_id == project_id, m.cell_id.is_(None)))
-    cells, builds, counted, everywhere = [], [], {None: 0, user_id: 0}, False
-    with api.api_db.reader() as conn:
-        rows = conn.execute(sa.union_all(in_cells, building)).all()
-    for cell_uuid, url, n, n_mine, doc, uuid in rows:
-        counted[None] += int(n or 0)
-        if user_id is not None:
-            counted[user_id] += int(n_mine or 0)
-        if cell_uuid is not None:
-            cells.append(_CellToCount(cell_uuid, url))
-        elif doc is None:
-            everywhere = True
-        else:
-            inst = json.loads(doc)
-            builds.append((uuid, inst.get("user_id"), int(inst.get("vcpus") or 0),
-                           int(inst.get("memory_mb") or 0)))
-    if everywhere:
-        cells = cells_mod.list_cells(api.api_db)
-    return counted, cells, builds
-
-
-class _CellToCount:
-    """What ``cells_mod.scatter`` needs of a cell mapping."""
-    __slots__ = ("uuid", "database_connection")
-
-    def __init__(self, uuid, database_connection):
-        self.uuid, self.database_connection = uuid, database_connection
-
-
 def _cores_ram(api, project_id, user_id=None, where=None):
     """{None: (cores, ram) of the project, user_id: of the user}; ``where``:
-    ``_where_servers_are``'s answer, when the caller has it."""
+    ``quotas_db.where_servers_are``'s answer, when the caller has it."""
     scopes = [None] + ([user_id] if user_id is not None else [])
     if from_placement(api):
         # Placement holds what the servers with a host use; a server still
         # being scheduled holds nothing there yet and is counted from its
         # build request (once the scheduler has claimed for it, from placement).
         out = {scope: _placement_cores_ram(api, project_id, scope) for scope in scopes}
-        for uuid, owner, vcpus, memory_mb in _build_requests(api, project_id):
+        for uuid, owner, vcpus, memory_mb in quotas_db.build_requests(api.api_db, project_id):
             held = (api.placement.get(f"/allocations/{uuid}") or {}).get("allocations")
             if not held:
                 _add(out, owner, vcpus, memory_mb)
         return out
 
-    _counted, cells, builds = where or _where_servers_are(api, project_id, user_id)
-    i = cm.Instance
-    cols = [sa.func.coalesce(sa.func.sum(i.vcpus), 0),
-            sa.func.coalesce(sa.func.sum(i.memory_mb), 0)]
-    if user_id is not None:
-        cols += [_for_user(i.user_id, user_id, i.vcpus), _for_user(i.user_id, user_id, i.memory_mb)]
-    q = sa.select(*cols).where(i.project_id == project_id, i.deleted == 0, i.hidden.is_(False))
-
-    def count(cell, db):
-        with db.reader() as conn:
-            return tuple(conn.execute(q).one())
+    _counted, cells, builds = where or quotas_db.where_servers_are(api.api_db, project_id, user_id)
     out = {scope: (0, 0) for scope in scopes}
-    for result in cells_mod.scatter(cells, count).values():
+    counted = cells_mod.scatter(
+        cells, lambda _cell, db: quotas_db.cores_ram_in(db, project_id, user_id))
+    for result in counted.values():
         if isinstance(result, Exception):
             continue
         for scope, (cores, ram) in zip(scopes, (result[:2], result[2:])):
@@ -289,17 +158,11 @@ def _add(out, owner, vcpus, memory_mb):
 
 def usage(api, project_id, user_id=None):
     """{resource: in use} for the resources counted per project (or user)."""
-    where = _where_servers_are(api, project_id, user_id)
-    with api.api_db.connection() as conn:
-        groups = conn.execute(sa.select(sa.func.count()).select_from(am.InstanceGroup).where(
-            am.InstanceGroup.project_id == project_id,
-            *([am.InstanceGroup.user_id == user_id] if user_id else []))).scalar()
-        keypair_user = user_id
-        key_pairs = conn.execute(sa.select(sa.func.count()).select_from(am.KeyPair).where(
-            am.KeyPair.user_id == keypair_user)).scalar() if keypair_user else 0
+    where = quotas_db.where_servers_are(api.api_db, project_id, user_id)
+    groups, key_pairs = quotas_db.groups_and_key_pairs(api.api_db, project_id, user_id)
     cores, ram = _cores_ram(api, project_id, user_id, where)[user_id]
     return {"instances": where[0][user_id], "cores": cores, "ram": ram,
-            "server_groups": groups or 0, "key_pairs": key_pairs or 0}
+            "server_groups": groups, "key_pairs": key_pairs}
 
 
 # --- checks ---------------------------------------------------------------------------
@@ -333,18 +196,17 @@ class Quota:
         out = {scope: {} for scope in self.scopes()}
         where = None
         if "cores" in wanted or "ram" in wanted:
-            where = _where_servers_are(self.api, self.project_id, self.user_id)
+            where = quotas_db.where_servers_are(self.api.api_db, self.project_id, self.user_id)
             counted = _cores_ram(self.api, self.project_id, self.user_id, where)
             for scope in out:
                 out[scope]["cores"], out[scope]["ram"] = counted[scope]
         if "instances" in wanted:
             if conn is not None:
-                counted = _instances(conn, self.project_id, self.user_id)
+                counted = quotas_db.count_servers(conn, self.project_id, self.user_id)
             elif where is not None:
                 counted = where[0]
             else:
-                with self.api.api_db.connection() as c:
-                    counted = _instances(c, self.project_id, self.user_id)
+                counted = quotas_db.servers_of(self.api.api_db, self.project_id, self.user_id)
             for scope in out:
                 out[scope]["instances"] = counted[scope]
         return out

@@ -111,10 +111,8 @@ def host_status_shown(req):
 def add_host_statuses(req, recs):
     """Set ``host_status`` on each record from the services rows of the page's
     hosts only, read with one query per cell holding some of them."""
-    import sqlalchemy as sa
     from novella.api.compute import hosts
-    from novella.db import cell_models as cm
-    from novella.db import cells as cells_mod
+    from novella.db import cells as cells_mod, services as services_db
     wanted = {}
     for rec in recs:
         if rec.get("host") and rec.get("cell") is not None:
@@ -122,10 +120,7 @@ def add_host_statuses(req, recs):
     found = {}
     for cell, names in wanted.values():
         try:
-            with cells_mod.cell_database(cell).read_session() as s:
-                rows = s.scalars(sa.select(cm.Service).where(
-                    cm.Service.host.in_(sorted(names)), cm.Service.binary == hosts.COMPUTE,
-                    cm.Service.deleted == 0)).all()
+            rows = services_db.compute_services_of(cells_mod.cell_database(cell), sorted(names))
         except Exception:  # noqa: BLE001 - a cell that does not answer: its hosts are UNKNOWN
             LOG.warning("host status: cell %s did not answer", cell.name, exc_info=True)
             continue
@@ -146,23 +141,17 @@ def add_host_statuses(req, recs):
 def add_pinned_zones(api, recs):
     """From the request specs of the servers (one query): the zone each asked
     for (2.96), its scheduler hints (2.100) and its image's properties (2.98)."""
-    import json
-    import sqlalchemy as sa
-    from novella.db import api_models as am
+    from novella.db import request_specs
     by_uuid = {r["uuid"]: r for r in recs}
     if not by_uuid:
         return
-    with api.api_db.session() as s:
-        rows = s.execute(sa.select(am.RequestSpec.instance_uuid, am.RequestSpec.spec)
-                         .where(am.RequestSpec.instance_uuid.in_(list(by_uuid))))
-        for uuid, spec in rows:
-            spec = json.loads(spec)
-            rec = by_uuid[uuid]
-            rec["pinned_availability_zone"] = spec.get("availability_zone")
-            rec["scheduler_hints"] = {
-                k: [str(x) for x in (v if isinstance(v, list) else [v])]
-                for k, v in (spec.get("scheduler_hints") or {}).items()}
-            rec["image_properties"] = (spec.get("image") or {}).get("properties") or {}
+    for uuid, spec in request_specs.of_servers(api.api_db, list(by_uuid)):
+        rec = by_uuid[uuid]
+        rec["pinned_availability_zone"] = spec.get("availability_zone")
+        rec["scheduler_hints"] = {
+            k: [str(x) for x in (v if isinstance(v, list) else [v])]
+            for k, v in (spec.get("scheduler_hints") or {}).items()}
+        rec["image_properties"] = (spec.get("image") or {}).get("properties") or {}
 
 
 # The image properties the reference keeps with a server (its ImageMetaProps:

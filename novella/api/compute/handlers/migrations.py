@@ -16,7 +16,7 @@ from novella.api.compute import validation as v
 from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import task_states
-from novella.db import cells as cells_mod, migration_records, records
+from novella.db import cells as cells_mod, migration_records, records, server_records
 
 IN_PROGRESS_LIVE = ("queued", "preparing", "running", "post-migrating")
 
@@ -73,7 +73,7 @@ def _dedupe(api_db, found):
             if len(shown) == 1:
                 copies = shown
             else:
-                _im, home = instances.mapping(api_db, copies[0][1].instance_uuid)
+                _im, home = server_records.mapping(api_db, copies[0][1].instance_uuid)
                 copies = [c for c in copies if home is not None and c[0].uuid == home.uuid] or copies
         out.append(copies[0])
     return out

@@ -6,6 +6,7 @@ updates), 2.50 from quota classes, which show the server group quotas from
 2.50; 2.57 drops the injected file quotas.
 """
 from novella.api.compute import errors, quotas, validation as v
+from novella.db import quotas as quotas_db
 
 P = "os_compute_api:os-quota-sets:"
 PC = "os_compute_api:os-quota-class-sets:"
@@ -107,10 +108,9 @@ def update(req, project_id):
                 raise errors.BadRequest(
                     f"Quota limit {limit} for {name} must be less than or equal to "
                     f"{project[name]}.")
-        quotas.set_limits(req.api, quotas.user_quotas_table,
-                          {"project_id": project_id, "user_id": user_id}, values)
+        quotas_db.set_user_limits(req.api.api_db, project_id, user_id, values)
     else:
-        quotas.set_limits(req.api, quotas.quotas_table, {"project_id": project_id}, values)
+        quotas_db.set_project_limits(req.api.api_db, project_id, values)
     limits = quotas.project_limits(req.api, project_id, user_id)
     return 200, {"quota_set": _document(req, limits, _names(req))}
 
@@ -118,7 +118,7 @@ def update(req, project_id):
 def delete(req, project_id):
     target, user_id = _target(req, project_id)
     req.authorize(P + "delete", target)
-    quotas.delete_limits(req.api, project_id, user_id)
+    quotas_db.delete_limits(req.api.api_db, project_id, user_id)
     return 202, None
 
 
@@ -134,7 +134,7 @@ def class_update(req, class_name):
     body = req.body_json(lambda version: _update_schema(version, classes=True))
     values = {k: int(val) for k, val in body["quota_class_set"].items()
               if k in quotas.RESOURCES + _NETWORK}
-    quotas.set_limits(req.api, quotas.classes_table, {"class_name": class_name}, values)
+    quotas_db.set_class_limits(req.api.api_db, class_name, values)
     doc = _document(req, quotas.class_limits(req.api, class_name), _names(req, classes=True))
     return 200, {"quota_class_set": doc}
 
