@@ -133,6 +133,8 @@ def live_migration(compute, ctxt, instance_uuid, migration_uuid, dest):
                     f"Live migration of instance {instance_uuid} was aborted before "
                     "it started.")
             guest.migration(compute, migration_uuid, status=ms.RUNNING)
+            steering.report_to = lambda figures: guest.migration(compute, migration_uuid,
+                                                                 **figures)
             compute.driver.live_migration(ctxt, guest.instance_dict(st.instance), dest,
                                        steering=steering)
     finally:

@@ -7,6 +7,9 @@ libvirt_opts = [
                help="How the QEMU driver runs guests: 'kvm' (hardware virtualisation) "
                     "or 'qemu' (emulated with TCG, where /dev/kvm is missing or does not "
                     "work, as in a nested virtual machine)."),
+    cfg.IntOpt("live_migration_bandwidth", default=0, min=0,
+               help="The most a live migration copies per second, in MiB (memory and "
+                    "disks); 0: as fast as the hosts go. A forced completion lifts it."),
 ]
 
 

@@ -186,6 +186,13 @@ class Migration(Timestamps, SoftDelete, Base):
     cross_cell_move: orm.Mapped[bool] = orm.mapped_column(default=False)
     user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    # A live migration's copy as its hypervisor last reported it (bytes).
+    memory_total: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    memory_processed: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    memory_remaining: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    disk_total: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    disk_processed: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
+    disk_remaining: orm.Mapped[int | None] = orm.mapped_column(sa.BigInteger)
 
 
 class BlockDeviceMapping(Timestamps, SoftDelete, Base):

@@ -280,7 +280,8 @@ class ComputeDriver:
         what was asked of the move while it runs: on ``ABORT`` the driver
         stops, leaves nothing on ``dest`` and raises
         ``LiveMigrationAborted``; on
-        ``FORCE_COMPLETE`` it finishes the copy at once.
+        ``FORCE_COMPLETE`` it finishes the copy at once. A driver that knows
+        how far the copy is tells it with ``steering.report(figures)``.
         """
         raise NotImplementedError
 
@@ -329,11 +330,21 @@ class LiveMigrationSteering:
 
     ABORT = "abort"
     FORCE_COMPLETE = "force-complete"
+    # What a driver tells of the copy while it runs (bytes), as the migration shows it.
+    PROGRESS = ("memory_total", "memory_processed", "memory_remaining",
+                "disk_total", "disk_processed", "disk_remaining")
 
     def __init__(self):
         self.asked = None
+        self.report_to = None  # the compute manager's: it records the figures reported
         self._event = threading.Event()
         self._lock = threading.Lock()
+
+    def report(self, figures):
+        """The copy's PROGRESS figures (a dict, or an object with those attributes)."""
+        if self.report_to is not None:
+            get = figures.get if isinstance(figures, dict) else lambda k: getattr(figures, k)
+            self.report_to({k: get(k) for k in self.PROGRESS})
 
     def ask(self, what):
         """Record ``what``; False if another request came first."""

@@ -28,11 +28,14 @@ import os
 import re
 import shutil
 import subprocess
+import logging
 import tempfile
 import threading
+import time
 
 from novella.virt.power import power_state
 from novella.virt import driver as driver_mod
+from novella.virt.driver import LiveMigrationAborted, LiveMigrationSteering
 from novella.virt import guest_image
 from novella.virt.qemu.process import (QEMU, Disk, Guest, GuestSpec, Host, QemuError,
                                       qemu_img)
@@ -46,6 +49,9 @@ KEPT_SUFFIX = "_resize"  # the source's copy of a guest on a cold move, kept for
 BOOT_PROPERTIES = ("kernel_id", "ramdisk_id", "os_command_line")
 ACCEL = {"kvm": "kvm", "qemu": "tcg"}  # [libvirt] virt_type -> QEMU's accelerator
 CLEAN_SHUTDOWN_SECONDS = 60  # a soft reboot's wait for the guest to power off
+MIGRATION_POLL_SECONDS = 0.05  # a live migration's status read: its switchover waits on it
+PROGRESS_SECONDS = 1.0  # how often a live migration's figures are recorded
+UNLIMITED_BANDWIDTH = 1 << 40  # bytes/s: more than any link between two hosts
 # QEMU's run states as the reference's power states (anything else: NOSTATE).
 POWER = {"running": power_state.RUNNING, "paused": power_state.PAUSED,
          "prelaunch": power_state.PAUSED, "inmigrate": power_state.PAUSED,
@@ -53,6 +59,7 @@ POWER = {"running": power_state.RUNNING, "paused": power_state.PAUSED,
          "suspended": power_state.SUSPENDED, "shutdown": power_state.SHUTDOWN,
          "shutoff": power_state.SHUTDOWN, "internal-error": power_state.CRASHED,
          "guest-panicked": power_state.CRASHED, "io-error": power_state.PAUSED}
+LOG = logging.getLogger(__name__)
 TRAITS = ("COMPUTE_NODE", "COMPUTE_IMAGE_TYPE_QCOW2", "COMPUTE_IMAGE_TYPE_RAW",
           "COMPUTE_IMAGE_TYPE_AKI", "COMPUTE_IMAGE_TYPE_ARI", "COMPUTE_VOLUME_EXTEND")
 
@@ -524,6 +531,139 @@ class QEMUDriver(driver_mod.ComputeDriver):
             if power_on and self.guest(instance).pid() is None:
                 self._start(domain)
 
+    # -- live migration -------------------------------------------------------------------
+
+    def _host_of(self, name):
+        """The hypervisor of compute host ``name`` of this machine (a sibling directory)."""
+        return Host(os.path.join(os.path.dirname(self.hypervisor.instances_path), name),
+                    accel=self.hypervisor.accel)
+
+    def pre_live_migration(self, ctxt, instance, block_device_info, network_info):
+        """Destination: the guest's directory with disks of its sizes (the root an
+        overlay over this host's cache of its image, empty until the copy fills it),
+        its config drive, its volumes, and QEMU started to receive it on a UNIX socket.
+        ``domain.json`` says ``incoming`` before anything is made: a restarted service
+        knows it is a copy arriving (removed if its move ended without it)."""
+        uuid = instance["uuid"]
+        bdms = (block_device_info or {}).get("block_device_mapping") or []
+        with self._lock:
+            if os.path.exists(self._path(uuid, DOMAIN)):
+                raise QemuError(f"guest {uuid} is already on {self.host}")
+            self.hypervisor.guest_dir(uuid)
+            _image, boot = self._boot_files(ctxt, instance["image_ref"])
+            domain = {"uuid": uuid, "name": instance.get("name"), "flavor": instance["flavor"],
+                      "image": boot, "incoming": True,
+                      "volumes": [_volume(b["connection_info"], b.get("mount_device"))
+                                  for b in bdms]}
+            self._save(domain)
+            self._make_disks(instance, boot, ("root", "ephemeral", "swap"))
+            self._config_drive(instance, None)  # read-only: not copied, made again
+            guest = self.hypervisor.start(self._spec(domain), incoming="defer")
+            guest.migrate_incoming(_migration_uri(guest))
+
+    def live_migration(self, ctxt, instance, dest, steering=None):
+        """Source: QEMU copies the running guest's memory and its disks (the hosts do not
+        share their instances directories) to ``dest``'s waiting QEMU; the progress is
+        reported to ``steering`` as it goes. The copy waits before the switchover
+        (``pause-before-switchover``) for this call to hand the guest over, so a copy
+        whose compute service died never completes on its own (``init_host`` cancels
+        it). Abort: QEMU cancels, the guest runs on here. Force complete: the guest is
+        paused here so that the copy converges (it is resumed on the destination)."""
+        uuid = instance["uuid"]
+        guest = self.guest(instance)
+        with self._lock:
+            domain = self._load(uuid)
+            domain["outgoing"] = dest
+            self._save(domain)
+        asked = paused = continued = None
+        try:
+            guest.migrate(_migration_uri(self._host_of(dest).guest(uuid)), copy_disks=True,
+                          max_bandwidth=(self.conf.libvirt.live_migration_bandwidth << 20
+                                         or UNLIMITED_BANDWIDTH),
+                          pause_before_switchover=True)
+            reported = 0.0
+            while True:
+                progress = guest.migration()
+                if progress.status in ("completed", "failed", "cancelled"):
+                    break
+                if progress.status == "pre-switchover" and not continued:
+                    continued = True
+                    guest.continue_migration()
+                if steering is not None:
+                    if steering.asked == steering.ABORT and asked is None:
+                        asked = steering.ABORT
+                        guest.abort_migration()
+                    elif steering.asked == steering.FORCE_COMPLETE and asked is None:
+                        asked, paused = steering.FORCE_COMPLETE, guest.status() == "running"
+                        if paused:
+                            guest.pause()
+                        guest.set_migration_bandwidth(UNLIMITED_BANDWIDTH)
+                    if time.monotonic() - reported >= PROGRESS_SECONDS:
+                        steering.report(progress)
+                        reported = time.monotonic()
+                time.sleep(MIGRATION_POLL_SECONDS)
+            if steering is not None:
+                steering.report(progress)
+        except BaseException:
+            self._end_outgoing(uuid)
+            raise
+        if progress.status == "completed":
+            return
+        if paused:
+            guest.resume()
+        self._end_outgoing(uuid)
+        if asked == LiveMigrationSteering.ABORT and progress.status == "cancelled":
+            raise LiveMigrationAborted(
+                f"Live migration of instance {uuid} from {self.host} was aborted.")
+        raise QemuError(f"live migration of {uuid} to {dest} {progress.status}: "
+                        f"{progress.error}")
+
+    def _end_outgoing(self, uuid):
+        """The guest stays here: its record no longer names a move."""
+        with self._lock:
+            domain = self._load(uuid)
+            if domain.pop("outgoing", None) is not None:
+                self._save(domain)
+
+    def post_live_migration_at_destination(self, ctxt, instance, network_info):
+        """The guest here is the server: its record names no move; a guest paused to
+        force the copy to complete runs again (unless the server was paused)."""
+        uuid = instance["uuid"]
+        guest = self.guest(instance)
+        with self._lock:
+            domain = self._load(uuid)
+            domain.pop("incoming", None)
+            self._save(domain)
+        guest.wait_loaded()
+        if guest.status() == "paused" and instance.get("vm_state") != "paused":
+            guest.resume()
+
+    def cleanup_live_migration_source(self, ctxt, instance):
+        guest = self.guest(instance)
+        guest.destroy()
+        guest.remove_files()
+
+    def rollback_live_migration_at_destination(self, ctxt, instance):
+        guest = self.guest(instance)
+        guest.destroy()
+        guest.remove_files()
+
+    def init_host(self, host):
+        """A live migration from here still copying when the compute service stopped is
+        cancelled (no service watches it any more; its guest runs on here)."""
+        for uuid in self.list_instances():
+            if self._load(uuid).get("outgoing") is None:
+                continue
+            guest = self.guest({"uuid": uuid})
+            if guest.pid() is not None and guest.migration().status not in (
+                    "completed", "failed", "cancelled", "none"):
+                LOG.info("%s: cancelling the live migration of %s left by a stopped service",
+                         self.host, uuid)
+                guest.abort_migration()
+                guest.wait_migration()
+            if guest.status() != "postmigrate":
+                self._end_outgoing(uuid)
+
     def get_vnc_console(self, ctxt, instance):
         """The guest's VNC server: a UNIX socket on this host."""
         return self._console_socket(instance, "vnc", self.guest(instance).vnc_socket)
@@ -557,6 +697,12 @@ def _volume(connection_info, mountpoint):
                         "([volume_service] volumes_dir)")
     return {"id": data["volume_id"], "path": data["path"], "format": data.get("format", "raw"),
             "mountpoint": mountpoint, "device": "vol-" + data["volume_id"][:8]}
+
+
+def _migration_uri(guest):
+    """Where a live migration's destination ``guest`` listens: a UNIX socket of its run
+    directory (the hosts of one machine)."""
+    return f"unix:{os.path.join(guest.run_dir, 'migrate.sock')}"
 
 
 def _b64decode(text):

@@ -316,8 +316,7 @@ class Guest:
         end the process; ``Host.start(spec, incoming=Guest.restore_uri(path))`` brings
         it back as it was."""
         self.monitor.command("stop")
-        self.monitor.command("migrate-set-capabilities", capabilities=[
-            {"capability": "block", "state": False}])
+        self._set_capabilities(block=False)
         self.monitor.command("migrate", uri=f"exec:cat > {shlex.quote(path)}")
         done = self.wait_migration(timeout)
         if done.status != "completed":
@@ -366,6 +365,16 @@ class Guest:
                                 + self.log_tail())
             time.sleep(0.1)
 
+    def wait_loaded(self, timeout=300):
+        """Wait until an incoming migration's guest is loaded (no longer ``inmigrate``)."""
+        deadline = time.monotonic() + timeout
+        while (now := self.status()) == "inmigrate":
+            if time.monotonic() > deadline:
+                raise QemuError(f"guest {self.name} still {now} after {timeout}s")
+            time.sleep(0.05)
+        if now == "shutoff":
+            raise QemuError(f"guest {self.name} is not running: " + self.log_tail())
+
     def wait_exit(self, timeout):
         deadline = time.monotonic() + timeout
         while self.pid() is not None:
@@ -384,12 +393,20 @@ class Guest:
         """On a destination started with ``incoming="defer"``: listen on ``uri``."""
         self.monitor.command("migrate-incoming", uri=uri)
 
-    def migrate(self, uri, copy_disks=False, max_bandwidth=None, downtime_limit_ms=None):
+    def _set_capabilities(self, block=False, pause_before_switchover=False):
+        self.monitor.command("migrate-set-capabilities", capabilities=[
+            {"capability": "block", "state": bool(block)},
+            {"capability": "pause-before-switchover", "state": bool(pause_before_switchover)}])
+
+    def migrate(self, uri, copy_disks=False, max_bandwidth=None, downtime_limit_ms=None,
+                pause_before_switchover=False):
         """Start a live migration to a destination listening on ``uri``. ``copy_disks``:
         the disks are not shared, copy them too (only the overlays: the destination's
-        overlays stand on the same cached images)."""
-        self.monitor.command("migrate-set-capabilities", capabilities=[
-            {"capability": "block", "state": bool(copy_disks)}])
+        overlays stand on the same cached images). ``pause_before_switchover``: once
+        the copy converges the guest stops and the migration waits in
+        ``pre-switchover`` for ``continue_migration()`` (or an abort): it cannot hand
+        the guest over without its caller."""
+        self._set_capabilities(copy_disks, pause_before_switchover)
         params = {"block-incremental": bool(copy_disks)}
         if max_bandwidth:
             params["max-bandwidth"] = int(max_bandwidth)
@@ -402,8 +419,16 @@ class Guest:
         """-> MigrationProgress of the current (or last) outgoing migration."""
         return MigrationProgress.from_qmp(self.monitor.command("query-migrate"))
 
+    def set_migration_bandwidth(self, bytes_per_second):
+        """The most the running migration copies per second from now on."""
+        self.monitor.command("migrate-set-parameters", **{"max-bandwidth": int(bytes_per_second)})
+
     def abort_migration(self):
         self.monitor.command("migrate_cancel")
+
+    def continue_migration(self):
+        """Hand the guest over to the destination (a migration in ``pre-switchover``)."""
+        self.monitor.command("migrate-continue", state="pre-switchover")
 
     def wait_migration(self, timeout=300, interval=0.2, progress=None):
         """Wait for the migration to end; -> its last MigrationProgress. ``progress`` is

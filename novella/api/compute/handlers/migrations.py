@@ -122,9 +122,9 @@ def server_view(req, m, hosts=True):
     out = {"id": m.id, "server_uuid": m.instance_uuid, "source_node": m.source_node,
            "dest_node": m.dest_node, "source_compute": m.source_compute,
            "dest_compute": m.dest_compute, "dest_host": m.dest_host, "status": m.status,
-           "memory_total_bytes": None, "memory_processed_bytes": None,
-           "memory_remaining_bytes": None, "disk_total_bytes": None,
-           "disk_processed_bytes": None, "disk_remaining_bytes": None,
+           "memory_total_bytes": m.memory_total, "memory_processed_bytes": m.memory_processed,
+           "memory_remaining_bytes": m.memory_remaining, "disk_total_bytes": m.disk_total,
+           "disk_processed_bytes": m.disk_processed, "disk_remaining_bytes": m.disk_remaining,
            "created_at": common.iso_usec(m.created_at), "updated_at": common.iso_usec(m.updated_at)}
     if req.at_least("2.59"):
         out["uuid"] = m.uuid

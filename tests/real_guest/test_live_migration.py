@@ -1,0 +1,173 @@
+"""Live migration of real guests through the Compute API (os-migrateLive): the guest's
+memory and disk copied between two QEMU hosts while it runs, checked from inside the
+guest (the same boot counting on, a file kept) and on the books."""
+import time
+
+import pytest
+
+from novella.conf import CONF
+from tests.real_guest.conftest import COUNTER
+
+pytestmark = pytest.mark.real_guest
+
+FIGURES = ("memory_total_bytes", "memory_processed_bytes", "memory_remaining_bytes",
+           "disk_total_bytes", "disk_processed_bytes", "disk_remaining_bytes")
+
+
+@pytest.fixture
+def bandwidth():
+    """set(MiB/s): [libvirt] live_migration_bandwidth for the test (a slow copy can be
+    watched, aborted and forced)."""
+    yield lambda mib: CONF.set_override("live_migration_bandwidth", mib, group="libvirt")
+    CONF.clear_override("live_migration_bandwidth", group="libvirt")
+
+
+def start_live_migration(cloud, server_id):
+    status, body = cloud.api("POST", f"/servers/{server_id}/action",
+                             {"os-migrateLive": {"host": None, "block_migration": "auto"}})
+    assert status == 202, body
+
+
+def in_progress(cloud, server_id):
+    """The server's live migrations in progress (GET /servers/{id}/migrations)."""
+    status, body = cloud.api("GET", f"/servers/{server_id}/migrations", version="2.80")
+    assert status == 200, body
+    return body["migrations"]
+
+
+def watch_copy(cloud, server_id, until, timeout=300):
+    """Every in-progress migration seen until ``until(migration)`` holds for one."""
+    seen, deadline = [], time.monotonic() + timeout
+    while True:
+        now = in_progress(cloud, server_id)
+        seen += now
+        if any(until(m) for m in now):
+            return seen
+        assert time.monotonic() < deadline, seen[-3:]
+        time.sleep(0.2)
+
+
+def copying(m):
+    return m["status"] == "running" and (m["memory_processed_bytes"] or 0) > 0
+
+
+def counts_on(cloud, server_id, boot_id, after, timeout=120):
+    """The guest's counter goes past ``after`` in the same boot; -> the console's boot ids."""
+    deadline = time.monotonic() + timeout
+    while True:
+        counters = COUNTER.findall(cloud.guest(server_id).console_output())
+        if counters and counters[-1] == (boot_id, counters[-1][1]) and \
+                int(counters[-1][1]) > after:
+            return {b for b, _ in counters}
+        assert time.monotonic() < deadline, cloud.guest(server_id).console_output()[-1000:]
+        time.sleep(0.5)
+
+
+def migrations(cloud, server_id):
+    """The server's migrations (os-migrations)."""
+    status, body = cloud.api("GET", f"/os-migrations?instance_uuid={server_id}", version="2.59")
+    assert status == 200, body
+    return body["migrations"]
+
+
+def books(cloud, server_id, migration_uuid):
+    """{consumer: [hosts]} of the instance's and the migration's allocations."""
+    names = {mgr.rt.provider_uuid: host for host, mgr in cloud.aio.computes.items()}
+    return {who: sorted(names[rp] for rp in cloud.allocations(consumer))
+            for who, consumer in (("instance", server_id), ("migration", migration_uuid))}
+
+
+def test_live_migration_moves_the_running_guest(qemu_cloud, bandwidth):
+    cloud = qemu_cloud
+    bandwidth(16)  # long enough a copy to be seen in GET /servers/{id}/migrations
+    server_id = cloud.boot(name="vm-live")
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    source_guest = cloud.guest(server_id)
+    cloud.probe(server_id).check("echo before-the-live-migration > /root/mark && sync")
+    _, before = cloud.count(server_id)
+
+    start_live_migration(cloud, server_id)
+    seen = watch_copy(cloud, server_id, copying)
+    while now := in_progress(cloud, server_id):  # until it ends
+        seen += now
+        time.sleep(0.2)
+    cloud.aio.wait_idle()
+
+    server = cloud.server(server_id)
+    assert server["status"] == "ACTIVE", server.get("fault")
+    dest = server["OS-EXT-SRV-ATTR:host"]
+    assert dest != source
+    running = [m for m in seen if m["status"] == "running" and m["memory_total_bytes"]]
+    assert running, seen
+    for m in running:
+        assert m["memory_total_bytes"] >= 256 << 20, running
+        assert m["memory_remaining_bytes"] <= m["memory_total_bytes"], running
+    # The root disk copied too (the hosts do not share it), its figures beside the memory's.
+    assert any(m["disk_total_bytes"] >= 1 << 30 for m in running), running
+    (migration,) = [m for m in migrations(cloud, server_id)
+                    if m["migration_type"] == "live-migration"]
+    assert migration["status"] == "completed"
+
+    # The same boot counting on, the file there: no reboot, the disk came along.
+    assert cloud.probe(server_id).check("cat /root/mark").strip() == "before-the-live-migration"
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    assert cloud.guest(server_id).status() == "running"
+    # The source's QEMU and files are gone; the books hold the destination only.
+    assert source_guest.pid() is None
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [dest], "migration": []}
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {}
+
+
+def test_abort_keeps_the_guest_on_the_source_force_complete_finishes(qemu_cloud, bandwidth):
+    cloud = qemu_cloud
+    bandwidth(1)  # a copy of minutes: only an abort or a forced completion ends it
+    server_id = cloud.boot(name="vm-steer")
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    dest = next(h for h in cloud.aio.computes if h != source)
+    dest_driver = cloud.aio.computes[dest].driver
+
+    # Abort (2.24): the guest runs on on the source, nothing of it on the destination.
+    _, before = cloud.count(server_id)
+    start_live_migration(cloud, server_id)
+    running = watch_copy(cloud, server_id, copying)[-1]
+    assert dest_driver.list_instances() == [server_id]  # the destination's QEMU waits
+    status, body = cloud.api("DELETE", f"/servers/{server_id}/migrations/{running['id']}",
+                             version="2.24")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", source)
+    (aborted,) = [m for m in migrations(cloud, server_id) if m["id"] == running["id"]]
+    assert aborted["status"] == "cancelled"
+    assert dest_driver.list_disks() == []
+    assert dest_driver.guest({"uuid": server_id}).pid() is None
+    assert cloud.guest(server_id).status() == "running"
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    assert books(cloud, server_id, aborted["uuid"]) == {"instance": [source], "migration": []}
+
+    # Force complete (2.22): the guest paused on the source so that the copy ends at
+    # once; it runs on the destination, the same boot.
+    _, before = cloud.count(server_id)
+    start_live_migration(cloud, server_id)
+    running = watch_copy(cloud, server_id, copying)[-1]
+    status, body = cloud.api("POST", f"/servers/{server_id}/migrations/{running['id']}/action",
+                             {"force_complete": None}, version="2.22")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    (forced,) = [m for m in migrations(cloud, server_id) if m["id"] == running["id"]]
+    assert forced["status"] == "completed"
+    assert cloud.guest(server_id).status() == "running"
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    assert books(cloud, server_id, forced["uuid"]) == {"instance": [dest], "migration": []}
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {}
