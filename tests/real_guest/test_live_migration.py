@@ -1,11 +1,15 @@
 """Live migration of real guests through the Compute API (os-migrateLive): the guest's
 memory and disk copied between two QEMU hosts while it runs, checked from inside the
 guest (the same boot counting on, a file kept) and on the books."""
+import os
+import threading
 import time
 
 import pytest
 
 from novella.conf import CONF
+from novella.virt.driver import LiveMigrationSteering
+from tests.functional.moves import test_compute_crash_recovery as harness
 from tests.real_guest.conftest import COUNTER
 
 pytestmark = pytest.mark.real_guest
@@ -171,3 +175,79 @@ def test_abort_keeps_the_guest_on_the_source_force_complete_finishes(qemu_cloud,
     cloud.api("DELETE", f"/servers/{server_id}")
     cloud.aio.wait_idle()
     assert cloud.allocations(server_id) == {}
+
+
+def qemu_processes(server_id):
+    """How many QEMU processes of this machine run the server's guest."""
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found += f"guest={server_id}".encode() in f.read().split(b"\0")
+        except OSError:
+            pass
+    return found
+
+
+def test_source_service_killed_during_the_copy(qemu_cloud, bandwidth, monkeypatch):
+    """The source's compute service dies while QEMU copies the guest (QEMU runs on). The
+    conductor rolls the move back; the destination's part waits until the source's
+    service has started again, so that the fresh service finds the copy still in
+    flight: it cancels it, the guest runs on on the source, the same boot."""
+    cloud = qemu_cloud
+    bandwidth(1)
+    server_id = cloud.boot(name="vm-crash")
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    dest = next(h for h in cloud.aio.computes if h != source)
+    source_driver = cloud.aio.computes[source].driver
+    _, before = cloud.count(server_id)
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    report = LiveMigrationSteering.report
+
+    def dies_while_copying(steering, figures):
+        report(steering, figures)
+        if figures.memory_processed > 0:  # the service's thread never runs another statement
+            death.dead, death.dead_thread = source, threading.current_thread()
+            death.reached.set()
+            threading.Event().wait()
+    monkeypatch.setattr(LiveMigrationSteering, "report", dies_while_copying)
+    restarted = threading.Event()
+    dest_compute = cloud.aio.computes[dest]
+    rollback = dest_compute.rollback_live_migration_at_destination
+
+    def after_the_restart(*args, **kwargs):
+        assert restarted.wait(300)
+        return rollback(*args, **kwargs)
+    monkeypatch.setattr(dest_compute, "rollback_live_migration_at_destination",
+                        after_the_restart)
+
+    start_live_migration(cloud, server_id)
+    assert death.reached.wait(300), "the copy never started"
+    in_flight = source_driver.guest({"uuid": server_id}).migration()
+    assert in_flight.status == "active", in_flight
+    assert qemu_processes(server_id) == 2  # the source's guest and the destination's QEMU
+
+    harness._restart(cloud, death, source)  # init_host: the copy in flight is cancelled
+    restarted.set()
+    assert source_driver.guest({"uuid": server_id}).migration().status == "cancelled"
+    cloud.aio.wait_idle()
+
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, source)
+    (migration,) = [m for m in migrations(cloud, server_id)
+                    if m["migration_type"] == "live-migration"]
+    assert migration["status"] in ("error", "failed"), migration
+    # One running copy of the guest, on the source, the same boot counting on.
+    assert qemu_processes(server_id) == 1
+    assert cloud.guest(server_id).status() == "running"
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    assert cloud.aio.computes[dest].driver.list_disks() == []
+    assert "outgoing" not in source_driver._load(server_id)
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [source], "migration": []}
+
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {} and qemu_processes(server_id) == 0
