@@ -8,7 +8,7 @@ disabled with a reason; its optimize endpoint served on a real port of
 127.0.0.1. Timed over HTTP with an administrator's token (noauth2), as the
 page asks:
 
-- the first answer (no reading of Placement yet: it waits half a second
+- the first answer (no reading of Placement yet: it waits 0.2 s
   for one, then answers from the hosts' compute node rows), and how long
   until the answers give Placement's figures (every provider's inventories
   and usages read once);

@@ -16,6 +16,7 @@ from novella import rpc
 from novella.cmd import manage
 from novella.conf import CONF
 from novella.db import cells as cells_mod
+from novella.db import engine as engine_mod
 from novella.endpoints import CONSOLE_PROXIES, PORTS, SERVICES
 from novella.service import check_port_free
 
@@ -453,6 +454,7 @@ class AllInOne:
         for srv in self.servers:
             srv.stop()
         rpc.cleanup()
+        engine_mod.dispose_under(f"sqlite:///{os.path.join(self.data_dir, '')}")
         self.log("Stopped.")
 
     def endpoints(self):

@@ -118,6 +118,14 @@ def release_connections():
             engine.dispose()
 
 
+def dispose_under(prefix):
+    """Close and forget the engines whose URL starts with ``prefix`` (a stopped
+    all-in-one's databases: each engine keeps a connection to its file open)."""
+    with _lock:
+        for url in [u for u in _engines if u.startswith(prefix)]:
+            _engines.pop(url).dispose()
+
+
 def dispose_all():
     with _lock:
         for engine in _engines.values():

@@ -179,7 +179,9 @@ def test_dashboard_shows_the_fleet_as_the_books_say(browser, fleet, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(f"{fleet.url}/dashboard#token=admin")
-        page.wait_for_function("Number(document.body.dataset.polls || 0) >= 1", timeout=WAIT_MS)
+        # (the first answers may show the hosts' own reports while Placement is read)
+        page.wait_for_function("Number(document.body.dataset.polls || 0) >= 1 && "
+                               "document.body.dataset.usage === 'placement'", timeout=WAIT_MS)
         # the token left the address bar; the page went to /dashboard/ (its files are relative)
         assert page.url == f"{fleet.url}/dashboard/"
         hosts, moves = fleet.books()

@@ -383,7 +383,7 @@ class ProviderBook:
         """({root provider uuid: {rc: {"total", "reserved", "allocation_ratio",
         "capacity", "used"}}}: a compute node's tree summed per resource class,
         {"at": when the reading ended, "seconds": how long it took}); (None, None)
-        while the first reading is under way and has taken half a second already."""
+        while the first reading is under way and has taken FIRST_READING_WAIT_S already."""
         with self._lock:
             last = self._last
             quick = last is None or last[1] < QUICK_READING_S
@@ -395,7 +395,7 @@ class ProviderBook:
             return last[2], self._when(last)
         try:
             # The first reading of a large fleet takes long: meanwhile, no answer waits.
-            ended = reading.result(timeout=QUICK_READING_S if last is None else None)
+            ended = reading.result(timeout=FIRST_READING_WAIT_S if last is None else None)
         except concurrent.futures.TimeoutError:
             return None, None
         return ended[2], self._when(ended)
@@ -457,3 +457,5 @@ _pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix=
 _reader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-read")
 # A reading quicker than this is waited for; a slower one is answered from the last.
 QUICK_READING_S = 0.5
+# How long the first answer waits for the first reading before the hosts' reports answer.
+FIRST_READING_WAIT_S = 0.2

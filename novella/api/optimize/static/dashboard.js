@@ -402,6 +402,7 @@
       polls += 1;
       document.body.dataset.polls = polls;
       const read = fleet.fleet.usage_read;
+      document.body.dataset.usage = read.source;
       setStatus(`Updated ${new Date().toLocaleTimeString()}; ` + (read.source === "hosts"
                 ? "usage as the hosts reported it (Placement is being read)"
                 : `usage read ${new Date(read.at).toLocaleTimeString()} (in ${read.seconds} s)`),
