@@ -32,6 +32,18 @@ def add(conn, project_id, user_id, instances, specs, bdms, tags, now, group_id=N
             {"group_id": group_id, "instance_uuid": u} for u in uuids])
 
 
+def add_within(api_db, room, project_id, user_id, instances, specs, bdms, tags, now,
+               group_id=None):
+    """``add`` in a write transaction of its own, for as many of the servers as
+    ``room(conn)`` (how many fit, counted in that transaction; None: all) allows,
+    so that concurrent creates cannot together pass it; returns how many were added."""
+    with api_db.connection(write=True) as conn:
+        n = room(conn)
+        n = len(instances) if n is None else min(n, len(instances))
+        add(conn, project_id, user_id, instances[:n], specs[:n], bdms[:n], tags, now, group_id)
+    return n
+
+
 def forget(api_db, uuids):
     """Remove what a create wrote for these servers."""
     with api_db.session(write=True) as s:

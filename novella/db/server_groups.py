@@ -4,17 +4,23 @@ import sqlalchemy as sa
 from novella.db import api_models as am
 
 
-def get(s, group_uuid):
-    """The InstanceGroup of that uuid (members loaded on use), or None."""
+def _get(s, group_uuid):
     return s.scalars(sa.select(am.InstanceGroup).where(am.InstanceGroup.uuid == group_uuid)).first()
 
 
-def page(s, offset, limit, project_id=None):
-    """InstanceGroups in id order (a project's only, when given)."""
+def get(api_db, group_uuid):
+    """The InstanceGroup of that uuid (its members loaded), or None."""
+    with api_db.session() as s:
+        return _get(s, group_uuid)
+
+
+def page(api_db, offset, limit, project_id=None):
+    """InstanceGroups in id order (a project's only, when given), their members loaded."""
     q = sa.select(am.InstanceGroup).order_by(am.InstanceGroup.id)
     if project_id is not None:
         q = q.where(am.InstanceGroup.project_id == project_id)
-    return list(s.scalars(q.offset(offset).limit(limit)))
+    with api_db.session() as s:
+        return list(s.scalars(q.offset(offset).limit(limit)))
 
 
 def of_server(api_db, instance_uuid):
@@ -38,12 +44,20 @@ def count(api_db, project_id):
             am.InstanceGroup.project_id == project_id)).scalar()
 
 
-def add(s, **values):
-    g = am.InstanceGroup(**values)
-    s.add(g)
-    s.flush()
-    return g
+def add(api_db, **values):
+    """A new InstanceGroup (its members, none, loaded)."""
+    with api_db.session(write=True) as s:
+        g = am.InstanceGroup(**values)
+        s.add(g)
+        s.flush()
+        g.members  # noqa: B018 - loaded while the session is open
+        return g
 
 
-def delete(s, g):
-    s.delete(g)
+def delete(api_db, group_uuid, check):
+    """Delete the group of that uuid with its members, in one transaction with
+    ``check(group or None)``, which raises to keep it."""
+    with api_db.session(write=True) as s:
+        g = _get(s, group_uuid)
+        check(g)
+        s.delete(g)

@@ -103,9 +103,8 @@ class Fleet:
     def flavor(self, name_or_id):
         """A flavor by name or flavor id, as it travels with requests; None if unknown."""
         from novella.db import flavors
-        with self.api_db.session() as s:
-            row = flavors.by_name_or_id(s, name_or_id)
-            return None if row is None else flavors.as_dict(row)
+        row = flavors.by_name_or_id(self.api_db, name_or_id)
+        return None if row is None else flavors.as_dict(row)
 
 
 Server = collections.namedtuple(

@@ -1,4 +1,5 @@
-"""The Compute API's modules import no private name of one another and form no circle."""
+"""The Compute API's modules import no private name of one another, form no circle
+and hold no SQL (novella/db/ does)."""
 import ast
 import pathlib
 
@@ -66,3 +67,45 @@ def test_no_import_circle():
 
     for name in sorted(graph):
         visit(name)
+
+
+# What only the database layer (novella/db/) does: SQLAlchemy, the mapped
+# models, and opening a session or a connection on a database.
+_MODELS = ("novella.db.api_models", "novella.db.cell_models", "novella.db.placement_models",
+           "novella.db.optimize_models")
+_OPENERS = ("session", "read_session", "connection", "reader")
+
+
+def _database_use(tree):
+    """["line: what"] of the module's imports of SQLAlchemy or of the models and of
+    the sessions and connections it opens."""
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            if name.split(".")[0] == "sqlalchemy" or name in _MODELS:
+                found.append(f"{node.lineno}: imports {name}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _OPENERS):
+            found.append(f"{node.lineno}: opens {node.func.attr}()")
+    return sorted(set(found))
+
+
+def test_the_check_finds_sql_in_a_module():
+    tree = ast.parse("import sqlalchemy as sa\n"
+                     "from novella.db import cell_models as cm\n"
+                     "def read(req):\n"
+                     "    with req.api.api_db.session() as s:\n"
+                     "        return s.scalars(sa.select(cm.Instance))\n")
+    assert _database_use(tree) == ["1: imports sqlalchemy", "2: imports novella.db.cell_models",
+                                   "4: opens session()"]
+
+
+def test_no_module_holds_sql():
+    """The handlers and their helpers call novella/db/ for every read and write."""
+    found = {name: _database_use(tree) for name, tree in _modules().items()}
+    assert {name: f for name, f in found.items() if f} == {}

@@ -9,7 +9,6 @@ import uuid as uuid_mod
 
 from novella.api.compute import common, errors, hosts, validation as v
 from novella.db import aggregates as aggregates_db
-from novella.db.timestamps import utcnow
 
 P = "os_compute_api:os-aggregates:"
 _az = {"type": ["string", "null"], "minLength": 1, "maxLength": 255,
@@ -29,12 +28,9 @@ ACTIONS = {
 }
 
 
-def _zone(agg):
-    return next((m.value for m in agg.metadata_items if m.key == "availability_zone"), None)
-
-
 def view(req, agg, full=True):
-    out = {"availability_zone": _zone(agg), "created_at": common.iso_usec(agg.created_at),
+    out = {"availability_zone": aggregates_db.zone(agg),
+           "created_at": common.iso_usec(agg.created_at),
            "deleted": False, "deleted_at": None, "id": agg.id, "name": agg.name,
            "updated_at": common.iso_usec(agg.updated_at)}
     if req.at_least("2.41"):
@@ -45,84 +41,87 @@ def view(req, agg, full=True):
     return out
 
 
-def _get(s, aggregate_id):
+def _id(aggregate_id):
+    """The aggregate id a path gives, None when it is not a number."""
     try:
-        agg = aggregates_db.get(s, int(aggregate_id))
+        return int(aggregate_id)
     except ValueError:
-        agg = None
-    if agg is None:
-        raise errors.NotFound(f"Aggregate {aggregate_id} could not be found.")
-    return agg
+        return None
 
 
-def _check_zone_name(req, zone):
-    if zone == req.api.conf.internal_service_availability_zone:
-        raise errors.BadRequest("Aggregates cannot be put in the internal availability zone.")
+def _not_found(aggregate_id):
+    return errors.NotFound(f"Aggregate {aggregate_id} could not be found.")
 
 
-def _zone_conflicts(s, agg, hosts_, zone):
-    """Zones other aggregates give ``hosts_`` that differ from ``zone``."""
-    if zone is None or not hosts_:
-        return set()
-    return {z for z in aggregates_db.zones_of_hosts(s, hosts_, agg.id) if z != zone}
+_INTERNAL_ZONE = "Aggregates cannot be put in the internal availability zone."
+
+
+def _zones_taken(action, aggregate_id, refused):
+    return (f"Cannot {action} aggregate {aggregate_id}. Reason: One or more hosts already in "
+            f"availability zone(s) {refused.zones}.")
 
 
 def index(req):
     req.authorize(P + "index")
-    with req.api.api_db.session() as s:
-        rows = aggregates_db.every(s)
-        return 200, {"aggregates": [view(req, a) for a in rows]}
+    return 200, {"aggregates": [view(req, a) for a in aggregates_db.every(req.api.api_db)]}
 
 
 def create(req):
     req.authorize(P + "create")
     body = req.body_json(CREATE)["aggregate"]
     name, zone = body["name"].strip(), body.get("availability_zone")
-    _check_zone_name(req, zone)
-    with req.api.api_db.session(write=True) as s:
-        if aggregates_db.named(s, name):
-            raise errors.Conflict(f"Aggregate {name} already exists.")
-        agg = aggregates_db.add(s, str(uuid_mod.uuid4()), name, zone)
-        return 200, {"aggregate": view(req, agg, full=False)}
+    try:
+        agg = aggregates_db.add(req.api.api_db, str(uuid_mod.uuid4()), name, zone,
+                                req.api.conf.internal_service_availability_zone)
+    except aggregates_db.Refused as exc:
+        if exc.reason == "internal zone":
+            raise errors.BadRequest(_INTERNAL_ZONE)
+        raise errors.Conflict(f"Aggregate {name} already exists.")
+    return 200, {"aggregate": view(req, agg, full=False)}
 
 
 def show(req, aggregate_id):
     req.authorize(P + "show")
-    with req.api.api_db.session() as s:
-        return 200, {"aggregate": view(req, _get(s, aggregate_id))}
+    agg = aggregates_db.get(req.api.api_db, _id(aggregate_id))
+    if agg is None:
+        raise _not_found(aggregate_id)
+    return 200, {"aggregate": view(req, agg)}
 
 
 def update(req, aggregate_id):
     req.authorize(P + "update")
     body = req.body_json(UPDATE)["aggregate"]
-    with req.api.api_db.session(write=True) as s:
-        agg = _get(s, aggregate_id)
-        if "name" in body:
-            name = body["name"].strip()
-            if aggregates_db.named(s, name, other_than=agg.id) is not None:
-                raise errors.Conflict(f"Aggregate {name} already exists.")
-            agg.name = name
-        if "availability_zone" in body:
-            zone = body["availability_zone"]
-            _check_zone_name(req, zone)
-            conflicts = _zone_conflicts(s, agg, [h.host for h in agg.hosts], zone)
-            if conflicts:
-                raise errors.BadRequest(f"Cannot update aggregate {agg.id}. Reason: One or more "
-                                        f"hosts already in availability zone(s) {sorted(conflicts)}.")
-            aggregates_db.set_metadata(agg, {"availability_zone": zone})
-        agg.updated_at = utcnow()
-        s.flush()
-        return 200, {"aggregate": view(req, agg)}
+    name = body["name"].strip() if "name" in body else None
+    changes = {"zone_": body["availability_zone"]} if "availability_zone" in body else {}
+    try:
+        agg = aggregates_db.update(req.api.api_db, _id(aggregate_id),
+                                   req.api.conf.internal_service_availability_zone,
+                                   name=name, **changes)
+    except aggregates_db.Refused as exc:
+        if exc.reason == "not found":
+            raise _not_found(aggregate_id)
+        if exc.reason == "name taken":
+            raise errors.Conflict(f"Aggregate {name} already exists.")
+        if exc.reason == "internal zone":
+            raise errors.BadRequest(_INTERNAL_ZONE)
+        raise errors.BadRequest(_zones_taken("update", _id(aggregate_id), exc))
+    return 200, {"aggregate": view(req, agg)}
 
 
 def delete(req, aggregate_id):
     req.authorize(P + "delete")
-    with req.api.api_db.session(write=True) as s:
-        agg = _get(s, aggregate_id)
-        if agg.hosts:
-            raise errors.BadRequest(f"Cannot remove aggregate {agg.id}. Reason: Host list is not empty.")
-        aggregates_db.delete(s, agg)
+    try:
+        aggregates_db.delete(req.api.api_db, _id(aggregate_id))
+    except aggregates_db.Refused as exc:
+        if exc.reason == "not found":
+            raise _not_found(aggregate_id)
+        raise errors.BadRequest(f"Cannot remove aggregate {_id(aggregate_id)}. "
+                                "Reason: Host list is not empty.")
     return 200, None
+
+
+def _is_compute_host(req, host):
+    return bool(hosts.services(req.api, host=host, binary=hosts.COMPUTE))
 
 
 def action(req, aggregate_id):
@@ -132,46 +131,42 @@ def action(req, aggregate_id):
         raise errors.BadRequest(f"There is no such action: {name}")
     req.authorize(P + name)
     v.validate(ACTIONS[name], body)
-    hook = req.api.aggregate_hook
-    with req.api.api_db.session(write=True) as s:
-        agg = _get(s, aggregate_id)
-        members = [h.host for h in agg.hosts]
+    api_db, agg_id = req.api.api_db, _id(aggregate_id)
+    try:
         if name == "add_host":
             host = body["add_host"]["host"]
-            if not hosts.services(req.api, host=host, binary=hosts.COMPUTE):
-                raise errors.NotFound(f"Compute host {host} could not be found.")
-            if host in members:
-                raise errors.Conflict(f"Aggregate {agg.id} already has host {host}.")
-            conflicts = _zone_conflicts(s, agg, [host], _zone(agg))
-            if conflicts:
-                raise errors.Conflict(f"Cannot add host to aggregate {agg.id}. Reason: One or more "
-                                      f"hosts already in availability zone(s) {sorted(conflicts)}.")
-            aggregates_db.add_host(agg, host)
+            agg = aggregates_db.add_host(api_db, agg_id, host, lambda h: _is_compute_host(req, h))
         elif name == "remove_host":
             host = body["remove_host"]["host"]
-            entry = next((h for h in agg.hosts if h.host == host), None)
-            if entry is None:
-                raise errors.NotFound(f"Cannot remove host {host} in aggregate {agg.id}")
-            agg.hosts.remove(entry)
+            agg = aggregates_db.remove_host(api_db, agg_id, host)
         else:
-            metadata = body["set_metadata"]["metadata"]
-            if "availability_zone" in metadata:
-                _check_zone_name(req, metadata["availability_zone"])
-                conflicts = _zone_conflicts(s, agg, members, metadata["availability_zone"])
-                if conflicts:
-                    raise errors.BadRequest(f"Cannot update metadata of aggregate {agg.id}. Reason: "
-                                            f"One or more hosts already in availability zone(s) "
-                                            f"{sorted(conflicts)}.")
-            aggregates_db.set_metadata(agg, metadata)
-            # A host joining or leaving changes the membership, not the
-            # aggregate: its updated_at stays (as the reference's).
-            agg.updated_at = utcnow()
-        s.flush()
-        out = view(req, agg)
-        agg_uuid = agg.uuid
+            agg = aggregates_db.set_metadata(api_db, agg_id, body["set_metadata"]["metadata"],
+                                             req.api.conf.internal_service_availability_zone)
+    except aggregates_db.Refused as exc:
+        raise _refused(name, aggregate_id, agg_id, body[name], exc)
+    hook = req.api.aggregate_hook
     if hook is not None and name in ("add_host", "remove_host"):
-        hook(name, agg_uuid, body[name]["host"])
-    return 200, {"aggregate": out}
+        hook(name, agg.uuid, body[name]["host"])
+    return 200, {"aggregate": view(req, agg)}
+
+
+def _refused(name, aggregate_id, agg_id, args, exc):
+    """The error of an action its aggregate (``agg_id``; ``aggregate_id`` as the
+    path gives it) refused."""
+    if exc.reason == "not found":
+        return _not_found(aggregate_id)
+    if exc.reason == "internal zone":
+        return errors.BadRequest(_INTERNAL_ZONE)
+    if name == "add_host":
+        host = args["host"]
+        if exc.reason == "no such host":
+            return errors.NotFound(f"Compute host {host} could not be found.")
+        if exc.reason == "has host":
+            return errors.Conflict(f"Aggregate {agg_id} already has host {host}.")
+        return errors.Conflict(_zones_taken("add host to", agg_id, exc))
+    if name == "remove_host":
+        return errors.NotFound(f"Cannot remove host {args['host']} in aggregate {agg_id}")
+    return errors.BadRequest(_zones_taken("update metadata of", agg_id, exc))
 
 
 ROUTES = [

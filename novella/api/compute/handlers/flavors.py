@@ -37,11 +37,20 @@ def _visible(req, fl):
         req.context.project_id in {p.project_id for p in fl.projects}
 
 
-def _get(req, s, flavor_id, check_access=True):
-    fl = flavors_db.get(s, flavor_id)
+def _found(req, flavor_id, fl, check_access=True):
+    """The flavor read, else 404 (also, ``check_access``, for one the caller may not use)."""
     if fl is None or (check_access and not _visible(req, fl)):
         raise errors.NotFound(f"Flavor {flavor_id} could not be found.")
     return fl
+
+
+def _get(req, flavor_id):
+    return _found(req, flavor_id, flavors_db.get(req.api.api_db, flavor_id))
+
+
+def _exists(req, flavor_id):
+    """A ``check`` for ``flavors_db``'s changes: 404 when there is no such flavor."""
+    return lambda fl: _found(req, flavor_id, fl, check_access=False)
 
 
 _LIST_QUERY = ("limit", "marker", "is_public", "minRam", "minDisk", "sort_key", "sort_dir")
@@ -77,12 +86,10 @@ def _list(req, detail):
         except re.error:
             raise errors.BadRequest("Invalid input for query parameters name.")
         query["name"] = req.GET["name"]
-    with req.api.api_db.session() as s:
-        if marker:
-            query["marker"] = flavors_db.get(s, marker)
-            if query["marker"] is None:
-                raise errors.BadRequest(f"marker [{marker}] not found")
-        items = [view(req, fl, detail) for fl in flavors_db.page(s, limit, **query)]
+    found = flavors_db.page(req.api.api_db, limit, marker, **query)
+    if found is None:
+        raise errors.BadRequest(f"marker [{marker}] not found")
+    items = [view(req, fl, detail) for fl in found]
     body = {"flavors": items}
     links = common.next_link(req, ["flavors"] + (["detail"] if detail else []), items, limit)
     if links:
@@ -99,8 +106,7 @@ def detail(req):
 
 
 def show(req, flavor_id):
-    with req.api.api_db.session() as s:
-        return 200, {"flavor": view(req, _get(req, s, flavor_id))}
+    return 200, {"flavor": view(req, _get(req, flavor_id))}
 
 
 def create(req):
@@ -111,22 +117,17 @@ def create(req):
     name = body["name"].strip()
     is_public = validation.to_bool(body.get("os-flavor-access:is_public", True))
     try:
-        with req.api.api_db.session(write=True) as s:
-            what = flavors_db.taken(s, name, flavorid)
-            if what is not None:
-                raise errors.Conflict(f"Flavor with {what} {name if what == 'name' else flavorid} "
-                                      "already exists.")
-            fl = flavors_db.add(
-                s, flavorid=flavorid, name=name, memory_mb=int(body["ram"]),
-                vcpus=int(body["vcpus"]), root_gb=int(body["disk"]),
-                ephemeral_gb=int(body.get("OS-FLV-EXT-DATA:ephemeral", 0) or 0),
-                swap=int(body.get("swap") or 0),
-                rxtx_factor=float(body.get("rxtx_factor", 1.0)),  # gone at 2.102
-                is_public=is_public, description=body.get("description"))
-            out = view(req, fl)
-    except flavors_db.Duplicate:
-        raise errors.Conflict(f"Flavor with name {name} already exists.")
-    return 200, {"flavor": out}
+        fl = flavors_db.add(
+            req.api.api_db, flavorid=flavorid, name=name, memory_mb=int(body["ram"]),
+            vcpus=int(body["vcpus"]), root_gb=int(body["disk"]),
+            ephemeral_gb=int(body.get("OS-FLV-EXT-DATA:ephemeral", 0) or 0),
+            swap=int(body.get("swap") or 0),
+            rxtx_factor=float(body.get("rxtx_factor", 1.0)),  # gone at 2.102
+            is_public=is_public, description=body.get("description"))
+    except flavors_db.Duplicate as exc:
+        raise errors.Conflict(f"Flavor with {exc.what} {name if exc.what == 'name' else flavorid} "
+                              "already exists.")
+    return 200, {"flavor": view(req, fl)}
 
 
 def update(req, flavor_id):
@@ -134,26 +135,22 @@ def update(req, flavor_id):
         raise errors.MethodNotAllowed("The method specified is not allowed for this resource.")
     req.authorize(P + "manage:update")
     body = req.body_json(schemas.update)
-    with req.api.api_db.session(write=True) as s:
-        fl = _get(req, s, flavor_id, check_access=False)
-        fl.description = body["flavor"]["description"]
-        s.flush()
-        return 200, {"flavor": view(req, fl)}
+    fl = flavors_db.set_description(req.api.api_db, flavor_id, body["flavor"]["description"],
+                                    _exists(req, flavor_id))
+    return 200, {"flavor": view(req, fl)}
 
 
 def delete(req, flavor_id):
     req.authorize(P + "manage:delete")
-    with req.api.api_db.session(write=True) as s:
-        flavors_db.delete(s, _get(req, s, flavor_id, check_access=False))
+    flavors_db.delete(req.api.api_db, flavor_id, _exists(req, flavor_id))
     return 202, None
 
 
 # --- extra specs --------------------------------------------------------------------------
 def specs_index(req, flavor_id):
     req.authorize(P + "extra-specs:index")
-    with req.api.api_db.session() as s:
-        fl = _get(req, s, flavor_id)
-        return 200, {"extra_specs": {e.key: e.value for e in fl.extra_specs}}
+    fl = _get(req, flavor_id)
+    return 200, {"extra_specs": {e.key: e.value for e in fl.extra_specs}}
 
 
 def _spec_text(value):
@@ -163,19 +160,17 @@ def _spec_text(value):
 def specs_create(req, flavor_id):
     req.authorize(P + "extra-specs:create")
     body = req.body_json(schemas.extra_specs_create)
-    with req.api.api_db.session(write=True) as s:
-        fl = _get(req, s, flavor_id, check_access=False)
-        flavors_db.set_specs(fl, {k: _spec_text(v) for k, v in body["extra_specs"].items()})
+    flavors_db.set_specs(req.api.api_db, flavor_id,
+                         {k: _spec_text(v) for k, v in body["extra_specs"].items()},
+                         _exists(req, flavor_id))
     return 200, {"extra_specs": {k: _spec_text(v) for k, v in body["extra_specs"].items()}}
 
 
 def specs_show(req, flavor_id, key):
     req.authorize(P + "extra-specs:show")
-    with req.api.api_db.session() as s:
-        fl = _get(req, s, flavor_id)
-        for e in fl.extra_specs:
-            if e.key == key:
-                return 200, {key: e.value}
+    for e in _get(req, flavor_id).extra_specs:
+        if e.key == key:
+            return 200, {key: e.value}
     raise errors.NotFound(f"Flavor {flavor_id} has no extra specs with key {key}.")
 
 
@@ -184,20 +179,15 @@ def specs_update(req, flavor_id, key):
     body = req.body_json(schemas.extra_spec_update)
     if key not in body:
         raise errors.BadRequest("Request body and URI mismatch")
-    with req.api.api_db.session(write=True) as s:
-        fl = _get(req, s, flavor_id, check_access=False)
-        flavors_db.set_specs(fl, {k: _spec_text(v) for k, v in body.items()})
+    flavors_db.set_specs(req.api.api_db, flavor_id, {k: _spec_text(v) for k, v in body.items()},
+                         _exists(req, flavor_id))
     return 200, {key: _spec_text(body[key])}
 
 
 def specs_delete(req, flavor_id, key):
     req.authorize(P + "extra-specs:delete")
-    with req.api.api_db.session(write=True) as s:
-        fl = _get(req, s, flavor_id, check_access=False)
-        spec = next((e for e in fl.extra_specs if e.key == key), None)
-        if spec is None:
-            raise errors.NotFound(f"Flavor {flavor_id} has no extra specs with key {key}.")
-        fl.extra_specs.remove(spec)
+    if not flavors_db.delete_spec(req.api.api_db, flavor_id, key, _exists(req, flavor_id)):
+        raise errors.NotFound(f"Flavor {flavor_id} has no extra specs with key {key}.")
     return 200, None
 
 
@@ -209,11 +199,10 @@ def _access(fl):
 
 def access_index(req, flavor_id):
     req.authorize(P + "access")
-    with req.api.api_db.session() as s:
-        fl = _get(req, s, flavor_id, check_access=False)
-        if fl.is_public:
-            raise errors.NotFound("Access list not available for public flavors.")
-        return 200, _access(fl)
+    fl = _found(req, flavor_id, flavors_db.get(req.api.api_db, flavor_id), check_access=False)
+    if fl.is_public:
+        raise errors.NotFound("Access list not available for public flavors.")
+    return 200, _access(fl)
 
 
 def action(req, flavor_id):
@@ -222,28 +211,22 @@ def action(req, flavor_id):
         req.authorize(P + "access:add_tenant_access")
         req.body_json(schemas.add_tenant)
         tenant = body["addTenantAccess"]["tenant"]
-        with req.api.api_db.session(write=True) as s:
-            fl = _get(req, s, flavor_id, check_access=False)
+        def check(fl):
+            _found(req, flavor_id, fl, check_access=False)
             if fl.is_public:
                 raise errors.Conflict("Can not add access to a public flavor.")
             if tenant in {p.project_id for p in fl.projects}:
                 raise errors.Conflict(f"Flavor access already exists for flavor {flavor_id} "
                                       f"and project {tenant} combination.")
-            flavors_db.share(fl, tenant)
-            s.flush()
-            return 200, _access(fl)
+        return 200, _access(flavors_db.share(req.api.api_db, flavor_id, tenant, check))
     if isinstance(body, dict) and "removeTenantAccess" in body:
         req.authorize(P + "access:remove_tenant_access")
         req.body_json(schemas.remove_tenant)
         tenant = body["removeTenantAccess"]["tenant"]
-        with req.api.api_db.session(write=True) as s:
-            fl = _get(req, s, flavor_id, check_access=False)
-            entry = next((p for p in fl.projects if p.project_id == tenant), None)
-            if entry is None:
-                raise errors.NotFound(f"Flavor access not found for {flavor_id} / {tenant} combination.")
-            fl.projects.remove(entry)
-            s.flush()
-            return 200, _access(fl)
+        fl = flavors_db.unshare(req.api.api_db, flavor_id, tenant, _exists(req, flavor_id))
+        if fl is None:
+            raise errors.NotFound(f"Flavor access not found for {flavor_id} / {tenant} combination.")
+        return 200, _access(fl)
     name = next(iter(body), None) if isinstance(body, dict) else None
     raise errors.BadRequest(f"There is no such action: {name}")
 

@@ -29,13 +29,11 @@ def index(req, server_id):
     since, before = common.changes_window(req) if req.at_least("2.58") else (None, None)
     if rec["cell"] is None:
         return 200, {"instanceActions": []}
-    with cells_mod.cell_database(rec["cell"]).session() as s:
-        m = None
-        if marker:
-            m = actions_db.get(s, server_id, marker)
-            if m is None:
-                raise errors.BadRequest(f"Marker {marker} could not be found.")
-        items = [view(req, a) for a in actions_db.page(s, server_id, limit, since, before, m)]
+    actions = actions_db.page(cells_mod.cell_database(rec["cell"]), server_id, limit, since,
+                              before, marker)
+    if actions is None:
+        raise errors.BadRequest(f"Marker {marker} could not be found.")
+    items = [view(req, a) for a in actions]
     body = {"instanceActions": items}
     if req.at_least("2.58"):
         links = common.next_link(req, ["servers", server_id, "os-instance-actions"], items, limit,
@@ -50,17 +48,16 @@ def show(req, server_id, request_id):
     target = {"project_id": rec["project_id"], "user_id": rec["user_id"]}
     if rec["cell"] is None:
         raise errors.NotFound(f"Action for request_id {request_id} on instance {server_id} not found")
-    with cells_mod.cell_database(rec["cell"]).session() as s:
-        a = actions_db.get(s, server_id, request_id)
-        if a is None:
-            raise errors.NotFound(f"Action for request_id {request_id} on instance {server_id} not found")
-        out = view(req, a)
-        admin_events = req.can(P + "events", target)
-        if req.at_least("2.51") or admin_events:
-            show_details = req.at_least("2.84") and req.can(P + "events:details", target)
-            out["events"] = [_event(req, e, rec, admin_events, show_details)
-                             for e in sorted(a.events, key=lambda e: (e.start_time or e.created_at, e.id),
-                                             reverse=True)]
+    a = actions_db.get(cells_mod.cell_database(rec["cell"]), server_id, request_id)
+    if a is None:
+        raise errors.NotFound(f"Action for request_id {request_id} on instance {server_id} not found")
+    out = view(req, a)
+    admin_events = req.can(P + "events", target)
+    if req.at_least("2.51") or admin_events:
+        show_details = req.at_least("2.84") and req.can(P + "events:details", target)
+        out["events"] = [_event(req, e, rec, admin_events, show_details)
+                         for e in sorted(a.events, key=lambda e: (e.start_time or e.created_at, e.id),
+                                         reverse=True)]
     return 200, {"instanceAction": out}
 
 

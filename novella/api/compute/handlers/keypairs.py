@@ -99,10 +99,10 @@ def index(req):
     req.authorize(P + "index", {"user_id": user_id})
     paged = req.at_least("2.35")
     limit, marker = common.limit_and_marker(req) if paged else (None, None)
-    with req.api.api_db.session() as s:
-        if marker is not None and keypairs_db.get(s, user_id, marker) is None:
-            raise errors.BadRequest(f"Marker {marker} could not be found.")
-        items = [view(req, kp) for kp in keypairs_db.page(s, user_id, limit, after=marker)]
+    found = keypairs_db.page(req.api.api_db, user_id, limit, after=marker)
+    if found is None:
+        raise errors.BadRequest(f"Marker {marker} could not be found.")
+    items = [view(req, kp) for kp in found]
     out = {"keypairs": [{"keypair": kp} for kp in items]}
     if paged:
         links = common.next_link(req, ["os-keypairs"], items, limit, id_key="name")
@@ -124,36 +124,35 @@ def create(req):
     quotas.check_count(req.api, req.context, "key_pairs",
                        keypairs_db.count(req.api.api_db, user_id),
                        user_id=user_id, message="Quota exceeded, too many key pairs.")
-    with req.api.api_db.session(write=True) as s:
-        if keypairs_db.get(s, user_id, body["name"]):
-            raise errors.Conflict(f"Key pair '{body['name']}' already exists.")
-        kp = keypairs_db.add(s, name=body["name"], user_id=user_id, public_key=public,
-                             fingerprint=fp, type=key_type)
-        out = view(req, kp)
+    kp = keypairs_db.add(req.api.api_db, name=body["name"], user_id=user_id, public_key=public,
+                         fingerprint=fp, type=key_type)
+    if kp is None:
+        raise errors.Conflict(f"Key pair '{body['name']}' already exists.")
+    out = view(req, kp)
     out["user_id"] = user_id
     if private is not None:
         out["private_key"] = private
     return (201 if req.at_least("2.2") else 200), {"keypair": out}
 
 
-def _get(req, s, name):
-    user_id = _user(req)
-    kp = keypairs_db.get(s, user_id, name)
-    if kp is None:
-        raise errors.NotFound(f"Keypair {name} not found for user {user_id}")
-    return kp
+def _not_found(name, user_id):
+    return errors.NotFound(f"Keypair {name} not found for user {user_id}")
 
 
 def show(req, name):
-    req.authorize(P + "show", {"user_id": _user(req)})
-    with req.api.api_db.session() as s:
-        return 200, {"keypair": view(req, _get(req, s, name), detail=True)}
+    user_id = _user(req)
+    req.authorize(P + "show", {"user_id": user_id})
+    kp = keypairs_db.find(req.api.api_db, user_id, name)
+    if kp is None:
+        raise _not_found(name, user_id)
+    return 200, {"keypair": view(req, kp, detail=True)}
 
 
 def delete(req, name):
-    req.authorize(P + "delete", {"user_id": _user(req)})
-    with req.api.api_db.session(write=True) as s:
-        keypairs_db.delete(s, _get(req, s, name))
+    user_id = _user(req)
+    req.authorize(P + "delete", {"user_id": user_id})
+    if not keypairs_db.delete(req.api.api_db, user_id, name):
+        raise _not_found(name, user_id)
     return (204 if req.at_least("2.2") else 202), None
 
 

@@ -66,11 +66,10 @@ def index(req):
         raise errors.BadRequest("limit and offset must be integers")
     if limit < 0 or offset < 0:
         raise errors.BadRequest("limit and offset must be positive")
-    with req.api.api_db.session() as s:
-        rows = server_groups_db.page(s, offset, min(limit, req.api.conf.api.max_limit),
-                                     None if all_projects else req.context.project_id)
-        not_deleted = _not_deleted(req, rows)
-        return 200, {"server_groups": [view(req, g, not_deleted) for g in rows]}
+    rows = server_groups_db.page(req.api.api_db, offset, min(limit, req.api.conf.api.max_limit),
+                                 None if all_projects else req.context.project_id)
+    not_deleted = _not_deleted(req, rows)
+    return 200, {"server_groups": [view(req, g, not_deleted) for g in rows]}
 
 
 def create(req):
@@ -86,32 +85,27 @@ def create(req):
     quotas.check_count(req.api, ctxt, "server_groups",
                        server_groups_db.count(req.api.api_db, ctxt.project_id),
         message="Quota exceeded, too many server groups.")
-    with req.api.api_db.session(write=True) as s:
-        g = server_groups_db.add(s, uuid=str(uuid_mod.uuid4()), name=body["name"],
-                                 project_id=ctxt.project_id, user_id=ctxt.user_id,
-                                 policy=policy, rules=json.dumps(rules))
-        return 200, {"server_group": view(req, g)}
+    g = server_groups_db.add(req.api.api_db, uuid=str(uuid_mod.uuid4()), name=body["name"],
+                             project_id=ctxt.project_id, user_id=ctxt.user_id,
+                             policy=policy, rules=json.dumps(rules))
+    return 200, {"server_group": view(req, g)}
 
 
-def _get(req, s, group_id):
-    g = server_groups_db.get(s, group_id)
+def _check(req, group_id, g, rule):
+    """404 for a group the caller may not see, then ``rule``'s policy."""
     if g is None or (g.project_id != req.context.project_id and not req.is_admin()):
         raise errors.NotFound(f"Instance group {group_id} could not be found.")
-    return g
+    req.authorize(rule, {"project_id": g.project_id, "user_id": g.user_id})
 
 
 def show(req, group_id):
-    with req.api.api_db.session() as s:
-        g = _get(req, s, group_id)
-        req.authorize(P + "show", {"project_id": g.project_id, "user_id": g.user_id})
-        return 200, {"server_group": view(req, g)}
+    g = server_groups_db.get(req.api.api_db, group_id)
+    _check(req, group_id, g, P + "show")
+    return 200, {"server_group": view(req, g)}
 
 
 def delete(req, group_id):
-    with req.api.api_db.session(write=True) as s:
-        g = _get(req, s, group_id)
-        req.authorize(P + "delete", {"project_id": g.project_id, "user_id": g.user_id})
-        server_groups_db.delete(s, g)
+    server_groups_db.delete(req.api.api_db, group_id, lambda g: _check(req, group_id, g, P + "delete"))
     return 204, None
 
 

@@ -133,8 +133,7 @@ def _filters(req):
     if params.get("image"):
         filters["image_ref"] = common.last_segment(params["image"])
     if params.get("flavor"):
-        with req.api.api_db.session() as s:
-            fl = flavors_db.get(s, common.last_segment(params["flavor"]))
+        fl = flavors_db.get(req.api.api_db, common.last_segment(params["flavor"]))
         if fl is None:
             return None
         filters["instance_type_id"] = fl.id
@@ -419,13 +418,12 @@ def _server_group(req, hints):
     group_uuid = hints.get("group")
     if not group_uuid:
         return None
-    with req.api.api_db.session() as s:
-        g = server_groups_db.get(s, group_uuid)
-        if g is None or (g.project_id != req.context.project_id and not req.is_admin()):
-            raise errors.BadRequest(f"Instance group {group_uuid} could not be found.")
-        return {"id": g.id, "uuid": g.uuid, "policy": g.policy,
-                "rules": json.loads(g.rules or "{}"),
-                "members": [m.instance_uuid for m in g.members], "hosts": []}
+    g = server_groups_db.get(req.api.api_db, group_uuid)
+    if g is None or (g.project_id != req.context.project_id and not req.is_admin()):
+        raise errors.BadRequest(f"Instance group {group_uuid} could not be found.")
+    return {"id": g.id, "uuid": g.uuid, "policy": g.policy,
+            "rules": json.loads(g.rules or "{}"),
+            "members": [m.instance_uuid for m in g.members], "hosts": []}
 
 
 def _hostname(name):
@@ -551,14 +549,13 @@ def create(req):
         }
         build_requests.append(inst)
         specs.append(spec)
-    with req.api.api_db.connection(write=True) as conn:  # plain INSERTs, one per table
-        room = quotas.instances_room(quota, conn, min_count)
-        if room is not None and room < len(build_requests):
-            del build_requests[room:], specs[room:]
-        uuids = [inst["uuid"] for inst in build_requests]
-        build_requests_db.add(conn, ctxt.project_id, ctxt.user_id, build_requests, specs,
-                              [_own_mappings(bdms) for _inst in build_requests], tags, now,
-                              None if group is None else group["id"])
+    added = build_requests_db.add_within(
+        req.api.api_db, lambda conn: quotas.instances_room(quota, conn, min_count),
+        ctxt.project_id, ctxt.user_id, build_requests, specs,
+        [_own_mappings(bdms) for _inst in build_requests], tags, now,
+        None if group is None else group["id"])
+    del build_requests[added:], specs[added:]
+    uuids = [inst["uuid"] for inst in build_requests]
     try:
         quotas.recheck_servers(quota, flavor, len(uuids))
     except errors.Forbidden:
