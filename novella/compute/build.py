@@ -20,6 +20,7 @@ from novella.compute import exceptions as exc_mod
 from novella.compute import guest
 from novella.compute import pci
 from novella.compute import states as vm_states
+from novella.compute import teardown
 from novella.compute.guest_actions import injected
 from novella.compute.states import power_state, task_states
 from novella.compute import volume_ops
@@ -147,21 +148,11 @@ def _build_failed(compute, ctxt, instance_uuid, flavor, exc, done, requested_net
     # Deleted meanwhile, or its task state says someone else owns it now.
     aborted = inst is None or isinstance(exc, (records.InstanceNotFound,
                                                records.UnexpectedTaskStateError))
-    stand_in = inst or _Gone(instance_uuid)
-    if done["spawned"]:
-        with cleanup.step("destroy"):
-            compute.driver.destroy(ctxt, guest.instance_dict(stand_in, flavor),
-                                destroy_disks=True)
-    if done["attachments"] and compute.volume_api is not None:
-        for attachment_id in done["attachments"]:
-            with cleanup.step("attachment_delete"):
-                compute.volume_api.attachment_delete(ctxt, attachment_id)
-    if done["network"]:
-        with cleanup.step("deallocate_for_instance"):
-            connections.deallocate_network(compute, ctxt, stand_in, requested_networks)
-    if done["claim"] is not None:
-        with cleanup.step("abort claim"):
-            done["claim"].abort()
+    teardown.give_back(compute, ctxt, inst or instance_uuid,
+                       guest=(teardown.GUEST,) if done["spawned"] else (),
+                       attachments=done["attachments"],
+                       ports=teardown.DEALLOCATE if done["network"] else None,
+                       requested_networks=requested_networks, claim=done["claim"])
     if inst is not None:
         guest.notify(compute, ctxt, inst, notifications.event_type(notifications.CREATE, "error"),
                      fault=exc, flavor=flavor)
@@ -178,13 +169,3 @@ def _build_failed(compute, ctxt, instance_uuid, flavor, exc, done, requested_net
                 row.power_state = power_state.NOSTATE
     return exc_mod.RescheduledException(instance_uuid=instance_uuid, reason=reason)
 
-
-class _Gone:
-    """Enough of an instance row to clean up after one that was deleted."""
-
-    def __init__(self, uuid):
-        self.uuid, self.id = uuid, 0
-        self.display_name = self.project_id = self.user_id = self.host = self.node = None
-        self.image_ref = self.vm_state = self.availability_zone = None
-        self.vcpus = self.memory_mb = self.root_gb = self.ephemeral_gb = 0
-        self.extra = self.info_cache = None

@@ -5,8 +5,8 @@ and volume services, driver, tracker and cell database), imported by the
 modules of each operation: the ports a build allocates and a delete lets go;
 the volumes attached and detached; the ports bound and the volumes attached
 here when a server arrives from another host (``take_in``, then
-``switch_attachments``), and what ``undo_destination`` gives back when it
-does not.
+``switch_attachments``; novella/compute/teardown.py gives them back when it
+does not).
 """
 import contextlib
 import json
@@ -155,7 +155,7 @@ def take_in(compute, ctxt, inst, migration_uuid, port_profiles, made):
     """This host's share of taking in a server from another host: the claim,
     INACTIVE port bindings naming this host's providers (``port_profiles``),
     a second attachment of each volume connected here. ``made`` records each
-    for ``undo_destination``; returns the driver's view of the volumes."""
+    for ``teardown.give_back``; returns the driver's view of the volumes."""
     mig = guest.migration(compute, migration_uuid)
     made["claim"] = compute.rt.resize_claim(
         ctxt, inst.uuid, records.flavor_of(inst),
@@ -191,16 +191,12 @@ def attach_volumes_here(compute, ctxt, inst, attachments):
     return {"block_device_mapping": vols}
 
 
-def undo_destination(compute, ctxt, instance_uuid, bindings, attachments, claimed):
-    if bindings and compute.network_api is not None:
-        with cleanup.step("delete port bindings"):
-            compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
-    for attachment_id in (attachments or {}).values():
-        with cleanup.step("delete volume attachment"):
-            compute.volume_api.attachment_delete(ctxt, attachment_id)
-    if claimed:
-        with cleanup.step("drop the claim"):
-            compute.rt.drop_move_claim(ctxt, instance_uuid)
+def set_bdm(compute, bdm_id, **values):
+    """Write ``values`` (columns) into a block device mapping row."""
+    with compute.cell_db.session(write=True) as s:
+        row = s.get(m.BlockDeviceMapping, bdm_id)
+        for key, value in values.items():
+            setattr(row, key, value)
 
 
 def switch_attachments(compute, ctxt, instance_uuid, attachments):

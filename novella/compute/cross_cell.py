@@ -33,35 +33,17 @@ from novella.compute import pci
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
+from novella.compute import teardown
 from novella.compute import connections
 from novella.compute import guest
 from novella.compute import resize
 from novella.rpc import notifications
-from novella.db import cell_models as m
 from novella.db import records
 
 
 def _volume_bdms(compute, instance_uuid):
     return [b for b in guest.bdms_of(compute, instance_uuid)
             if b.destination_type == "volume" and b.volume_id]
-
-
-def _set_bdm(compute, bdm_id, **values):
-    with compute.cell_db.session(write=True) as s:
-        row = s.get(m.BlockDeviceMapping, bdm_id)
-        for key, value in values.items():
-            setattr(row, key, value)
-
-
-def _drop_attachments(compute, ctxt, instance_uuid):
-    """This cell's copy lets go of its volume attachments."""
-    if compute.volume_api is None:
-        return
-    for bdm in _volume_bdms(compute, instance_uuid):
-        if bdm.attachment_id:
-            with contextlib.suppress(Exception):  # already gone is as good
-                compute.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-            _set_bdm(compute, bdm.id, attachment_id=None)
 
 
 def _plug_volumes(compute, ctxt, inst, connect=True):
@@ -107,19 +89,14 @@ def prep_snapshot_based_resize_at_dest(compute, ctxt, instance_uuid, migration_u
                     if bdm.attachment_id:  # made by the conductor for this cell's copy
                         att = compute.volume_api.attachment_update(
                             ctxt, bdm.attachment_id, connector, mountpoint=bdm.device_name)
-                        _set_bdm(compute, bdm.id, connection_info=json.dumps(dict(
+                        connections.set_bdm(compute, bdm.id, connection_info=json.dumps(dict(
                             att.get("connection_info") or {}, volume_id=bdm.volume_id)))
             if compute.network_api is not None:
                 compute.network_api.bind_ports_to_host(
                     ctxt, instance_uuid, compute.host,
                     port_profiles=pci.with_devices(port_profiles, claim.pci_devices))
         except Exception:
-            if compute.network_api is not None:
-                with cleanup.step("delete port bindings"):
-                    compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
-            if claim is not None:
-                with cleanup.step("abort claim"):
-                    claim.abort()
+            teardown.give_back(compute, ctxt, st.instance, bindings=True, claim=claim)
             records.set_flavors(compute.cell_db, instance_uuid, cur)
             raise
         node = compute.rt.compute_node or {}
@@ -166,10 +143,7 @@ def finish_snapshot_based_resize_at_dest(compute, ctxt, instance_uuid, migration
                               power_on=power_on)
             compute.rt.apply_migration_context(ctxt, instance_uuid)
         except Exception:
-            if spawned:
-                with cleanup.step("destroy"):
-                    compute.driver.destroy(ctxt, guest.instance_dict(inst, new),
-                                        destroy_disks=True)
+            teardown.give_back(compute, ctxt, inst, guest=(teardown.GUEST,) if spawned else ())
             if activated:
                 with cleanup.step("activate source bindings"):
                     compute.network_api.activate_port_bindings(ctxt, instance_uuid,
@@ -193,17 +167,15 @@ def revert_snapshot_based_resize_at_dest(compute, ctxt, instance_uuid, migration
     with steps.step(compute, ctxt, instance_uuid, "compute_revert_snapshot_based_resize_at_dest",
                          None) as st:
         inst = st.instance
-        compute.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
-                            destroy_disks=True)
+        teardown.give_back(compute, ctxt, inst, guest=(teardown.GUEST,), strict=True)
         if compute.network_api is not None:
             # The source binding is made active again before this host's goes,
             # so the port is never left unbound.
             with contextlib.suppress(Exception):
                 compute.network_api.activate_port_bindings(ctxt, instance_uuid,
                                                         mig["source_compute"])
-            compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
-        _drop_attachments(compute, ctxt, instance_uuid)
-        compute.rt.drop_move_claim(ctxt, instance_uuid)
+        teardown.give_back(compute, ctxt, inst, bindings=True, volumes=teardown.DETACH,
+                           claim=teardown.MOVE_CLAIM, strict=True)
         if inst.host == compute.host:
             guest.update(compute, instance_uuid, host=mig["source_compute"], node=mig["source_node"])
         compute.rt.refresh_usage()
@@ -258,12 +230,8 @@ def confirm_snapshot_based_resize_at_source(compute, ctxt, instance_uuid, migrat
     conductor then hard-deletes this copy."""
     with steps.step(compute, ctxt, instance_uuid,
                          "compute_confirm_snapshot_based_resize_at_source", None) as st:
-        inst = st.instance
-        compute.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
-                            destroy_disks=True)
-        if compute.network_api is not None:
-            compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
-        _drop_attachments(compute, ctxt, instance_uuid)
+        teardown.give_back(compute, ctxt, st.instance, guest=(teardown.GUEST,), bindings=True,
+                           volumes=teardown.DETACH, strict=True)
         guest.migration(compute, migration_uuid, status=ms.CONFIRMED)
     return ms.CONFIRMED
 

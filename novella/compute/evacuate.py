@@ -22,12 +22,12 @@ from novella.compute import cleanup
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
+from novella.compute import teardown
 from novella.compute import connections
 from novella.compute import guest
 from novella.rpc import notifications
 from novella.db import cell_models as m
 from novella.db import records
-from novella.placement import allocations
 
 
 def rebuild_instance(compute, ctxt, instance_uuid, migration_uuid, port_profiles=None,
@@ -47,11 +47,10 @@ def rebuild_instance(compute, ctxt, instance_uuid, migration_uuid, port_profiles
                               network_info=guest.network_info_of(inst),
                               block_device_info=block_device_info)
         except Exception:
-            if made["spawned"]:
-                with cleanup.step("destroy"):
-                    compute.driver.destroy(ctxt, guest.instance_dict(inst), destroy_disks=True)
-            connections.undo_destination(compute, ctxt, instance_uuid, made["bindings"],
-                                   made["attachments"], made["claim"] is not None)
+            teardown.give_back(
+                compute, ctxt, inst, guest=(teardown.GUEST,) if made["spawned"] else (),
+                bindings=made["bindings"], attachments=made["attachments"].values(),
+                claim=teardown.MOVE_CLAIM if made["claim"] is not None else None)
             raise
         # The server is this host's from here.
         if compute.network_api is not None:
@@ -68,7 +67,7 @@ def rebuild_instance(compute, ctxt, instance_uuid, migration_uuid, port_profiles
                       else vm_states.ACTIVE),
             power_state=guest.power(compute, instance_uuid), availability_zone=availability_zone,
             reload=False)
-        compute.rt.drop_move_claim(ctxt, instance_uuid)
+        teardown.give_back(compute, ctxt, instance_uuid, claim=teardown.MOVE_CLAIM, strict=True)
         guest.migration(compute, migration_uuid, status=ms.DONE, dest_compute=compute.host,
                         dest_node=compute.rt.nodename)
 
@@ -82,9 +81,7 @@ def clean_evacuated(compute, ctxt):
             m.Migration.status == ms.DONE)).all()
     for migration_uuid, instance_uuid in done:
         with cleanup.step(f"clean up evacuated server {instance_uuid}"):
-            if compute.driver.instance_exists({"uuid": instance_uuid}):
-                compute.driver.destroy(ctxt, {"uuid": instance_uuid}, destroy_disks=True)
-            if compute.network_api is not None:
-                compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
-            allocations.confirm(compute.placement, migration_uuid)
+            # The migration holds the source's allocation until then.
+            teardown.give_back(compute, ctxt, instance_uuid, guest=(teardown.GUEST,),
+                               bindings=True, allocation=migration_uuid, strict=True)
             guest.migration(compute, migration_uuid, status=ms.COMPLETED)

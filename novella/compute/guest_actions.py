@@ -43,9 +43,9 @@ import datetime
 import sqlalchemy as sa
 
 from novella.compute import cleanup
-from novella.compute import connections
 from novella.compute import states as vm_states
 from novella.compute import steps
+from novella.compute import teardown
 from novella.compute import volume_ops
 from novella.compute.states import power_state, task_states
 from novella.compute import guest
@@ -54,7 +54,6 @@ from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import host_operations
 from novella.db import records
-from novella.placement import allocations
 from novella.rpc import notifications
 
 # System metadata the API notes for a step that a restarted host runs again.
@@ -388,13 +387,11 @@ def terminate_instance(compute, ctxt, instance_uuid, bdms=None, **kwargs):
             inst = st.instance
             bdms = guest.bdms_of(compute, instance_uuid)
             guest.notify(compute, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "start"))
-            compute.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
-                                guest.block_device_info(compute, instance_uuid, bdms),
-                                destroy_disks=True)
-            connections.deallocate_network(compute, ctxt, inst)
+            teardown.give_back(compute, ctxt, inst, guest=(teardown.GUEST,), bdms=bdms,
+                               ports=teardown.DEALLOCATE, strict=True)
             guest.notify(compute, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
-            connections.detach_volumes(compute, ctxt, inst, delete_volumes=True, bdms=bdms)
-            allocations.give_back(compute.placement, instance_uuid)
+            teardown.give_back(compute, ctxt, inst, volumes=teardown.DELETE, bdms=bdms,
+                               allocation=instance_uuid, strict=True)
             st.instance = _soft_delete(compute, inst)
             compute.rt.instance_removed(inst)
     except records.InstanceNotFound:

@@ -33,11 +33,11 @@ migration 'queued' or 'preparing') is kept until it does.
 import logging
 import threading
 
-from novella.compute import cleanup
 from novella.compute import exceptions
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, task_states
 from novella.compute import steps
+from novella.compute import teardown
 from novella.compute import connections
 from novella.compute import guest
 from novella.rpc import notifications
@@ -70,8 +70,9 @@ def prepare_live_migration_at_destination(compute, ctxt, instance_uuid, migratio
             compute.driver.pre_live_migration(ctxt, guest.instance_dict(inst), block_device_info,
                                            guest.network_info_of(inst))
         except Exception:
-            connections.undo_destination(compute, ctxt, instance_uuid, made["bindings"],
-                                   made["attachments"], made["claim"] is not None)
+            teardown.give_back(compute, ctxt, inst, bindings=made["bindings"],
+                               attachments=made["attachments"].values(),
+                               claim=teardown.MOVE_CLAIM if made["claim"] is not None else None)
             raise
         guest.migration(compute, migration_uuid, status=ms.PREPARING, dest_compute=compute.host,
                         dest_node=compute.rt.nodename,
@@ -85,10 +86,9 @@ def rollback_live_migration_at_destination(compute, ctxt, instance_uuid, migrati
     with steps.step(compute, ctxt, instance_uuid,
                     "compute_rollback_live_migration_at_destination",
                     notifications.LIVE_MIGRATION_ROLLBACK_DEST) as st:
-        with cleanup.step("remove the guest copy"):
-            compute.driver.rollback_live_migration_at_destination(
-                ctxt, guest.instance_dict(st.instance))
-        connections.undo_destination(compute, ctxt, instance_uuid, True, attachments, True)
+        teardown.give_back(compute, ctxt, st.instance, guest=(teardown.LIVE_ARRIVED,),
+                           bindings=True, attachments=(attachments or {}).values(),
+                           claim=teardown.MOVE_CLAIM)
 
 
 def post_live_migration_at_destination(compute, ctxt, instance_uuid, migration_uuid,
@@ -116,7 +116,7 @@ def post_live_migration_at_destination(compute, ctxt, instance_uuid, migration_u
             vm_state=(vm_states.PAUSED if inst.vm_state == vm_states.PAUSED
                       else vm_states.ACTIVE),
             power_state=guest.power(compute, instance_uuid), reload=False)
-        compute.rt.drop_move_claim(ctxt, instance_uuid)
+        teardown.give_back(compute, ctxt, inst, claim=teardown.MOVE_CLAIM, strict=True)
 
 
 def live_migration(compute, ctxt, instance_uuid, migration_uuid, dest):
@@ -145,11 +145,8 @@ def post_live_migration_at_source(compute, ctxt, instance_uuid, migration_uuid):
     """The server runs elsewhere now: what is left of it here goes."""
     with steps.step(compute, ctxt, instance_uuid, "compute_post_live_migration_at_source",
                     notifications.LIVE_MIGRATION_POST) as st:
-        with cleanup.step("remove the source guest"):
-            compute.driver.cleanup_live_migration_source(ctxt, guest.instance_dict(st.instance))
-        if compute.network_api is not None:
-            with cleanup.step("delete the source's port bindings"):
-                compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
+        teardown.give_back(compute, ctxt, st.instance, guest=(teardown.LIVE_SOURCE,),
+                           bindings=True)
         compute.rt.refresh_usage()
 
 

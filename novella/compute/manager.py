@@ -30,7 +30,6 @@ import sqlalchemy as sa
 from novella import service
 from novella.compute import SERVICE_VERSION
 from novella.compute import build
-from novella.compute import cleanup
 from novella.compute import consoles
 from novella.compute import cross_cell
 from novella.compute import evacuate
@@ -41,6 +40,7 @@ from novella.compute import recovery
 from novella.compute import resize
 from novella.compute import resource_tracker
 from novella.compute import shelve
+from novella.compute import teardown
 from novella.compute import volume_ops
 from novella.context import get_admin_context
 from novella.db import cell_models as m
@@ -134,8 +134,7 @@ class ComputeManager:
             deleted = set(s.scalars(sa.select(m.Instance.uuid).where(
                 m.Instance.uuid.in_(guests), m.Instance.deleted != 0))) - live
         for uuid in deleted:
-            with cleanup.step("destroy deleted guest"):
-                self.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
+            teardown.give_back(self, ctxt, uuid, guest=(teardown.GUEST,))
 
     def start_service(self):
         """init_host, then answer RPC on (compute, host)."""

@@ -73,6 +73,7 @@ from novella.compute import volume_ops
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import shelve
+from novella.compute import teardown
 from novella.compute import guest
 from novella.db import cell_models as m
 from novella.db import host_operations
@@ -180,9 +181,8 @@ def reconcile_moves(compute, ctxt):
         if hosts.get(uuid) == compute.host:
             continue  # this host's (a deleted server's guest went before)
         with cleanup.step(f"remove {uuid}, another host's"):
-            compute.driver.destroy(ctxt, {"uuid": uuid}, destroy_disks=True)
-            if compute.network_api is not None:
-                compute.network_api.delete_port_bindings(ctxt, uuid, compute.host)
+            teardown.give_back(compute, ctxt, uuid, guest=(teardown.GUEST,), bindings=True,
+                               strict=True)
             done[uuid] = "removed"
     return done
 
@@ -204,9 +204,8 @@ def _drop_claims_of_ended_moves(compute, ctxt):
             m.Migration.uuid.in_(claims),
             m.Migration.status.not_in(ms.IN_PROGRESS + (ms.DONE,))))) if claims else set()
     for migration_uuid in ended:
-        with cleanup.step(f"drop the claim of migration {migration_uuid}"):
-            compute.rt.drop_move_claim(ctxt, claims[migration_uuid],
-                                    migration_uuid=migration_uuid)
+        teardown.give_back(compute, ctxt, claims[migration_uuid], claim=teardown.MOVE_CLAIM,
+                           migration_uuid=migration_uuid)
 
 
 def clean_up_deleted(compute, ctxt, instance_uuid):
@@ -221,10 +220,8 @@ def clean_up_deleted(compute, ctxt, instance_uuid):
     if inst is not None and not inst.deleted and (
             inst.task_state != task_states.DELETING or inst.host == compute.host):
         return False
-    compute.driver.destroy(ctxt, {"uuid": instance_uuid}, destroy_disks=True)
-    compute.driver.confirm_migration(ctxt, None, {"uuid": instance_uuid})  # the kept copy
-    if compute.network_api is not None:
-        compute.network_api.delete_port_bindings(ctxt, instance_uuid, compute.host)
+    teardown.give_back(compute, ctxt, instance_uuid, guest=(teardown.GUEST, teardown.KEPT_COPY),
+                       bindings=True, strict=True)
     return True
 
 

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from novella.compute import states as vm_states
 from novella.compute.states import migration_status as ms, power_state, task_states
 from novella.compute import steps
+from novella.compute import teardown
 from novella.compute import connections
 from novella.compute import guest
 from novella.rpc import notifications
@@ -93,12 +94,8 @@ def prep_resize(compute, ctxt, instance_uuid, migration_uuid, new_flavor, port_p
                 flavors=records.flavor_doc(cur, old=cur, new=new_flavor))
             compute.driver.prep_resize(ctxt, guest.instance_dict(st.instance), new_flavor, mig)
         except Exception:
-            if claim is not None:  # the driver refused the host: give the claim back
-                try:
-                    claim.abort()
-                except Exception:  # noqa: BLE001 - keep the original error
-                    LOG.exception("could not give back the resize claim of %s",
-                                  instance_uuid)
+            # The driver refused the host: the claim goes back.
+            teardown.give_back(compute, ctxt, st.instance, claim=claim)
             records.set_flavors(compute.cell_db, instance_uuid, cur)
             raise
         guest.migration(compute, migration_uuid, dest_compute=compute.host, dest_node=compute.rt.nodename,
@@ -242,10 +239,9 @@ def revert_resize(compute, ctxt, instance_uuid, migration_uuid):
         # On the same host the guest directory is the original until the
         # disks were moved aside (post-migrating and later).
         copied = mig["status"] in (ms.POST_MIGRATING, ms.FINISHED, ms.REVERTING, ms.ERROR)
-        if not same_host or copied:  # also a copy whose guest never started
-            compute.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
-                                destroy_disks=True)
-        compute.rt.revert_migration_context(ctxt, instance_uuid)
+        teardown.give_back(  # also a copy whose guest never started
+            compute, ctxt, inst, guest=(teardown.GUEST,) if not same_host or copied else (),
+            claim=teardown.REVERTED_MOVE, strict=True)
         if inst.host == compute.host and not same_host:
             guest.update(compute, instance_uuid, host=mig["source_compute"], node=mig["source_node"])
         compute.rt.refresh_usage()

@@ -30,6 +30,7 @@ from novella.compute import exceptions as exc_mod
 from novella.compute import states as vm_states
 from novella.compute.states import power_state, task_states
 from novella.compute import steps
+from novella.compute import teardown
 from novella.compute import volume_ops
 from novella.compute import connections
 from novella.compute import guest
@@ -37,7 +38,6 @@ from novella.rpc import notifications
 from novella.context import get_admin_context
 from novella.db import cell_models as m
 from novella.db import records
-from novella.placement import allocations
 
 
 def shelve_instance(compute, ctxt, instance_uuid, image_id=None, clean_shutdown=True):
@@ -122,39 +122,17 @@ def shelve_offload_instance(compute, ctxt, instance_uuid):
     with steps.step(compute, ctxt, instance_uuid, "compute_shelve_offload_instance",
                          notifications.SHELVE_OFFLOAD, standalone=True) as st:
         inst = st.instance
-        bdms = guest.bdms_of(compute, instance_uuid)
-        compute.driver.destroy(ctxt, guest.instance_dict(inst), guest.network_info_of(inst),
-                            guest.block_device_info(compute, instance_uuid, bdms), destroy_disks=True)
-        _leave_host(compute, ctxt, inst, bdms)
+        # It keeps its ports and volumes, parked on no host; its allocation goes.
+        teardown.give_back(compute, ctxt, inst, guest=(teardown.GUEST,),
+                           ports=teardown.UNBIND, volumes=teardown.PARK,
+                           bdms=guest.bdms_of(compute, instance_uuid),
+                           allocation=instance_uuid, strict=True)
         st.instance = guest.update(compute, 
             instance_uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
             vm_state=vm_states.SHELVED_OFFLOADED, task_state=None,
             power_state=power_state.NOSTATE, host=None, node=None, launched_on=None,
             availability_zone=None)
         compute.rt.instance_removed(inst)
-
-
-def _leave_host(compute, ctxt, inst, bdms):
-    """Ports unbound, volumes parked on a reserved attachment, allocation deleted."""
-    if compute.network_api is not None:
-        guest.save_network_info(compute, inst.uuid, compute.network_api.unbind_ports(ctxt, inst.uuid))
-    for bdm in bdms:
-        if guest.is_volume(bdm) and compute.volume_api is not None:
-            parked = compute.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid)
-            if bdm.attachment_id:
-                with cleanup.step("delete the volume's attachment"):
-                    compute.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-            _set_bdm_attachment(compute, bdm.id, parked["id"], None)
-    allocations.give_back(compute.placement, inst.uuid)
-
-
-def _set_bdm_attachment(compute, bdm_id, attachment_id, connection_info, device=None):
-    with compute.cell_db.session(write=True) as s:
-        row = s.get(m.BlockDeviceMapping, bdm_id)
-        row.attachment_id = attachment_id
-        row.connection_info = json.dumps(connection_info) if connection_info else None
-        if device:
-            row.device_name = device
 
 
 def unshelve_instance(compute, ctxt, instance_uuid, image_id=None, flavor=None,
@@ -235,29 +213,20 @@ def _connect_volumes(compute, ctxt, inst):
         att = compute.volume_api.attachment_update(ctxt, attachment_id, connector,
                                                 mountpoint=device)
         compute.volume_api.attachment_complete(ctxt, attachment_id)
-        _set_bdm_attachment(compute, bdm.id, attachment_id, dict(
-            att.get("connection_info") or {}, volume_id=bdm.volume_id), device=device)
+        connections.set_bdm(compute, bdm.id, attachment_id=attachment_id,
+                            connection_info=json.dumps(dict(att.get("connection_info") or {},
+                                                            volume_id=bdm.volume_id)),
+                            device_name=device)
 
 
 def _unshelve_failed(compute, ctxt, instance_uuid, done):
     """Give back what this host took: guest, ports, volume connections, claim."""
-    inst = guest.get(compute, instance_uuid)
-    if done["spawned"]:
-        with cleanup.step("destroy"):
-            compute.driver.destroy(ctxt, guest.instance_dict(inst), destroy_disks=True)
-    with cleanup.step("park ports and volumes"):
-        bdms = guest.bdms_of(compute, instance_uuid)
-        if done["network"] and compute.network_api is not None:
-            guest.save_network_info(compute, instance_uuid,
-                                    compute.network_api.unbind_ports(ctxt, instance_uuid))
-        for bdm in bdms:
-            if guest.is_volume(bdm) and bdm.connection_info and compute.volume_api is not None:
-                parked = compute.volume_api.attachment_create(ctxt, bdm.volume_id, instance_uuid)
-                compute.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-                _set_bdm_attachment(compute, bdm.id, parked["id"], None)
-    if done["claim"] is not None:
-        with cleanup.step("abort claim"):
-            done["claim"].abort()
+    # Parked again as before the unshelve: the volumes connected here, the ports.
+    teardown.give_back(compute, ctxt, guest.get(compute, instance_uuid),
+                       guest=(teardown.GUEST,) if done["spawned"] else (),
+                       ports=teardown.UNBIND if done["network"] else None,
+                       volumes=teardown.PARK, claim=done["claim"],
+                       bdms=[b for b in guest.bdms_of(compute, instance_uuid) if b.connection_info])
     with cleanup.step("reset for another host"):
         records.update_instance(compute.cell_db, instance_uuid,
                                 vm_state=vm_states.SHELVED_OFFLOADED,
