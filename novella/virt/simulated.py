@@ -740,7 +740,7 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         """
         uuid = instance["uuid"]
         self._fault("live_migration", uuid)
-        self._copy_memory(uuid, steering)
+        self._copy_memory(uuid, steering, (instance.get("flavor") or {}).get("memory_mb") or 0)
         with self._lock:
             domain = self._load(uuid)
             target = self.instance_dir(uuid, host=dest)
@@ -751,9 +751,12 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                 json.dump(dict(domain, power_state=power_state.PAUSED if paused
                                else power_state.RUNNING), f)
 
-    def _copy_memory(self, uuid, steering):
-        """Wait out the copy's length unless asked to abort (raises) or to finish."""
-        deadline = time.monotonic() + max(0.0, self._sim.live_migration_copy_seconds)
+    def _copy_memory(self, uuid, steering, memory_mb):
+        """Wait out the copy's length unless asked to abort (raises) or to finish;
+        the guest's memory reported as copied evenly over it, once a second."""
+        length = max(0.0, self._sim.live_migration_copy_seconds)
+        deadline = time.monotonic() + length
+        total = memory_mb << 20
         while True:
             asked = steering.asked if steering is not None else None
             if asked == driver_mod.LiveMigrationSteering.ABORT:
@@ -764,8 +767,12 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                 return
             if steering is None:
                 time.sleep(left)
-            else:
-                steering.wait(left)
+                continue
+            done = int(total * (1 - left / length))
+            steering.report({"memory_total": total, "memory_processed": done,
+                             "memory_remaining": total - done, "disk_total": 0,
+                             "disk_processed": 0, "disk_remaining": 0})
+            steering.wait(min(left, 1.0))
 
     def post_live_migration_at_destination(self, ctxt, instance, network_info):
         uuid = instance["uuid"]

@@ -49,7 +49,7 @@ KEPT_SUFFIX = "_resize"  # the source's copy of a guest on a cold move, kept for
 BOOT_PROPERTIES = ("kernel_id", "ramdisk_id", "os_command_line")
 ACCEL = {"kvm": "kvm", "qemu": "tcg"}  # [libvirt] virt_type -> QEMU's accelerator
 CLEAN_SHUTDOWN_SECONDS = 60  # a soft reboot's wait for the guest to power off
-MIGRATION_POLL_SECONDS = 0.05  # a live migration's status read: its switchover waits on it
+MIGRATION_POLL_SECONDS = 0.02  # a live migration's status read: its switchover waits on it
 PROGRESS_SECONDS = 1.0  # how often a live migration's figures are recorded
 UNLIMITED_BANDWIDTH = 1 << 40  # bytes/s: more than any link between two hosts
 # QEMU's run states as the reference's power states (anything else: NOSTATE).

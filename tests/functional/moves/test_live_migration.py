@@ -236,6 +236,14 @@ def test_abort_puts_everything_back_on_the_source(slow_cloud):
     _start(cloud, sid)
     mig = _in_progress(cloud, sid, "running")
     _mid_move(cloud, sid, port, src, dest, mig)
+    # The copy's figures, as the driver reports them while it runs.
+    deadline = time.monotonic() + 30
+    while (shown := _in_progress(cloud, sid, "running"))["memory_total_bytes"] is None:
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.01)
+    assert shown["memory_total_bytes"] == TINY["MEMORY_MB"] << 20
+    assert shown["memory_processed_bytes"] + shown["memory_remaining_bytes"] == \
+        shown["memory_total_bytes"]
 
     started = time.monotonic()
     status, body = _abort(cloud, sid, mig["id"])
