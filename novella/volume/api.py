@@ -17,9 +17,11 @@ attachments.
 With ``volumes_dir``, each volume is a raw file there (``VOLUMES_DIR/ID``, sparse,
 made when the volume is first connected to a host and removed with the volume):
 its connection_info names the ``path`` and ``format``, which the QEMU driver of a
-host on this machine opens.
+host on this machine opens. A volume made from an image (or reimaged) gets the
+image's bytes, converted to raw, when it is made, so a server boots from it.
 """
 import os
+import tempfile
 import uuid
 
 import sqlalchemy as sa
@@ -27,6 +29,7 @@ import sqlalchemy as sa
 from novella.db import migrate
 from novella.db.engine import Database
 from novella.db.timestamps import isotime, utcnow
+from novella.virt.qemu.process import to_raw
 from novella.volume import models
 
 ATTACHABLE = ("available", "reserved", "attaching", "in-use")
@@ -110,13 +113,12 @@ class VolumeAPI:
                 meta, bootable = dict(origin.volume_image_metadata or {}) or None, origin.bootable
         if int(size) <= 0:
             raise VolumeError("size must be a positive number of GiB")
+        id = id or str(uuid.uuid4())  # noqa: A001
         if image_id:
-            meta = {"image_id": image_id}
-            if self.image_api is not None:
-                image = self.image_api.get(ctxt, image_id)
-                meta.update(image["properties"], image_name=image["name"],
-                            min_disk=image["min_disk"], min_ram=image["min_ram"])
-        v = models.Volume(id=id or str(uuid.uuid4()), name=name, description=description,
+            meta = self._image_meta(ctxt, image_id)
+            # Before the record: a volume that exists has its bytes.
+            self._write_image(ctxt, id, image_id, int(size))
+        v = models.Volume(id=id, name=name, description=description,
                           size=int(size), status="available", attach_status="detached",
                           availability_zone=availability_zone or "nova",
                           volume_type=volume_type or DEFAULT_TYPE,
@@ -172,6 +174,37 @@ class VolumeAPI:
                 os.unlink(os.path.join(self.volumes_dir, volume_id))
             except FileNotFoundError:
                 pass
+
+    def _image_meta(self, ctxt, image_id):
+        """What a volume made from the image keeps of it (``volume_image_metadata``)."""
+        meta = {"image_id": image_id}
+        if self.image_api is not None:
+            image = self.image_api.get(ctxt, image_id)
+            meta.update(image["properties"], image_name=image["name"],
+                        min_disk=image["min_disk"], min_ram=image["min_ram"])
+        return meta
+
+    def _write_image(self, ctxt, volume_id, image_id, size_gb):
+        """The volume's file made of the image's bytes, converted to raw and of the
+        volume's size (with ``volumes_dir`` and an image with data). Written beside
+        and renamed into place: the file is whole, or absent and made empty at the
+        first connection."""
+        if not self.volumes_dir or self.image_api is None:
+            return
+        if self.image_api.get(ctxt, image_id).get("status") != "active":
+            return  # no bytes to give
+        os.makedirs(self.volumes_dir, exist_ok=True)
+        path = os.path.join(self.volumes_dir, volume_id)
+        with tempfile.TemporaryDirectory(dir=self.volumes_dir, prefix=".image-") as tmp:
+            data = self.image_api.download(ctxt, image_id, os.path.join(tmp, "image"))
+            raw = os.path.join(tmp, "raw")
+            to_raw(data, raw)
+            if os.path.getsize(raw) > size_gb << 30:
+                raise VolumeError(f"Image {image_id} is larger than the volume "
+                                  f"({size_gb} GiB).")
+            with open(raw, "ab") as f:
+                f.truncate(size_gb << 30)
+            os.replace(raw, path)
 
     def _volume_file(self, v):
         """The volume's file, made (sparse, of the volume's size) when it has none yet."""
@@ -273,18 +306,18 @@ class VolumeAPI:
         """The volume's content made anew from ``image_id`` (Cinder's ``os-reimage``):
         it must be available or error, or reserved when ``reimage_reserved`` (a
         server's root volume being rebuilt)."""
-        meta = {"image_id": image_id}
-        if self.image_api is not None:
-            image = self.image_api.get(ctxt, image_id)
-            meta.update(image["properties"], image_name=image["name"],
-                        min_disk=image["min_disk"], min_ram=image["min_ram"])
-        with self.db.session(write=True) as s:
-            v = self._volume(s, volume_id, lock=True)
+        meta = self._image_meta(ctxt, image_id)
+        with self.db.session() as s:
+            v = self._volume(s, volume_id)
             allowed = ("available", "error") + (("reserved",) if reimage_reserved else ())
             if v.status not in allowed:
                 raise InvalidVolume(f"Invalid volume: Volume {volume_id} status must be "
                                     f"{' or '.join(allowed)}, but current status is: "
                                     f"{v.status}.")
+            size = v.size
+        self._write_image(ctxt, volume_id, image_id, size)
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
             v.volume_image_metadata, v.bootable = meta, True
             return self._volume_dict(s, v)
 

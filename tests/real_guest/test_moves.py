@@ -169,3 +169,33 @@ def test_cross_cell_resize_carries_the_disk_confirm_and_a_cold_migration_reverte
     assert source_driver.list_disks() == []
     assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 2}}
     delete(cloud, server_id)
+
+
+def test_boot_from_a_volume_made_from_the_image(qemu_cloud):
+    cloud = qemu_cloud
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "vm-volume", "flavorRef": "1", "networks": "auto",
+        "block_device_mapping_v2": [{
+            "source_type": "image", "destination_type": "volume", "boot_index": 0,
+            "uuid": cloud.aio.demo_image["id"], "volume_size": 2,
+            "delete_on_termination": False}]}})
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server_id = body["server"]["id"]
+    server = cloud.server(server_id)
+    assert server["status"] == "ACTIVE", server.get("fault")
+    (attached,) = server["os-extended-volumes:volumes_attached"]
+    cloud.wait_boot(server_id)
+    # The guest's root disk is the volume: its size, and what is written there.
+    probe = cloud.probe(server_id)
+    assert probe.check("cat /sys/block/vda/size").strip() == str((2 << 30) // 512)
+    write_mark(cloud, server_id, "on-the-volume")
+    with open(os.path.join(cloud.aio.volume_api.volumes_dir, attached["id"]), "rb") as f:
+        assert b"on-the-volume" in f.read()
+    assert not os.path.exists(os.path.join(cloud.guest(server_id).dir, "disk"))
+    assert resources(cloud, server_id) == {cloud.host_of(server_id): {"VCPU": 1,
+                                                                      "MEMORY_MB": 256}}
+    delete(cloud, server_id)
+    volume = cloud.aio.volume_api.get(get_admin_context(), attached["id"])
+    assert volume["status"] == "available" and volume["bootable"]
+    cloud.aio.volume_api.delete(get_admin_context(), attached["id"])

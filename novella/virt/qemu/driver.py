@@ -117,16 +117,21 @@ class QEMUDriver(driver_mod.ComputeDriver):
         ephemeral, swap, config drive, then its volumes in the order they were plugged."""
         uuid, flavor = domain["uuid"], domain["flavor"]
         boot = domain.get("rescue") or domain["image"]
+        volumes = [Disk(v["path"], v["format"], device=v["device"])
+                   for v in domain.get("volumes", []) if v.get("root")]
+        volumes += [Disk(v["path"], v["format"], device=v["device"])
+                    for v in domain.get("volumes", []) if not v.get("root")]
         disks = []
         if domain.get("rescue"):
             disks.append(Disk(self._path(uuid, DISK_FILES["rescue"])))
+        if any(v.get("root") for v in domain.get("volumes", [])):
+            disks.append(volumes.pop(0))  # booted from a volume: it is the root disk
         for kind in ("root", "ephemeral", "swap", "config"):
             path = self._path(uuid, DISK_FILES[kind])
             if os.path.exists(path):
                 disks.append(Disk(path, "raw" if kind == "config" else "qcow2",
                                   readonly=kind == "config"))
-        disks += [Disk(v["path"], v["format"], device=v["device"])
-                  for v in domain.get("volumes", [])]
+        disks += volumes
         return GuestSpec(uuid, flavor.get("memory_mb") or 256, flavor.get("vcpus") or 1,
                          tuple(disks), boot.get("kernel"), boot.get("ramdisk"),
                          boot.get("command_line"))
@@ -140,15 +145,20 @@ class QEMUDriver(driver_mod.ComputeDriver):
         return self.hypervisor.cache_image(
             image_id, lambda path: self.image_api.download(ctxt, image_id, dest_path=path))
 
-    def _boot_files(self, ctxt, image_id):
+    def _boot_files(self, ctxt, image_id, root=True):
         """-> (image record, what boots it: ``{"id", "base", "format", "kernel",
-        "ramdisk", "command_line"}``); the image and its kernel and ramdisk
-        (``kernel_id``/``ramdisk_id``) in this host's cache."""
+        "ramdisk", "command_line"}``); the image (unless not ``root``: booted from a
+        volume) and its kernel and ramdisk (``kernel_id``/``ramdisk_id``) in this
+        host's cache. No image (a volume made of none): nothing but the disk boots."""
+        boot = {"id": image_id, "base": None, "format": None, "kernel": None,
+                "ramdisk": None, "command_line": None}
+        if not image_id:
+            return None, boot
         image = self.image_api.get(ctxt, image_id)
         props = image.get("properties") or {}
-        boot = {"id": image_id, "base": self._cached(ctxt, image_id),
-                "format": "raw" if image.get("disk_format") == "raw" else "qcow2",
-                "kernel": None, "ramdisk": None, "command_line": None}
+        if root:
+            boot.update(base=self._cached(ctxt, image_id),
+                        format="raw" if image.get("disk_format") == "raw" else "qcow2")
         if props.get("kernel_id"):
             boot["kernel"] = self._cached(ctxt, props["kernel_id"])
             if props.get("ramdisk_id"):
@@ -236,19 +246,21 @@ class QEMUDriver(driver_mod.ComputeDriver):
     def spawn(self, ctxt, instance, image_meta, network_info=None,
               block_device_info=None, power_on=True, injected_files=None):
         uuid = instance["uuid"]
-        bdms = (block_device_info or {}).get("block_device_mapping") or []
-        if any(b.get("boot_index") in (0, "0") for b in bdms):
-            raise QemuError("the QEMU driver boots servers from images only, not volumes")
+        volumes = _volumes(block_device_info)
+        # Booted from a volume: the volume is the root disk; the image it was made of
+        # (when it was made of one) gives only the kernel and ramdisk.
+        root_volume = next((b for b in (block_device_info or {}).get("block_device_mapping")
+                            or [] if b.get("boot_index") in (0, "0")), None)
+        image_id = ((image_meta or {}).get("id") or instance.get("image_ref")
+                    or (root_volume or {}).get("image_id"))
         with self._lock:
             self.hypervisor.guest_dir(uuid)
-            _image, boot = self._boot_files(ctxt, (image_meta or {}).get("id")
-                                            or instance["image_ref"])
-            self._make_disks(instance, boot, ("root", "ephemeral", "swap"))
+            _image, boot = self._boot_files(ctxt, image_id, root=root_volume is None)
+            self._make_disks(instance, boot, ("ephemeral", "swap") if root_volume
+                             else ("root", "ephemeral", "swap"))
             self._config_drive(instance, injected_files)
             domain = {"uuid": uuid, "name": instance.get("name"), "flavor": instance["flavor"],
-                      "image": boot,
-                      "volumes": [_volume(b["connection_info"], b.get("mount_device"))
-                                  for b in bdms]}
+                      "image": boot, "volumes": volumes}
             self._save(domain)
             if power_on:
                 self._start(domain)
@@ -492,18 +504,18 @@ class QEMUDriver(driver_mod.ComputeDriver):
         uuid = instance["uuid"]
         with self._lock:
             domain = self._load(uuid)
-            _image, boot = self._boot_files(ctxt, domain["image"]["id"])
             root = self._path(uuid, DISK_FILES["root"])
-            qemu_img("rebase", "-u", "-f", "qcow2", "-F", boot["format"], "-b", boot["base"],
-                     root)
+            has_root = os.path.exists(root)  # none when booted from a volume
+            _image, boot = self._boot_files(ctxt, domain["image"]["id"], root=has_root)
             size = (instance["flavor"].get("root_gb") or 0) << 30
-            if resize_instance and size:
+            if has_root:
+                qemu_img("rebase", "-u", "-f", "qcow2", "-F", boot["format"], "-b",
+                         boot["base"], root)
+            if has_root and resize_instance and size:
                 qemu_img("resize", "-f", "qcow2", root, str(size))
             self._make_disks(instance, boot, ("swap",))
-            bdms = (block_device_info or {}).get("block_device_mapping") or []
             domain.update(flavor=instance["flavor"], image=boot,
-                          volumes=[_volume(b["connection_info"], b.get("mount_device"))
-                                   for b in bdms])
+                          volumes=_volumes(block_device_info))
             self._save(domain)
             if power_on:
                 self._start(domain)
@@ -524,9 +536,7 @@ class QEMUDriver(driver_mod.ComputeDriver):
                 os.rename(kept, self.guest(instance).dir)
             domain = self._load(uuid)
             if block_device_info is not None:
-                domain["volumes"] = [_volume(b["connection_info"], b.get("mount_device"))
-                                     for b in block_device_info.get("block_device_mapping")
-                                     or []]
+                domain["volumes"] = _volumes(block_device_info)
             self._save(domain)
             if power_on and self.guest(instance).pid() is None:
                 self._start(domain)
@@ -689,14 +699,22 @@ class GuestStateError(Exception):
     """The guest is not in the state the operation needs."""
 
 
-def _volume(connection_info, mountpoint):
-    """A volume as the guest record keeps it: its file and the device it is plugged as."""
+def _volume(connection_info, mountpoint, root=False):
+    """A volume as the guest record keeps it: its file, the device it is plugged as,
+    whether it is the root disk (the server booted from it)."""
     data = (connection_info or {}).get("data") or {}
     if not data.get("path"):
         raise QemuError(f"volume {data.get('volume_id')} has no file on this machine "
                         "([volume_service] volumes_dir)")
     return {"id": data["volume_id"], "path": data["path"], "format": data.get("format", "raw"),
-            "mountpoint": mountpoint, "device": "vol-" + data["volume_id"][:8]}
+            "mountpoint": mountpoint, "device": "vol-" + data["volume_id"][:8], "root": root}
+
+
+def _volumes(block_device_info):
+    """The volumes of ``block_device_info`` as the guest record keeps them."""
+    return [_volume(b["connection_info"], b.get("mount_device"),
+                    root=b.get("boot_index") in (0, "0"))
+            for b in (block_device_info or {}).get("block_device_mapping") or []]
 
 
 def _migration_uri(guest):

@@ -13,6 +13,7 @@ restarted compute service; what it prints goes to ``qemu.log``.
 """
 import dataclasses
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -92,6 +93,20 @@ def _run(*cmd):
 def qemu_img(*args):
     """Run ``qemu-img ARGS``; -> its output (QemuError when it fails)."""
     return _run(QEMU_IMG, *args)
+
+
+def to_raw(src, dest):
+    """The disk image ``src`` (in the format qemu-img finds it is) written as a raw
+    file ``dest``. An image naming a backing file is refused: it would read another
+    file of this machine. Without qemu-img (a simulated-only install) the bytes are
+    copied as they are."""
+    if shutil.which(QEMU_IMG) is None:
+        shutil.copyfile(src, dest)
+        return
+    info = json.loads(qemu_img("info", "--output=json", src))
+    if info.get("backing-filename"):
+        raise QemuError(f"{src}: an image with a backing file is refused")
+    qemu_img("convert", "-q", "-f", info["format"], "-O", "raw", src, dest)
 
 
 def _alive(pid, name):
