@@ -81,12 +81,18 @@ def books(cloud, server_id, migration_uuid):
             for who, consumer in (("instance", server_id), ("migration", migration_uuid))}
 
 
+def booted(cloud, name):
+    """A new server whose guest counts: (server id, boot id, its host, the other host)."""
+    server_id = cloud.boot(name=name)
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    return server_id, boot_id, source, next(h for h in cloud.aio.computes if h != source)
+
+
 def test_live_migration_moves_the_running_guest(qemu_cloud, bandwidth):
     cloud = qemu_cloud
     bandwidth(16)  # long enough a copy to be seen in GET /servers/{id}/migrations
-    server_id = cloud.boot(name="vm-live")
-    boot_id = cloud.wait_boot(server_id)
-    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+    server_id, boot_id, source, _ = booted(cloud, "vm-live")
     source_guest = cloud.guest(server_id)
     cloud.probe(server_id).check("echo before-the-live-migration > /root/mark && sync")
     _, before = cloud.count(server_id)
@@ -129,10 +135,7 @@ def test_live_migration_moves_the_running_guest(qemu_cloud, bandwidth):
 def test_abort_keeps_the_guest_on_the_source_force_complete_finishes(qemu_cloud, bandwidth):
     cloud = qemu_cloud
     bandwidth(1)  # a copy of minutes: only an abort or a forced completion ends it
-    server_id = cloud.boot(name="vm-steer")
-    boot_id = cloud.wait_boot(server_id)
-    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
-    dest = next(h for h in cloud.aio.computes if h != source)
+    server_id, boot_id, source, dest = booted(cloud, "vm-steer")
     dest_driver = cloud.aio.computes[dest].driver
 
     # Abort (2.24): the guest runs on on the source, nothing of it on the destination.
@@ -196,10 +199,7 @@ def test_source_service_killed_during_the_copy(qemu_cloud, bandwidth, monkeypatc
     flight: it cancels it, the guest runs on on the source, the same boot."""
     cloud = qemu_cloud
     bandwidth(1)
-    server_id = cloud.boot(name="vm-crash")
-    boot_id = cloud.wait_boot(server_id)
-    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
-    dest = next(h for h in cloud.aio.computes if h != source)
+    server_id, boot_id, source, dest = booted(cloud, "vm-crash")
     source_driver = cloud.aio.computes[source].driver
     _, before = cloud.count(server_id)
 
