@@ -44,6 +44,7 @@ DOMAIN = "domain.json"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap",
               "config": "disk.config", "rescue": "disk.rescue"}
 STATE_FILE = "state"  # a suspended guest's memory
+SNAPSHOT_DIR = ".snapshot-"  # a snapshot's flattened copy of the root disk, while made
 KEPT_SUFFIX = "_resize"  # the source's copy of a guest on a cold move, kept for a revert
 # What a kernel/ramdisk image boots with; a snapshot of its guest carries them over.
 BOOT_PROPERTIES = ("kernel_id", "ramdisk_id", "os_command_line")
@@ -452,7 +453,7 @@ class QEMUDriver(driver_mod.ComputeDriver):
         guest = self.guest(instance)
         running = guest.status() == "running"
         with tempfile.TemporaryDirectory(dir=self.hypervisor.instances_path,
-                                         prefix=".snapshot-") as tmp:
+                                         prefix=SNAPSHOT_DIR) as tmp:
             out = os.path.join(tmp, "root.qcow2")
             if running:
                 guest.pause()
@@ -660,7 +661,12 @@ class QEMUDriver(driver_mod.ComputeDriver):
 
     def init_host(self, host):
         """A live migration from here still copying when the compute service stopped is
-        cancelled (no service watches it any more; its guest runs on here)."""
+        cancelled (no service watches it any more; its guest runs on here). A snapshot's
+        copy it left is removed: the snapshot is taken again (or was never needed)."""
+        root = self.hypervisor.instances_path
+        for name in os.listdir(root):
+            if name.startswith(SNAPSHOT_DIR):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         for uuid in self.list_instances():
             if self._load(uuid).get("outgoing") is None:
                 continue

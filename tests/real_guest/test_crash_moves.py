@@ -1,0 +1,72 @@
+"""Crashes in the disk copy of a real guest's move (QEMU driver, TCG): the compute
+service killed while shelving copies the root disk into its image; after recovery
+one copy of the guest (none running while offloaded, one after unshelve), its disk
+intact, the books exact. The harness of tests/functional/moves (a dead thread never
+runs another statement; a fresh service starts on the same databases and disks)."""
+import os
+import threading
+
+import pytest
+
+from novella.context import get_admin_context
+from novella.virt.qemu import driver as qemu_driver
+from tests.functional.moves import test_compute_crash_recovery as harness
+from tests.real_guest.test_live_migration import qemu_processes
+from tests.real_guest.test_moves import TINY, delete, read_mark, resources, write_mark
+
+pytestmark = pytest.mark.real_guest
+
+
+def snapshot_leftovers(driver):
+    root = driver.hypervisor.instances_path
+    return [name for name in os.listdir(root) if name.startswith(".snapshot-")]
+
+
+def test_compute_killed_copying_the_root_disk_while_shelving(qemu_cloud, monkeypatch):
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-shelve-crash")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    copy = qemu_driver.qemu_img
+
+    def dies_once_copied(*args):
+        out = copy(*args)
+        if args[0] == "convert" and threading.current_thread() is death.thread:
+            death.dead, death.dead_thread = source, death.thread
+            death.reached.set()
+            threading.Event().wait()  # the service's thread never runs another statement
+        return out
+    monkeypatch.setattr(qemu_driver, "qemu_img", dies_once_copied)
+
+    cloud.action(server_id, {"shelve": None})
+    assert death.reached.is_set(), "the disk copy never ran"
+    server = cloud.server(server_id)
+    assert server["OS-EXT-STS:task_state"] == "shelving"
+    assert snapshot_leftovers(cloud.aio.computes[source].driver)  # the copy, half-way
+
+    harness._restart(cloud, death, source)  # init_host: the shelve done again, offloaded
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("SHELVED_OFFLOADED", None)
+    source_driver = cloud.aio.computes[source].driver
+    assert qemu_processes(server_id) == 0
+    assert source_driver.list_disks() == [] and snapshot_leftovers(source_driver) == []
+    assert cloud.allocations(server_id) == {}
+    (image,) = cloud.aio.image_api.list(get_admin_context(),
+                                        {"name": "vm-shelve-crash-shelved"})
+    assert image["status"] == "active"
+
+    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"unshelve": None})
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert server["status"] == "ACTIVE", server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert read_mark(cloud, server_id) == "before-the-move"  # the disk intact
+    assert qemu_processes(server_id) == 1
+    assert resources(cloud, server_id) == {server["OS-EXT-SRV-ATTR:host"]: TINY}
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0
