@@ -8,6 +8,7 @@ import time
 import pytest
 
 from novella.conf import CONF
+from novella.context import get_admin_context
 from novella.virt.driver import LiveMigrationSteering
 from tests.functional.moves import test_compute_crash_recovery as harness
 from tests.real_guest.conftest import COUNTER
@@ -175,6 +176,22 @@ def test_abort_keeps_the_guest_on_the_source_force_complete_finishes(qemu_cloud,
     assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
     assert cloud.aio.computes[source].driver.list_disks() == []
     assert books(cloud, server_id, forced["uuid"]) == {"instance": [dest], "migration": []}
+
+    # With a volume attached the destination refuses: the guest runs on where it is.
+    volume = cloud.aio.volume_api.create(get_admin_context(), 1, name="data")
+    status, body = cloud.api("POST", f"/servers/{server_id}/os-volume_attachments",
+                             {"volumeAttachment": {"volumeId": volume["id"]}})
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    start_live_migration(cloud, server_id)
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest)
+    refused = max(migrations(cloud, server_id), key=lambda m: m["id"])
+    assert refused["status"] == "error"
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    assert cloud.guest(server_id).status() == "running"
+    assert books(cloud, server_id, refused["uuid"]) == {"instance": [dest], "migration": []}
     cloud.api("DELETE", f"/servers/{server_id}")
     cloud.aio.wait_idle()
     assert cloud.allocations(server_id) == {}

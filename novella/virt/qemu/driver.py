@@ -552,20 +552,23 @@ class QEMUDriver(driver_mod.ComputeDriver):
     def pre_live_migration(self, ctxt, instance, block_device_info, network_info):
         """Destination: the guest's directory with disks of its sizes (the root an
         overlay over this host's cache of its image, empty until the copy fills it),
-        its config drive, its volumes, and QEMU started to receive it on a UNIX socket.
+        its config drive, and QEMU started to receive it on a UNIX socket (a guest with
+        volumes is refused).
         ``domain.json`` says ``incoming`` before anything is made: a restarted service
         knows it is a copy arriving (removed if its move ended without it)."""
         uuid = instance["uuid"]
-        bdms = (block_device_info or {}).get("block_device_mapping") or []
+        if (block_device_info or {}).get("block_device_mapping"):
+            # QEMU's block migration copies every writable disk: a volume, open on both
+            # hosts, would be written over with blocks the guest may have changed since.
+            raise QemuError(f"guest {uuid} has volumes attached: the QEMU driver "
+                            "live-migrates guests without volumes only")
         with self._lock:
             if os.path.exists(self._path(uuid, DOMAIN)):
                 raise QemuError(f"guest {uuid} is already on {self.host}")
             self.hypervisor.guest_dir(uuid)
             _image, boot = self._boot_files(ctxt, instance["image_ref"])
             domain = {"uuid": uuid, "name": instance.get("name"), "flavor": instance["flavor"],
-                      "image": boot, "incoming": True,
-                      "volumes": [_volume(b["connection_info"], b.get("mount_device"))
-                                  for b in bdms]}
+                      "image": boot, "incoming": True, "volumes": []}
             self._save(domain)
             self._make_disks(instance, boot, ("root", "ephemeral", "swap"))
             self._config_drive(instance, None)  # read-only: not copied, made again
