@@ -1,9 +1,17 @@
 """Cross-cell moves of real guests (QEMU driver, TCG): the snapshot-and-spawn path
-carries the guest's disk to the other cell. An all-in-one of two cells of its own:
-one all-in-one runs in a process at a time (its transports are the process's)."""
+carries the guest's disk to the other cell, also when the conductor dies once the
+disk is copied. An all-in-one of two cells of its own: one all-in-one runs in a
+process at a time (its transports are the process's)."""
 import pytest
 
-from tests.real_guest.test_moves import delete, read_mark, resources, write_mark
+from novella.conductor import journal
+from novella.conductor.manager import ConductorManager
+from novella.conf import CONF
+from tests.functional.moves import test_crash_recovery as harness
+from tests.real_guest.test_live_migration import qemu_processes
+from tests.real_guest.test_moves import TINY, delete, read_mark, resources, write_mark
+
+SMALL = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 2}
 
 pytestmark = pytest.mark.real_guest
 
@@ -36,7 +44,7 @@ def test_cross_cell_resize_carries_the_disk_confirm_and_a_cold_migration_reverte
     cloud.action(server_id, {"confirmResize": None}, expect=204)
     assert cloud.server(server_id)["status"] == "ACTIVE"
     assert source_driver.list_disks() == [] and source_driver.list_instances() == []
-    assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 2}}
+    assert resources(cloud, server_id) == {dest: SMALL}
     assert [s for s in cloud.snapshots(server_id) if s[1] != "deleted"] == []
 
     # A cold migration across the cells, reverted: the guest runs on its host again.
@@ -52,5 +60,59 @@ def test_cross_cell_resize_carries_the_disk_confirm_and_a_cold_migration_reverte
     cloud.wait_boot(server_id, seen={boot_id, resized, migrated})
     assert read_mark(cloud, server_id) == "before-the-move"
     assert source_driver.list_disks() == []
-    assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 2}}
+    assert resources(cloud, server_id) == {dest: SMALL}
     delete(cloud, server_id)
+
+
+def test_conductor_killed_once_the_source_copied_the_disk(qemu_cells_cloud, monkeypatch):
+    """The conductor dies when the source has powered the guest off and copied its root
+    disk into the snapshot, before it recorded so (as when it dies waiting for the
+    copy). A fresh conductor takes the move over: after it, one running copy of the
+    guest, with its file, and the books of the host it runs on."""
+    cloud = qemu_cells_cloud
+    server_id = cloud.boot(name="vm-cross-cell-crash")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+
+    crash = harness.arm_crashes(cloud, monkeypatch)
+    boundary = crash.boundary
+
+    def once_copied(real, tasks, index, task, status):
+        if task.name == "PrepResizeAtSourceTask" and crash.at == "copied":
+            crash.at = (index, "done")  # it acted, and nothing says so
+        return boundary(real, tasks, index, task, status)
+    crash.boundary = once_copied
+    crash.arm(server_id, "copied")
+    cloud.action(server_id, {"resize": {"flavorRef": "2"}})
+    crash.wait(cloud)
+    assert crash.reached.is_set(), "the conductor never reached the copy"
+    assert qemu_processes(server_id) == 0  # powered off for the copy
+    crash.arm(None, None)
+
+    fresh = ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
+                             network_api=cloud.aio.network_api,
+                             volume_api=cloud.aio.volume_api, image_api=cloud.aio.image_api)
+    journal.expire_others(cloud.aio.api_db, fresh.owner)  # the dead one's lease ran out
+    assert fresh.recover_operations()
+    cloud.aio.wait_idle()
+
+    server = cloud.server(server_id)
+    (migration,) = cloud.migrations(server_id)
+    if server["status"] == "ACTIVE":  # undone: back on the source
+        assert server["OS-EXT-SRV-ATTR:host"] == source
+        assert migration["status"] == "error"
+        assert resources(cloud, server_id) == {source: TINY}
+        assert cloud.allocations(migration["uuid"]) == {}
+        assert [s for s in cloud.snapshots(server_id) if s[1] != "deleted"] == []
+    else:  # finished: resized on the destination, the source held for a revert
+        assert server["status"] == "VERIFY_RESIZE", server.get("fault")
+        assert resources(cloud, server_id) == {server["OS-EXT-SRV-ATTR:host"]: SMALL}
+        assert resources(cloud, migration["uuid"]) == {source: TINY}
+    assert server["OS-EXT-STS:task_state"] is None
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert qemu_processes(server_id) == 1  # one running copy
+    assert read_mark(cloud, server_id) == "before-the-move"  # the disk intact
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0
+    assert all(cloud.aio.computes[h].driver.list_disks() == [] for h in cloud.aio.computes)
