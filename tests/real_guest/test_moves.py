@@ -123,7 +123,7 @@ def test_evacuate_rebuilds_from_the_image_and_the_source_destroys_its_guest_when
     delete(cloud, server_id)
 
 
-def test_boot_from_a_volume_made_from_the_image(qemu_cloud):
+def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(qemu_cloud):
     cloud = qemu_cloud
     status, body = cloud.api("POST", "/servers", {"server": {
         "name": "vm-volume", "flavorRef": "1", "networks": "auto",
@@ -145,8 +145,25 @@ def test_boot_from_a_volume_made_from_the_image(qemu_cloud):
     with open(os.path.join(cloud.aio.volume_api.volumes_dir, attached["id"]), "rb") as f:
         assert b"on-the-volume" in f.read()
     assert not os.path.exists(os.path.join(cloud.guest(server_id).dir, "disk"))
-    assert resources(cloud, server_id) == {cloud.host_of(server_id): {"VCPU": 1,
-                                                                      "MEMORY_MB": 256}}
+    source = cloud.host_of(server_id)
+    assert resources(cloud, server_id) == {source: {"VCPU": 1, "MEMORY_MB": 256}}
+
+    # Shelved (no image: the volume is the disk), unshelved on the other host.
+    boot_id = cloud.count(server_id)[0]
+    cloud.action(server_id, {"shelve": None})
+    assert cloud.server(server_id)["status"] == "SHELVED_OFFLOADED"
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    dest = next(h for h in cloud.aio.computes if h != source)
+    status, body = cloud.api("POST", f"/servers/{server_id}/action",
+                             {"unshelve": {"host": dest}}, version="2.91")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert read_mark(cloud, server_id) == "on-the-volume"
+    assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 256}}
     delete(cloud, server_id)
     volume = cloud.aio.volume_api.get(get_admin_context(), attached["id"])
     assert volume["status"] == "available" and volume["bootable"]
