@@ -1,12 +1,11 @@
-"""The server's ports and volumes on this host: made, moved here, given back.
+"""The server's ports and volumes on this host: made and moved here.
 
 Plain functions over the host's ``ComputeManager`` (``compute``: its network
 and volume services, driver, tracker and cell database), imported by the
-modules of each operation: the ports a build allocates and a delete lets go;
-the volumes attached and detached; the ports bound and the volumes attached
-here when a server arrives from another host (``take_in``, then
-``switch_attachments``; novella/compute/teardown.py gives them back when it
-does not).
+modules of each operation: the ports a build allocates; the volumes
+attached; the ports bound and the volumes attached here when a server
+arrives from another host (``take_in``, then ``switch_attachments``).
+novella/compute/teardown.py gives them back.
 """
 import contextlib
 import json
@@ -14,7 +13,6 @@ import json
 from novella.compute import cleanup
 from novella.compute import guest
 from novella.compute import pci
-from novella.compute import volume_ops
 from novella.db import cell_models as m
 from novella.db import records
 from novella.network import ownership
@@ -57,16 +55,6 @@ def sriov_ports(compute, ctxt, instance_uuid=None, requested_networks=None, read
                                         port_ids=port_ids)
 
 
-def deallocate_network(compute, ctxt, inst, requested_networks=None):
-    """The server's ports let go: the user's (its records say which, with the ports
-    ``requested_networks`` names) unbound and released, the others deleted."""
-    if compute.network_api is not None:
-        keep = ownership.user_ports(guest.network_info_of(inst),
-                                    records.system_metadata(compute.cell_db, inst.uuid),
-                                    ownership.requested_port_ids(requested_networks))
-        compute.network_api.deallocate_for_instance(ctxt, inst.uuid, keep)
-
-
 def attach_volumes(compute, ctxt, inst, attached, bdms=None):
     """Attach every volume BDM; record each attachment in ``attached``."""
     volumes = [b for b in (guest.bdms_of(compute, inst.uuid) if bdms is None else bdms)
@@ -91,25 +79,6 @@ def attach_volumes(compute, ctxt, inst, attached, bdms=None):
             row = s.get(m.BlockDeviceMapping, bdm.id)
             row.attachment_id = attachment_id
             row.connection_info = json.dumps(info)
-
-
-def detach_volumes(compute, ctxt, inst, delete_volumes=False, bdms=None):
-    for bdm in guest.bdms_of(compute, inst.uuid) if bdms is None else bdms:
-        if not guest.is_volume(bdm):
-            continue
-        if compute.volume_api is not None:
-            ids = [bdm.attachment_id] if bdm.attachment_id else []
-            if delete_volumes:  # the server goes: also an attachment a stopped build left
-                ids += [a["id"] for a in compute.volume_api.attachment_list(
-                    ctxt, volume_id=bdm.volume_id, instance_uuid=inst.uuid)
-                    if a["id"] not in ids]
-            for attachment_id in ids:
-                compute.volume_api.attachment_delete(ctxt, attachment_id)
-            if (delete_volumes and bdm.delete_on_termination  # made (a build may stop before)
-                    and volume_ops.volume_exists(compute, ctxt, bdm.volume_id)):
-                compute.volume_api.delete(ctxt, bdm.volume_id)
-        with compute.cell_db.session(write=True) as s:
-            s.get(m.BlockDeviceMapping, bdm.id).attachment_id = None
 
 
 def reattach_volumes(compute, ctxt, inst):

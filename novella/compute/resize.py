@@ -273,7 +273,7 @@ def finish_revert_resize(compute, ctxt, instance_uuid, migration_uuid, power_on=
         compute.driver.finish_revert_migration(
             ctxt, guest.instance_dict(inst, old), network_info, migration=mig,
             block_device_info=guest.block_device_info(compute, instance_uuid, bdms), power_on=power_on)
-        compute.rt.revert_migration_context(ctxt, instance_uuid)
+        teardown.give_back(compute, ctxt, inst, claim=teardown.REVERTED_MOVE, strict=True)
         back_on_source(compute, instance_uuid, mig, old, power_on, **_zone(availability_zone))
         compute.rt.refresh_usage()
         st.instance = guest.get(compute, instance_uuid)

@@ -35,6 +35,9 @@ import contextlib
 from novella.compute import cleanup
 from novella.compute import connections
 from novella.compute import guest as guest_mod
+from novella.compute import volume_ops
+from novella.db import records
+from novella.network import ownership
 from novella.placement import allocations
 
 GUEST, KEPT_COPY, LIVE_SOURCE, LIVE_ARRIVED = ("guest", "kept copy", "live migration source",
@@ -115,29 +118,49 @@ def _remove_guest(compute, ctxt, kind, inst, bdms):
 
 
 def _let_ports_go(compute, ctxt, how, inst, requested_networks):
-    if how == DEALLOCATE:
-        connections.deallocate_network(compute, ctxt, inst, requested_networks)
-    elif compute.network_api is not None:  # UNBIND
+    if compute.network_api is None:
+        return
+    if how == DEALLOCATE:  # the user's: its records say which, and those the build was given
+        keep = ownership.user_ports(guest_mod.network_info_of(inst),
+                                    records.system_metadata(compute.cell_db, inst.uuid),
+                                    ownership.requested_port_ids(requested_networks))
+        compute.network_api.deallocate_for_instance(ctxt, inst.uuid, keep)
+    else:  # UNBIND
         guest_mod.save_network_info(compute, inst.uuid,
                                     compute.network_api.unbind_ports(ctxt, inst.uuid))
 
 
 def _let_volumes_go(compute, ctxt, how, inst, bdms):
-    if how == DELETE:
-        connections.detach_volumes(compute, ctxt, inst, delete_volumes=True, bdms=bdms)
-        return
-    if compute.volume_api is None:
-        return
     for bdm in guest_mod.bdms_of(compute, inst.uuid) if bdms is None else bdms:
         if not guest_mod.is_volume(bdm):
             continue
-        if how == PARK:
-            parked = compute.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid)
+        if how == DELETE:
+            _delete_volume(compute, ctxt, inst.uuid, bdm)
+            continue
+        if compute.volume_api is None:
+            continue
+        parked = (compute.volume_api.attachment_create(ctxt, bdm.volume_id, inst.uuid)
+                  if how == PARK else None)
         if bdm.attachment_id:
             with cleanup.step(f"delete volume attachment {bdm.attachment_id}"):
                 compute.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-        if how == PARK:
+        if parked is not None:
             connections.set_bdm(compute, bdm.id, attachment_id=parked["id"],
                                 connection_info=None)
         elif bdm.attachment_id:  # DETACH
             connections.set_bdm(compute, bdm.id, attachment_id=None)
+
+
+def _delete_volume(compute, ctxt, instance_uuid, bdm):
+    """The server goes: each attachment of the volume (also one a build that stopped
+    left), and the volume if it goes with the server (a build may stop before it
+    was made)."""
+    if compute.volume_api is not None:
+        ids = [bdm.attachment_id] if bdm.attachment_id else []
+        ids += [a["id"] for a in compute.volume_api.attachment_list(
+            ctxt, volume_id=bdm.volume_id, instance_uuid=instance_uuid) if a["id"] not in ids]
+        for attachment_id in ids:
+            compute.volume_api.attachment_delete(ctxt, attachment_id)
+        if bdm.delete_on_termination and volume_ops.volume_exists(compute, ctxt, bdm.volume_id):
+            compute.volume_api.delete(ctxt, bdm.volume_id)
+    connections.set_bdm(compute, bdm.id, attachment_id=None)
