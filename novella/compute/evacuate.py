@@ -72,13 +72,27 @@ def rebuild_instance(compute, ctxt, instance_uuid, migration_uuid, port_profiles
                         dest_node=compute.rt.nodename)
 
 
+def _not_cleaned_up(compute, *where):
+    """(migration uuid, instance uuid) of the evacuations whose source has not cleaned
+    up yet (the migration still holds the source's allocation)."""
+    with compute.cell_db.read_session() as s:
+        return s.execute(sa.select(m.Migration.uuid, m.Migration.instance_uuid).where(
+            m.Migration.deleted == 0, m.Migration.migration_type == "evacuation",
+            m.Migration.status == ms.DONE, *where)).all()
+
+
+def free_down_sources(compute, ctxt, instance_uuid):
+    """A server deleted before the hosts it was evacuated from are back: their
+    resources, which its migrations hold, go with it (nothing else would give them
+    back: the host's clean-up finds the guest, destroys it and completes the migration,
+    but the server's books are gone)."""
+    for migration_uuid, _ in _not_cleaned_up(compute, m.Migration.instance_uuid == instance_uuid):
+        teardown.give_back(compute, ctxt, instance_uuid, allocation=migration_uuid, strict=True)
+
+
 def clean_evacuated(compute, ctxt):
     """Servers evacuated while this host was down: what is left of them here goes."""
-    with compute.cell_db.read_session() as s:
-        done = s.execute(sa.select(m.Migration.uuid, m.Migration.instance_uuid).where(
-            m.Migration.source_compute == compute.host, m.Migration.deleted == 0,
-            m.Migration.migration_type == "evacuation",
-            m.Migration.status == ms.DONE)).all()
+    done = _not_cleaned_up(compute, m.Migration.source_compute == compute.host)
     for migration_uuid, instance_uuid in done:
         with cleanup.step(f"clean up evacuated server {instance_uuid}"):
             # The migration holds the source's allocation until then.

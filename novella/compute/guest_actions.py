@@ -43,6 +43,7 @@ import datetime
 import sqlalchemy as sa
 
 from novella.compute import cleanup
+from novella.compute import evacuate
 from novella.compute import states as vm_states
 from novella.compute import steps
 from novella.compute import teardown
@@ -392,6 +393,7 @@ def terminate_instance(compute, ctxt, instance_uuid, bdms=None, **kwargs):
             guest.notify(compute, ctxt, inst, notifications.event_type(notifications.SHUTDOWN, "end"))
             teardown.give_back(compute, ctxt, inst, volumes=teardown.DELETE, bdms=bdms,
                                allocation=instance_uuid, strict=True)
+            evacuate.free_down_sources(compute, ctxt, instance_uuid)
             st.instance = _soft_delete(compute, inst)
             compute.rt.instance_removed(inst)
     except records.InstanceNotFound:

@@ -153,3 +153,25 @@ def test_deleting_a_server_on_a_down_host_frees_everything_at_once(cloud):
     cloud.aio.computes[src].init_host()
     assert _guest(src, sid) is None
     assert cloud.usages()[src]["VCPU"] == 0
+
+
+def test_deleting_an_evacuated_server_while_its_source_is_down_frees_the_source(cloud):
+    """The migration holds the down source's resources until the host is back; a server
+    deleted before then lets them go with its own (nothing else would: the server is
+    gone), and the host destroys the guest it kept when it starts again."""
+    sid, port, volumes = _server(cloud)
+    src = cloud.host_of(sid)
+    _force_down(cloud, src)
+    _evacuate(cloud, sid)
+    (mig,) = cloud.migrations(sid)
+    assert _held(cloud, mig["uuid"]) == {src: TINY, _bw(src): BW}
+    assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
+    cloud.aio.wait_idle()
+    assert _held(cloud, sid) == NONE and _held(cloud, mig["uuid"]) == NONE
+    assert _bandwidth_used(cloud) == {_bw(h): IDLE for h in cloud.aio.computes}
+    assert all(cloud.usages()[h]["VCPU"] == 0 for h in cloud.aio.computes)
+    assert _guest(src, sid) is not None                 # still on the down host's disk
+    cloud.aio.computes[src].init_host()                 # the service starts again
+    assert _guest(src, sid) is None
+    _force_down(cloud, src, down=False)
+    assert _bindings(cloud, port) == {}
