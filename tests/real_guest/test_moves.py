@@ -164,6 +164,28 @@ def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(
     cloud.wait_boot(server_id, seen={boot_id})
     assert read_mark(cloud, server_id) == "on-the-volume"
     assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 256}}
+
+    # Rebuilt with its volume's image, the volume is kept; with another (2.93), the
+    # volume is written with that image's bytes: the file is gone.
+    boots = {boot_id, cloud.count(server_id)[0]}
+    cloud.action(server_id, {"rebuild": {"imageRef": cloud.aio.demo_image["id"]}})
+    boots.add(cloud.wait_boot(server_id, seen=boots))
+    assert read_mark(cloud, server_id) == "on-the-volume"
+    ctxt = get_admin_context()
+    demo = cloud.aio.image_api.get(ctxt, cloud.aio.demo_image["id"])
+    other = cloud.aio.image_api.create(ctxt, name="novella-guest-2", visibility="public",
+                                       disk_format="qcow2", container_format="bare",
+                                       properties=demo["properties"])
+    cloud.aio.image_api.upload(ctxt, other["id"], cloud.aio.image_api.data_path(demo["id"]))
+    status, body = cloud.api("POST", f"/servers/{server_id}/action",
+                             {"rebuild": {"imageRef": other["id"]}}, version="2.93")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    assert cloud.server(server_id)["status"] == "ACTIVE", cloud.server(server_id).get("fault")
+    cloud.wait_boot(server_id, seen=boots)
+    assert cloud.probe(server_id).run("cat /root/mark")[0] != 0
+    assert cloud.probe(server_id).check("cat /sys/block/vda/size").strip() == \
+        str((2 << 30) // 512)
     delete(cloud, server_id)
     volume = cloud.aio.volume_api.get(get_admin_context(), attached["id"])
     assert volume["status"] == "available" and volume["bootable"]

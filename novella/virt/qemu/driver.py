@@ -421,18 +421,24 @@ class QEMUDriver(driver_mod.ComputeDriver):
     def rebuild(self, ctxt, instance, image_meta, network_info=None, block_device_info=None,
                 preserve_ephemeral=False, power_on=True, injected_files=None):
         """A new root overlay over ``image_meta`` (and new ephemeral and swap disks
-        unless ``preserve_ephemeral``); the volumes stay."""
+        unless ``preserve_ephemeral``); the volumes stay. Booted from a volume: the
+        volume service wrote the image onto the root volume (reimage), which stays the
+        root disk; the image gives the kernel and ramdisk."""
         uuid = instance["uuid"]
         with self._lock:
             domain = self._load(uuid)
             self.guest(instance).destroy()
             self._drop_saved_state(uuid)
-            kinds = ["root", "swap"] + ([] if preserve_ephemeral else ["ephemeral"])
+            from_volume = any(v.get("root") for v in domain["volumes"])
+            kinds = ([] if from_volume else ["root"]) + ["swap"] + (
+                [] if preserve_ephemeral else ["ephemeral"])
             for kind in kinds:
                 if os.path.exists(self._path(uuid, DISK_FILES[kind])):
                     os.remove(self._path(uuid, DISK_FILES[kind]))
-            _image, boot = self._boot_files(ctxt, (image_meta or {}).get("id")
-                                            or instance["image_ref"])
+            # A volume-backed server rebuilt with its volume's own image names none.
+            image_id = ((image_meta or {}).get("id") or instance.get("image_ref")
+                        or (domain["image"]["id"] if from_volume else None))
+            _image, boot = self._boot_files(ctxt, image_id, root=not from_volume)
             self._make_disks(instance, boot, kinds)
             self._config_drive(instance, injected_files)
             domain.update(flavor=instance["flavor"], image=boot)
