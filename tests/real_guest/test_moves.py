@@ -165,9 +165,23 @@ def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(
     assert read_mark(cloud, server_id) == "on-the-volume"
     assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 256}}
 
+    # Resized to a flavor of a smaller root disk (the volume is the root: it stays).
+    boots = {boot_id, cloud.count(server_id)[0]}
+    status, body = cloud.api("POST", "/flavors", {"flavor": {
+        "name": "m1.volume", "ram": 512, "vcpus": 1, "disk": 0}})
+    assert status == 200, body
+    cloud.action(server_id, {"resize": {"flavorRef": body["flavor"]["id"]}})
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("VERIFY_RESIZE", source), \
+        server.get("fault")
+    boots.add(cloud.wait_boot(server_id, seen=boots))
+    assert read_mark(cloud, server_id) == "on-the-volume"
+    cloud.action(server_id, {"confirmResize": None}, expect=204)
+    assert cloud.aio.computes[dest].driver.list_disks() == []
+    assert resources(cloud, server_id) == {source: {"VCPU": 1, "MEMORY_MB": 512}}
+
     # Rebuilt with its volume's image, the volume is kept; with another (2.93), the
     # volume is written with that image's bytes: the file is gone.
-    boots = {boot_id, cloud.count(server_id)[0]}
     cloud.action(server_id, {"rebuild": {"imageRef": cloud.aio.demo_image["id"]}})
     boots.add(cloud.wait_boot(server_id, seen=boots))
     assert read_mark(cloud, server_id) == "on-the-volume"

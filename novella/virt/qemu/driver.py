@@ -487,7 +487,9 @@ class QEMUDriver(driver_mod.ComputeDriver):
         uuid = instance["uuid"]
         with self._lock:
             domain = self._load(uuid)
-            if (flavor.get("root_gb") or 0) < (domain["flavor"].get("root_gb") or 0):
+            from_volume = any(v.get("root") for v in domain["volumes"])  # no root disk
+            if not from_volume and (flavor.get("root_gb") or 0) < (
+                    domain["flavor"].get("root_gb") or 0):
                 raise QemuError("Unable to resize disk down.")
             self.guest(instance).power_off(CLEAN_SHUTDOWN_SECONDS)
             self._drop_saved_state(uuid)
