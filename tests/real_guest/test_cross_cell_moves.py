@@ -2,12 +2,17 @@
 carries the guest's disk to the other cell, also when the conductor dies once the
 disk is copied. An all-in-one of two cells of its own: one all-in-one runs in a
 process at a time (its transports are the process's)."""
+import threading
+
 import pytest
 
 from novella.conductor import journal
 from novella.conductor.manager import ConductorManager
 from novella.conf import CONF
+from novella.virt.qemu import driver as qemu_driver
+from tests.functional.moves import test_compute_crash_recovery as host_harness
 from tests.functional.moves import test_crash_recovery as harness
+from tests.real_guest.test_crash_moves import snapshot_leftovers
 from tests.real_guest.test_live_migration import qemu_processes
 from tests.real_guest.test_moves import TINY, delete, read_mark, resources, write_mark
 
@@ -116,3 +121,52 @@ def test_conductor_killed_once_the_source_copied_the_disk(qemu_cells_cloud, monk
     delete(cloud, server_id)
     assert qemu_processes(server_id) == 0
     assert all(cloud.aio.computes[h].driver.list_disks() == [] for h in cloud.aio.computes)
+
+
+def test_source_compute_killed_copying_the_disk(qemu_cells_cloud, monkeypatch):
+    """The source's compute service dies while it copies the powered-off guest's root
+    disk into the snapshot. The conductor undoes the move; the source, started again,
+    takes its part: the half-made copy removed, the guest running again from its own
+    disk, one copy of it, the books the source's."""
+    cloud = qemu_cells_cloud
+    server_id = cloud.boot(name="vm-cross-cell-copy")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+    source_driver = cloud.aio.computes[source].driver
+
+    death = host_harness.arm_host_deaths(cloud, monkeypatch)
+    copy = qemu_driver.qemu_img
+
+    def dies_once_copied(*args):
+        out = copy(*args)
+        if args[0] == "convert" and threading.current_thread() is death.thread:
+            death.dead, death.dead_thread = source, death.thread
+            death.reached.set()
+            threading.Event().wait()  # the service's thread never runs another statement
+        return out
+    monkeypatch.setattr(qemu_driver, "qemu_img", dies_once_copied)
+
+    cloud.action(server_id, {"resize": {"flavorRef": "2"}})
+    assert death.reached.is_set(), "the disk copy never ran"
+    assert qemu_processes(server_id) == 0  # powered off for the copy
+    assert snapshot_leftovers(source_driver)
+
+    host_harness._restart(cloud, death, source)
+    cloud.aio.wait_idle()
+    source_driver = cloud.aio.computes[source].driver
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, source), server.get("fault")
+    (migration,) = cloud.migrations(server_id)
+    assert migration["status"] == "error"
+    assert resources(cloud, server_id) == {source: TINY}
+    assert cloud.allocations(migration["uuid"]) == {}
+    assert [s for s in cloud.snapshots(server_id) if s[1] != "deleted"] == []
+    assert snapshot_leftovers(source_driver) == []
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert qemu_processes(server_id) == 1  # one running copy, on the source
+    assert read_mark(cloud, server_id) == "before-the-move"
+    assert all(cloud.aio.computes[h].driver.list_disks() == [] for h in cloud.aio.computes
+               if h != source)
+    delete(cloud, server_id)
