@@ -580,7 +580,9 @@ class QEMUDriver(driver_mod.ComputeDriver):
             self._save(domain)
             self._make_disks(instance, boot, ("root", "ephemeral", "swap"))
             self._config_drive(instance, None)  # read-only: not copied, made again
-            guest = self.hypervisor.start(self._spec(domain), incoming="defer")
+            # Held stopped once loaded (-S): it runs only when the move goes forward
+            # (post_live_migration_at_destination), never beside the source's copy.
+            guest = self.hypervisor.start(self._spec(domain), incoming="defer", paused=True)
             guest.migrate_incoming(_migration_uri(guest))
 
     def live_migration(self, ctxt, instance, dest, steering=None):
@@ -589,7 +591,8 @@ class QEMUDriver(driver_mod.ComputeDriver):
         reported to ``steering`` as it goes. The copy waits before the switchover
         (``pause-before-switchover``) for this call to hand the guest over, so a copy
         whose compute service died never completes on its own (``init_host`` cancels
-        it). Abort: QEMU cancels, the guest runs on here. Force complete: the guest is
+        it); once complete the record says ``handed_over`` before this call answers.
+        Abort: QEMU cancels, the guest runs on here. Force complete: the guest is
         paused here so that the copy converges (it is resumed on the destination)."""
         uuid = instance["uuid"]
         guest = self.guest(instance)
@@ -630,6 +633,10 @@ class QEMUDriver(driver_mod.ComputeDriver):
             self._end_outgoing(uuid)
             raise
         if progress.status == "completed":
+            with self._lock:
+                domain = self._load(uuid)
+                domain["handed_over"] = True
+                self._save(domain)
             return
         if paused:
             guest.resume()
@@ -648,8 +655,8 @@ class QEMUDriver(driver_mod.ComputeDriver):
                 self._save(domain)
 
     def post_live_migration_at_destination(self, ctxt, instance, network_info):
-        """The guest here is the server: its record names no move; a guest paused to
-        force the copy to complete runs again (unless the server was paused)."""
+        """The guest here is the server: its record names no move, and it runs (held
+        stopped since it arrived; a paused server stays paused)."""
         uuid = instance["uuid"]
         guest = self.guest(instance)
         with self._lock:
@@ -672,7 +679,11 @@ class QEMUDriver(driver_mod.ComputeDriver):
 
     def init_host(self, host):
         """A live migration from here still copying when the compute service stopped is
-        cancelled (no service watches it any more; its guest runs on here). A snapshot's
+        cancelled (no service watches it any more; its guest runs on here). One that
+        QEMU completed before the service could answer (not ``handed_over``) was undone
+        by the conductor, and the destination never ran the guest (held stopped until
+        the move goes forward): the guest runs on here from where it stopped. A
+        guest handed over stays stopped until the move's end removes it. A snapshot's
         copy it left is removed: the snapshot is taken again (or was never needed)."""
         root = self.hypervisor.instances_path
         for name in os.listdir(root):
@@ -682,14 +693,19 @@ class QEMUDriver(driver_mod.ComputeDriver):
             if self._load(uuid).get("outgoing") is None:
                 continue
             guest = self.guest({"uuid": uuid})
+            if self._load(uuid).get("handed_over"):
+                continue
             if guest.pid() is not None and guest.migration().status not in (
                     "completed", "failed", "cancelled", "none"):
                 LOG.info("%s: cancelling the live migration of %s left by a stopped service",
                          self.host, uuid)
                 guest.abort_migration()
                 guest.wait_migration()
-            if guest.status() != "postmigrate":
-                self._end_outgoing(uuid)
+            if guest.status() == "postmigrate":
+                LOG.info("%s: %s was copied but never handed over: it runs on here",
+                         self.host, uuid)
+                guest.resume()
+            self._end_outgoing(uuid)
 
     def get_vnc_console(self, ctxt, instance):
         """The guest's VNC server: a UNIX socket on this host."""
