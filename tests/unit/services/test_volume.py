@@ -187,3 +187,66 @@ def test_other_projects_volume_is_not_found(volumes, ctxt, admin):
     with pytest.raises(api.VolumeNotFound):
         volumes.get(ctxt, v["id"])
     assert volumes.get(admin, v["id"])["project_id"] == "p2"
+
+
+def _qcow2_image(images, ctxt, tmp_path, data, size=1 << 20):
+    """An image whose bytes are a qcow2 disk of ``size`` bytes starting with ``data``."""
+    import shutil
+    import subprocess
+    from tests.backends import _unavailable
+    if shutil.which("qemu-img") is None:
+        _unavailable("qemu-img", "not installed (qemu-utils)")
+    raw = tmp_path / "disk.raw"
+    with open(raw, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+    subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", str(raw),
+                    str(tmp_path / "disk.qcow2")], check=True)
+    image = images.create(ctxt, name="disk", disk_format="qcow2", container_format="bare")
+    images.upload(ctxt, image["id"], str(tmp_path / "disk.qcow2"))
+    return image
+
+
+def test_a_volume_made_from_an_image_holds_its_bytes_as_raw(db_url, tmp_path, ctxt):
+    images = ImageAPI(db_url, str(tmp_path / "images"))
+    image = _qcow2_image(images, ctxt, tmp_path, b"the image's first bytes")
+    volumes = api.VolumeAPI(db_url, image_api=images, volumes_dir=str(tmp_path / "volumes"))
+    v = volumes.create(ctxt, 1, image_id=image["id"])
+    path = tmp_path / "volumes" / v["id"]
+    assert path.stat().st_size == 1 << 30  # grown to the volume's size
+    with open(path, "rb") as f:
+        assert f.read(23) == b"the image's first bytes"  # raw: the disk's own bytes
+    blank = volumes.create(ctxt, 1)
+    assert not (tmp_path / "volumes" / blank["id"]).exists()  # made at its first connection
+    with pytest.raises(api.VolumeError, match="larger than the volume"):
+        big = tmp_path / "big"
+        big.mkdir()
+        volumes.create(ctxt, 1, image_id=_qcow2_image(images, ctxt, big, b"", (1 << 30) + 512)["id"])
+
+
+def test_a_create_that_dies_writing_the_image_leaves_no_volume_and_runs_again(
+        db_url, tmp_path, ctxt, monkeypatch):
+    """The process dies while the image is converted: no record and no volume file
+    (the bytes are written beside the file and renamed into place); the same create
+    again (the caller chose and noted the id) makes the volume whole."""
+    import threading
+    images = ImageAPI(db_url, str(tmp_path / "images"))
+    image = _qcow2_image(images, ctxt, tmp_path, b"whole")
+    volumes = api.VolumeAPI(db_url, image_api=images, volumes_dir=str(tmp_path / "volumes"))
+    convert, reached = api.to_raw, threading.Event()
+
+    def dies_half_way(src, dest):
+        with open(dest, "wb") as f:
+            f.write(b"who")
+        reached.set()
+        threading.Event().wait()  # this thread never runs another statement
+    monkeypatch.setattr(api, "to_raw", dies_half_way)
+    threading.Thread(target=volumes.create, args=(ctxt, 1), daemon=True,
+                     kwargs={"image_id": image["id"], "id": "vol-1"}).start()
+    assert reached.wait(30)
+    assert volumes.list(ctxt) == [] and not (tmp_path / "volumes" / "vol-1").exists()
+
+    monkeypatch.setattr(api, "to_raw", convert)
+    assert volumes.create(ctxt, 1, image_id=image["id"], id="vol-1")["bootable"]
+    with open(tmp_path / "volumes" / "vol-1", "rb") as f:
+        assert f.read(5) == b"whole"
