@@ -138,6 +138,16 @@ def unconfirmed(cell_db, instance_uuid):
         return as_dict(row) if row is not None else None
 
 
+def end_unstarted(cell_db, instance_uuid):
+    """The server is being deleted: a move of it no host has acted on yet
+    ('pre-migrating') ends in 'error', as the reference ends it; a conductor that
+    takes the request later finds the server gone."""
+    with cell_db.session(write=True) as s:
+        s.execute(sa.update(m.Migration).where(
+            m.Migration.instance_uuid == instance_uuid, m.Migration.deleted == 0,
+            m.Migration.status == "pre-migrating").values(status="error"))
+
+
 # --- the Compute API's migration listings (ORM rows) ---------------------------------------
 def row_by_uuid(cell_db, migration_uuid):
     """The Migration of that uuid (deleted or not), or None."""

@@ -39,6 +39,7 @@ from novella.conf import CONF
 from novella.db import api_models as am
 from novella.db import cell_models as cm
 from novella.db import cells as cells_mod
+from novella.db import records
 from tests.functional.moves import test_crash_recovery as harness
 
 BOUND = 300
@@ -586,3 +587,27 @@ def test_a_request_the_api_never_recorded_in_full_is_cleared_once(lcloud, monkey
     cloud.aio.wait_idle()
     assert harness.books(cloud, sid, source) == finished
     _delete_and_check_empty(cloud, sid)
+
+
+def test_a_delete_before_the_move_started_ends_its_migration_in_error(lcloud, monkeypatch):
+    """The request's cast is not delivered yet (its migration 'pre-migrating') when the
+    server is deleted: the migration ends in 'error' at once, not 'pre-migrating' for
+    ever; the request delivered late finds the server gone and changes nothing."""
+    cloud = lcloud
+    casts = Casts(cloud, monkeypatch)
+    sid, source, _before = _start(cloud, casts, "resize")
+    [migration] = cloud.migrations(sid)
+    assert migration["status"] == "pre-migrating"
+    assert cloud.api("DELETE", f"/servers/{sid}")[0] == 204
+    cloud.aio.wait_idle()
+    assert cloud.api("GET", f"/servers/{sid}")[0] == 404
+    assert [m["status"] for m in cloud.migrations(sid)] == ["error"]
+    for consumer in (sid, migration["uuid"]):
+        assert cloud.allocations(consumer) == {}
+    with pytest.raises(records.InstanceNotFound):   # a cast's error: logged, nothing done
+        casts.deliver(cloud.aio.conductor)
+    cloud.aio.wait_idle()
+    assert [m["status"] for m in cloud.migrations(sid)] == ["error"]
+    for consumer in (sid, migration["uuid"]):
+        assert cloud.allocations(consumer) == {}
+    assert all(not any(used.values()) for used in cloud.usages().values()), cloud.usages()

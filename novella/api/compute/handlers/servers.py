@@ -682,6 +682,7 @@ def delete_instance(api, ctxt, rec):
     if rec.get("task_state") == states.task_states.DELETING:
         return
     records.start_action(cell_db, ctxt, uuid, "delete")
+    migration_records.end_unstarted(cell_db, uuid)
     if rec.get("vm_state") == states.RESIZED:  # confirm first: both hosts are freed
         _confirm_before_delete(api, ctxt, rec)
     build_requests_db.queue_for_delete(api.api_db, uuid)
