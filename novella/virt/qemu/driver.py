@@ -668,14 +668,10 @@ class QEMUDriver(driver_mod.ComputeDriver):
             guest.resume()
 
     def cleanup_live_migration_source(self, ctxt, instance):
-        guest = self.guest(instance)
-        guest.destroy()
-        guest.remove_files()
+        self.destroy(ctxt, instance)
 
     def rollback_live_migration_at_destination(self, ctxt, instance):
-        guest = self.guest(instance)
-        guest.destroy()
-        guest.remove_files()
+        self.destroy(ctxt, instance)
 
     def init_host(self, host):
         """A live migration from here still copying when the compute service stopped is
