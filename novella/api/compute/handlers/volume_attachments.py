@@ -67,13 +67,9 @@ _update_schema = [
 ]
 
 
-def _target(rec):
-    return {"project_id": rec["project_id"], "user_id": rec["user_id"]}
-
-
 def _server(req, server_id, action):
     rec = instances.get(req, server_id)
-    req.authorize(_RULE + action, _target(rec))
+    req.authorize(_RULE + action, actions.target(rec))
     return rec
 
 
@@ -282,7 +278,7 @@ def update(req, server_id, volume_id):
     if only_swap or new_id != volume_id:
         req.authorize(_RULE + "swap", {})
     else:
-        req.authorize(_RULE + "update", _target(rec))
+        req.authorize(_RULE + "update", actions.target(rec))
     if not only_swap:
         _update_fields(req, rec, volume_id, body)
     if only_swap or new_id != volume_id:
