@@ -10,6 +10,8 @@ novella/compute/teardown.py gives them back.
 import contextlib
 import json
 
+import sqlalchemy as sa
+
 from novella.compute import cleanup
 from novella.compute import guest
 from novella.compute import pci
@@ -158,6 +160,23 @@ def attach_volumes_here(compute, ctxt, inst, attachments):
                      "connection_info": dict(att.get("connection_info") or {},
                                              volume_id=bdm.volume_id)})
     return {"block_device_mapping": vols}
+
+
+def strays(volume_api, cell_db, ctxt, instance_uuid):
+    """{volume id: attachment id} of the server's attachments its BDMs do not point
+    at: those a move made for a host it did not end on (a move is the server's only
+    task).
+    Read from the services alone, for a host or a conductor that has nothing of
+    the move in memory."""
+    if volume_api is None:
+        return {}
+    with cell_db.read_session() as s:
+        kept = set(s.scalars(sa.select(m.BlockDeviceMapping.attachment_id).where(
+            m.BlockDeviceMapping.instance_uuid == instance_uuid,
+            m.BlockDeviceMapping.deleted == 0)))
+    return {a["volume_id"]: a["id"]
+            for a in volume_api.attachment_list(ctxt, instance_uuid=instance_uuid)
+            if a["id"] not in kept}
 
 
 def set_bdm(compute, bdm_id, **values):

@@ -11,6 +11,12 @@
                                                   migration's allocation (the source's)
                                                   deleted, migration 'completed'
 
+A rebuild that stopped part-way (the process died in it) is undone by the
+conductor that takes the evacuation over: it asks each destination the
+rebuild may have begun on to give back what it made there
+(``abandon_rebuild``); for a destination that does not answer it deletes
+that host's bindings and attachments itself.
+
 Until the source host is back, the migration holds the source's allocation:
 the resources there stay counted, as the guest may still exist on its disk.
 A destination that fails gives back all it made and raises, so the conductor
@@ -52,14 +58,12 @@ def rebuild_instance(compute, ctxt, instance_uuid, migration_uuid, port_profiles
                 bindings=made["bindings"], attachments=made["attachments"].values(),
                 claim=teardown.MOVE_CLAIM if made["claim"] is not None else None)
             raise
-        # The server is this host's from here.
         if compute.network_api is not None:
             guest.save_network_info(compute, instance_uuid, compute.network_api.activate_port_bindings(
                 ctxt, instance_uuid, compute.host))
-        connections.switch_attachments(compute, ctxt, instance_uuid, made["attachments"])
         if inst.vm_state == vm_states.STOPPED:
             compute.driver.power_off(guest.instance_dict(inst))
-        compute.rt.apply_migration_context(ctxt, instance_uuid)
+        # The point of no return: the server is this host's from here.
         records.update_instance(
             compute.cell_db, instance_uuid, expected_task_state=task_states.REBUILDING,
             host=compute.host, node=compute.rt.nodename, launched_on=compute.host, task_state=None,
@@ -67,9 +71,54 @@ def rebuild_instance(compute, ctxt, instance_uuid, migration_uuid, port_profiles
                       else vm_states.ACTIVE),
             power_state=guest.power(compute, instance_uuid), availability_zone=availability_zone,
             reload=False)
-        teardown.give_back(compute, ctxt, instance_uuid, claim=teardown.MOVE_CLAIM, strict=True)
-        guest.migration(compute, migration_uuid, status=ms.DONE, dest_compute=compute.host,
-                        dest_node=compute.rt.nodename)
+        finish_rebuild(compute, ctxt, instance_uuid, migration_uuid)
+
+
+def finish_rebuild(compute, ctxt, instance_uuid, migration_uuid):
+    """The rest of a rebuild once the server is this host's, each part safe to run
+    again (a restarted service finishes it, ``finish_taken_over``): the volumes
+    switched to the attachments made here (the down host's deleted), the claim
+    here current, the migration 'done' (it keeps the source's allocation)."""
+    connections.switch_attachments(compute, ctxt, instance_uuid, connections.strays(
+        compute.volume_api, compute.cell_db, ctxt, instance_uuid))
+    compute.rt.apply_migration_context(ctxt, instance_uuid)
+    teardown.give_back(compute, ctxt, instance_uuid, claim=teardown.MOVE_CLAIM, strict=True)
+    guest.migration(compute, migration_uuid, status=ms.DONE, dest_compute=compute.host,
+                    dest_node=compute.rt.nodename)
+
+
+def finish_taken_over(compute, ctxt):
+    """The evacuations to this host that stopped once the server was this host's
+    (its service died in the rebuild's last part): finished."""
+    with compute.cell_db.read_session() as s:
+        stopped = s.execute(sa.select(m.Migration.uuid, m.Migration.instance_uuid).join(
+            m.Instance, m.Instance.uuid == m.Migration.instance_uuid).where(
+            m.Instance.host == compute.host, m.Instance.deleted == 0,
+            m.Migration.source_compute != compute.host,
+            m.Migration.deleted == 0, m.Migration.migration_type == "evacuation",
+            m.Migration.status.in_(ms.IN_PROGRESS))).all()
+    for migration_uuid, instance_uuid in stopped:
+        with cleanup.step(f"finish the evacuation of {instance_uuid}"):
+            finish_rebuild(compute, ctxt, instance_uuid, migration_uuid)
+
+
+def abandon_rebuild(compute, ctxt, instance_uuid, migration_uuid):
+    """The undo of a rebuild here that stopped part-way (its process died in it):
+    what it made here goes, read from the services that hold it, as nothing of
+    it is known in memory any more: the guest, this host's port bindings (the
+    source's active again), the attachments the server's volumes do not
+    point at (made here), the claim. A server this host took over is left."""
+    with guest.locked(compute, instance_uuid):
+        inst = guest.get(compute, instance_uuid)
+        if inst.host == compute.host:
+            return
+        if compute.network_api is not None:
+            compute.network_api.activate_port_bindings(ctxt, instance_uuid, inst.host)
+        teardown.give_back(compute, ctxt, inst, guest=(teardown.GUEST,), bindings=True,
+                           attachments=connections.strays(
+                               compute.volume_api, compute.cell_db, ctxt, instance_uuid).values(),
+                           claim=teardown.MOVE_CLAIM, migration_uuid=migration_uuid,
+                           strict=True)
 
 
 def _not_cleaned_up(compute, *where):

@@ -117,6 +117,7 @@ class ComputeManager:
         self._ensure_service()
         self._destroy_deleted_guests(ctxt)
         evacuate.clean_evacuated(self, ctxt)
+        evacuate.finish_taken_over(self, ctxt)
         recovery.adopt_notes(self)
         recovery.recover_interrupted(self, ctxt or get_admin_context())
         recovery.recover_host_operations(self, ctxt or get_admin_context())
@@ -252,6 +253,7 @@ class ComputeManager:
     live_migration_force_complete = live_migrate.live_migration_force_complete
 
     rebuild_instance = evacuate.rebuild_instance
+    abandon_rebuild = evacuate.abandon_rebuild
 
     shelve_instance = shelve.shelve_instance
     poll_shelved_instances = shelve.poll_shelved_instances

@@ -16,6 +16,9 @@ beginning; the moves belong to the conductor that journals them
                              ``shelved_offload_time`` is 0 is offloaded)
     block_device_mapping,    the build stopped on this host: ERROR with a fault
     networking, spawning     (the user deletes it; its allocation goes then)
+    (any), shelved_offloaded the unshelve stopped on this host: what it made here
+                             goes, the server is on no host again; the conductor
+                             undoes the rest (shelve.py abandon_unshelve)
     powering-off, -on        the stop or start runs again
     rebooting...             the reboot runs again, of the kind asked
     pausing, unpausing,      the guest action runs again (novella/compute/
@@ -106,6 +109,17 @@ def recover_interrupted(compute, ctxt):
     """Every server of this host left with a task state this host owns, finished.
     Returns {instance uuid: the task state it was found in}."""
     with compute.cell_db.read_session() as s:
+        # Still shelved_offloaded but this host's: an unshelve that did not end here.
+        unshelving = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.task_state).where(
+            m.Instance.host == compute.host, m.Instance.deleted == 0,
+            m.Instance.vm_state == vm_states.SHELVED_OFFLOADED)).all())
+    for uuid, task_state in unshelving.items():
+        LOG.info("%s: giving back the unshelve of %s, interrupted when this service stopped",
+                 compute.host, uuid)
+        records.finish_open_events(compute.cell_db, None, uuid, "Error")
+        with cleanup.step(f"give back the unshelve of {uuid}"):
+            shelve.abandon_unshelve(compute, ctxt, uuid)
+    with compute.cell_db.read_session() as s:
         found = dict(s.execute(sa.select(m.Instance.uuid, m.Instance.task_state).where(
             m.Instance.host == compute.host, m.Instance.deleted == 0,
             m.Instance.task_state.in_(
@@ -121,7 +135,7 @@ def recover_interrupted(compute, ctxt):
     if compute.conf.shelved_offload_time == 0:
         # Shelved, but the service died before the offload that follows at once.
         shelve.offload_shelved(compute, ctxt, 0)
-    return found
+    return dict(unshelving, **found)
 
 
 def adopt_notes(compute):

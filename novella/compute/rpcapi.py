@@ -216,6 +216,11 @@ class ComputeAPI:
                           instance_uuid=instance_uuid, migration_uuid=migration_uuid,
                           port_profiles=port_profiles, availability_zone=availability_zone)
 
+    def abandon_rebuild(self, ctxt, host, instance_uuid, migration_uuid):
+        """``host``: what a rebuild there that stopped part-way made goes (its undo)."""
+        return self._call(ctxt, host, "abandon_rebuild", instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid)
+
     # -- shelve (novella/compute/shelve.py) ---------------------------------------------
 
     def unshelve_instance(self, ctxt, host, instance_uuid, image_id=None, flavor=None,

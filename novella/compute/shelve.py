@@ -17,7 +17,11 @@
 
 A failed unshelve gives back everything it took on this host and raises
 RescheduledException, so the conductor can try an alternate; the server stays
-shelved_offloaded until one succeeds.
+shelved_offloaded until one succeeds. One this host's service stopped in the
+middle of is given back the same way when the service starts again
+(``abandon_unshelve``, from novella/compute/recovery.py); the conductor that
+takes the operation over then undoes it (the server stays shelved_offloaded,
+with a fault).
 """
 import datetime
 import json
@@ -228,8 +232,27 @@ def _unshelve_failed(compute, ctxt, instance_uuid, done):
                        volumes=teardown.PARK, claim=done["claim"],
                        bdms=[b for b in guest.bdms_of(compute, instance_uuid) if b.connection_info])
     with cleanup.step("reset for another host"):
-        records.update_instance(compute.cell_db, instance_uuid,
-                                vm_state=vm_states.SHELVED_OFFLOADED,
-                                task_state=task_states.UNSHELVING, host=None, node=None,
-                                launched_on=None, availability_zone=None,
-                                power_state=power_state.NOSTATE, reload=False)
+        _offloaded_again(compute, instance_uuid, task_states.UNSHELVING)
+
+
+def _offloaded_again(compute, instance_uuid, task_state):
+    records.update_instance(compute.cell_db, instance_uuid,
+                            vm_state=vm_states.SHELVED_OFFLOADED, task_state=task_state,
+                            host=None, node=None, launched_on=None, availability_zone=None,
+                            power_state=power_state.NOSTATE, reload=False)
+
+
+def abandon_unshelve(compute, ctxt, instance_uuid):
+    """An unshelve this host's service stopped in the middle of (the server still
+    shelved_offloaded, its row naming this host), given back as a failed one is,
+    from what the services hold: the guest, the ports unbound, every volume parked
+    again (connected here or half), the claim. The server is on no host; the
+    conductor's operation, which still holds the scheduler's allocation, decides
+    the rest (its task state is kept while the operation runs)."""
+    with guest.locked(compute, instance_uuid):
+        inst = guest.get(compute, instance_uuid)
+        teardown.give_back(compute, ctxt, inst, guest=(teardown.GUEST,), ports=teardown.UNBIND,
+                           volumes=teardown.PARK, strict=True)
+        _offloaded_again(compute, instance_uuid,
+                         task_states.UNSHELVING if inst.task_state is not None else None)
+        compute.rt.instance_removed(inst)

@@ -7,17 +7,23 @@
                           chosen host, else on each  |   step: a destination that fails gives
                           alternate                  |   back what it made first; once the
                                                      |   migration says 'done' the server is
-                                                     |   the destination's)
+                                                     |   the destination's) undo: each host
+                                                     |   tried gives back what it made
+                                                     |   (abandon_rebuild), a host that does
+                                                     |   not answer is cleaned from outside
 
 The migration ends 'done', still holding the source's allocation: the down
 host may still have the guest on its disk. When that host's compute service
 starts again it removes what is left there and deletes the allocation; the
 migration is then 'completed' (novella/compute/evacuate.py).
 """
+from novella import rpc
+from novella.compute import connections
 from novella.compute.states import migration_status as ms
 from novella.conductor.tasks import common
 from novella.conductor.tasks.common import MoveTask
 from novella.db import migration_records
+from novella.db import records
 from novella.rpc import notifications
 from novella.scheduler import utils as scheduler_utils
 
@@ -45,6 +51,24 @@ class RebuildAtDestination(MoveTask):
                 port_profiles=scheduler_utils.selection_port_profiles(move.request_spec, sel),
                 availability_zone=sel.get("availability_zone"))))
 
+    def undo(self, exc):
+        """The rebuild stopped part-way (no host took the server, or the process died
+        in it): each host it may have begun on gives back what it made there; for
+        one that does not answer, its bindings and attachments go from outside."""
+        move = self.move
+        for sel in move.host_list or ():
+            host = sel["service_host"]
+            try:
+                move.compute.abandon_rebuild(move.ctxt, host, move.instance_uuid,
+                                             move.migration_uuid)
+            except rpc.Timeout:
+                common.unanswered(move, host, connections.strays(
+                    move.volume_api, move.cell_db, move.ctxt, move.instance_uuid))
+
     def settled(self):
-        migration = migration_records.get(self.move.cell_db, self.move.migration_uuid)
-        return migration["status"] in (ms.DONE, ms.COMPLETED)
+        """The destination took the server (its row names it), or the migration ended."""
+        move = self.move
+        migration = migration_records.get(move.cell_db, move.migration_uuid)
+        with move.cell_db.read_session() as s:
+            host = records.get_instance(s, move.instance_uuid, read_deleted=True).host
+        return migration["status"] in (ms.DONE, ms.COMPLETED) or host != move.source_host

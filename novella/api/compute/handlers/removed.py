@@ -4,7 +4,8 @@ as the reference's do, instead of a 404 that would say they never existed.
 (nova-network, cells v1, the agents, certificates, cloudpipe, consoles and
 fping APIs, and the server action resetNetwork.)
 """
-from novella.api.compute import actions, errors
+from novella.api.compute import errors
+from novella.api.compute.handlers import server_actions as sa_mod
 
 # Top-level collections (for the router's project-id-in-URL detection).
 COLLECTIONS = {"os-agents", "os-cells", "os-certificates", "os-cloudpipe", "os-fixed-ips",
@@ -12,9 +13,17 @@ COLLECTIONS = {"os-agents", "os-cells", "os-certificates", "os-cloudpipe", "os-f
                "os-security-group-default-rules"}
 
 
-@actions.action("resetNetwork")
+class Gone(errors.APIError):
+    code = 410
+
+
+def gone(req, **_kwargs):
+    raise Gone("This resource is no longer available.  No forwarding address is given.")
+
+
+@sa_mod.action("resetNetwork")
 def _reset_network(req, rec, body):
-    errors.gone(req)
+    gone(req)
 
 
 _PATHS = {
@@ -49,4 +58,4 @@ _PATHS = {
     "/servers/{server_id}/os-virtual-interfaces": ("GET",),
 }
 
-ROUTES = [(method, path, errors.gone) for path, methods in _PATHS.items() for method in methods]
+ROUTES = [(method, path, gone) for path, methods in _PATHS.items() for method in methods]
