@@ -168,6 +168,7 @@ def _write_initramfs(path, kernel_version):
 INITTAB = """\
 ::sysinit:/etc/init.d/rcS
 ::respawn:/sbin/novella-counter
+tty1::respawn:/sbin/novella-counter
 ttyS1::respawn:/sbin/novella-probe
 ::respawn:/sbin/novella-powerbutton
 ::shutdown:/bin/sync

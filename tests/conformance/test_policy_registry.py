@@ -179,12 +179,12 @@ def _served():
     """(method, path) of every operation the Compute API serves, path
     parameters as ``{}``; a server action as its path and ``(name)``."""
     import re
-    from novella.api.compute import wsgi
-    from novella.api.compute.handlers import removed, server_actions
+    from novella.api.compute import actions, wsgi
+    from novella.api.compute.handlers import removed
     served = {(method, re.sub(r"\{[^}]*\}", "{}", template))
               for module in wsgi.HANDLER_MODULES if module is not removed
               for method, template, _fn in module.ROUTES}
-    served |= {("POST", f"/servers/{{}}/action ({name})") for name in server_actions.ACTIONS}
+    served |= {("POST", f"/servers/{{}}/action ({name})") for name in actions.ACTIONS}
     return served
 
 

@@ -176,7 +176,7 @@ def image(req, image_ref, flavor, is_bfv):
     api = req.api.image_api
     if api is None:
         return {"id": image_id, "properties": {}}
-    try:  # read once per request (server_actions_image.merge_image_bdms may have)
+    try:  # read once per request (servers.merge_image_bdms may have)
         found = (req.environ.get("novella.images", {}).get(image_id)
                  or api.get(req.context, image_id))
     except Exception as exc:  # noqa: BLE001 - the image service's not-found error
@@ -251,6 +251,14 @@ def notify(req, rec, event_type):
             req.context, event_type, payload)
     except Exception:  # noqa: BLE001 - a notification never breaks a request
         LOG.exception("could not send %s", event_type)
+
+
+def refresh_network_info(req, rec):
+    """The server's info cache, as the network service has its ports now."""
+    if req.api.network_api is None:
+        return
+    info = req.api.network_api.get_instance_nw_info(req.context, rec["uuid"])
+    records.set_network_info(cells_mod.cell_database(rec["cell"]), rec["uuid"], info)
 
 
 def locked_reason(rec):

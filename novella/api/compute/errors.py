@@ -51,6 +51,15 @@ class UnsupportedMediaType(APIError):
     code = 415
 
 
+class Gone(APIError):
+    code = 410
+
+
+def gone(req, **_kwargs):
+    """The route of an API the reference has removed but still routes (``handlers/removed.py``)."""
+    raise Gone("This resource is no longer available.  No forwarding address is given.")
+
+
 def instance_not_found(uuid):
     return NotFound(f"Instance {uuid} could not be found.")
 

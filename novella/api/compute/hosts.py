@@ -61,5 +61,6 @@ def zone_of(api, svc, zones=None):
     return zones.get(svc.host, api.conf.default_availability_zone)
 
 
-def aggregate_zone_names(api):
-    return aggregates_db.zone_names(api.api_db)
+def zone_names(api):
+    """Every zone a server may ask for: the aggregates' and the default."""
+    return aggregates_db.zone_names(api.api_db) | {api.conf.default_availability_zone}

@@ -188,6 +188,17 @@ def add_network_details(req, recs):
         rec["floating_ips"] = floating.get(rec["uuid"], {})
 
 
+def show(req, rec, update=False):
+    """The body of ``GET /servers/{id}`` (as an update answers, with ``update``)."""
+    from novella.db import server_groups as server_groups_db
+    if req.at_least("2.96"):
+        add_pinned_zones(req.api, [rec])
+    add_network_details(req, [rec])
+    if req.at_least("2.71"):
+        rec["server_groups"] = server_groups_db.of_server(req.api.api_db, rec["uuid"])
+    return {"server": detail(req, rec, show=True, update=update)}
+
+
 def basic(req, rec):
     return {"id": rec["uuid"], "name": rec.get("display_name"),
             "links": req.links("servers", rec["uuid"])}

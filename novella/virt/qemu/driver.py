@@ -97,6 +97,12 @@ class QEMUDriver(driver_mod.ComputeDriver):
         files and sockets (``probe_socket``: the command server in the guest)."""
         return self.hypervisor.guest(instance["uuid"])
 
+    def _host_of(self, name):
+        """The hypervisor of compute host ``name`` of this machine (a sibling directory):
+        where a move's copy goes."""
+        return Host(os.path.join(os.path.dirname(self.hypervisor.instances_path), name),
+                    accel=self.hypervisor.accel)
+
     def _path(self, uuid, name):
         return os.path.join(self.hypervisor.instances_path, uuid, name)
 
@@ -496,8 +502,7 @@ class QEMUDriver(driver_mod.ComputeDriver):
             kept = self._kept(uuid)
             shutil.rmtree(kept, ignore_errors=True)
             os.rename(self.guest(instance).dir, kept)
-            dest = os.path.join(os.path.dirname(self.hypervisor.instances_path), dest_host, uuid)
-            os.makedirs(dest, exist_ok=True)
+            dest = self._host_of(dest_host).guest_dir(uuid)
             copied = [DOMAIN] + [DISK_FILES[k] for k in ("root", "ephemeral", "config")
                                  if os.path.exists(os.path.join(kept, DISK_FILES[k]))]
             for name in copied:
@@ -551,11 +556,6 @@ class QEMUDriver(driver_mod.ComputeDriver):
                 self._start(domain)
 
     # -- live migration -------------------------------------------------------------------
-
-    def _host_of(self, name):
-        """The hypervisor of compute host ``name`` of this machine (a sibling directory)."""
-        return Host(os.path.join(os.path.dirname(self.hypervisor.instances_path), name),
-                    accel=self.hypervisor.accel)
 
     def pre_live_migration(self, ctxt, instance, block_device_info, network_info):
         """Destination: the guest's directory with disks of its sizes (the root an
@@ -668,14 +668,10 @@ class QEMUDriver(driver_mod.ComputeDriver):
             guest.resume()
 
     def cleanup_live_migration_source(self, ctxt, instance):
-        guest = self.guest(instance)
-        guest.destroy()
-        guest.remove_files()
+        self.destroy(ctxt, instance)
 
     def rollback_live_migration_at_destination(self, ctxt, instance):
-        guest = self.guest(instance)
-        guest.destroy()
-        guest.remove_files()
+        self.destroy(ctxt, instance)
 
     def init_host(self, host):
         """A live migration from here still copying when the compute service stopped is

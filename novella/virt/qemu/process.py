@@ -202,7 +202,8 @@ class Host:
                "-serial", "chardev:console",
                *chardev("probe", guest.probe_socket), "-serial", "chardev:probe"]
         if spec.vnc:
-            cmd += ["-vnc", f"unix:{guest.vnc_socket}"]
+            # -nodefaults leaves no display adapter: the VNC server needs one to show.
+            cmd += ["-device", "VGA", "-vnc", f"unix:{guest.vnc_socket}"]
         if spec.kernel:
             cmd += ["-kernel", spec.kernel]
             if spec.ramdisk:

@@ -1,5 +1,6 @@
 """The Compute API's modules import no private name of one another, form no circle
-and hold no SQL (novella/db/ does)."""
+and hold no SQL (novella/db/ does); no handler module imports another (what they
+share is in novella/api/compute/common.py and actions.py)."""
 import ast
 import pathlib
 
@@ -18,20 +19,30 @@ def _modules():
     return out
 
 
+def _absolute(name, node):
+    """The module a ``from ... import`` names, a relative one made absolute (``name``
+    is taken for a module, not a package's ``__init__``)."""
+    if not node.level:
+        return node.module or ""
+    anchor = name.split(".")[:-node.level]
+    return ".".join(anchor + ([node.module] if node.module else []))
+
+
 def _imports(name, tree, modules):
     """(modules ``name`` imports, private names it takes from them), wherever the
     import statement is (a function's too)."""
     imported, private = set(), []
     aliases = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+        module = _absolute(name, node) if isinstance(node, ast.ImportFrom) else ""
+        if module.startswith(PACKAGE):
             for alias in node.names:
-                full = f"{node.module}.{alias.name}"
+                full = f"{module}.{alias.name}"
                 if full in modules:
                     imported.add(full)
                     aliases[alias.asname or alias.name] = full
                 else:
-                    imported.add(node.module)
+                    imported.add(module)
                     if alias.name.startswith("_"):
                         private.append(full)
         elif isinstance(node, ast.Import):
@@ -47,6 +58,35 @@ def test_no_module_takes_a_private_name_of_another():
     modules = _modules()
     found = {name: _imports(name, tree, modules)[1] for name, tree in modules.items()}
     assert {name: p for name, p in found.items() if p} == {}
+
+
+HANDLERS = PACKAGE + ".handlers"
+
+
+def _handlers_imported(name, tree, modules):
+    """The handler modules (or their package) the handler module ``name`` imports."""
+    return sorted(m for m in _imports(name, tree, modules)[0]
+                  if m == HANDLERS or m.startswith(HANDLERS + "."))
+
+
+def test_the_check_finds_a_handler_importing_another():
+    tree = ast.parse("from novella.api.compute import common\n"
+                     "from novella.api.compute.handlers import servers as s\n"
+                     "from novella.api.compute.handlers.server_extras import diagnostics\n"
+                     "from . import flavors\n"
+                     "from novella.api.compute import handlers\n"
+                     "def show(req):\n"
+                     "    import novella.api.compute.handlers.images\n")
+    assert _handlers_imported(HANDLERS + ".keypairs", tree, _modules()) == [
+        HANDLERS, HANDLERS + ".flavors", HANDLERS + ".images", HANDLERS + ".server_extras",
+        HANDLERS + ".servers"]
+
+
+def test_no_handler_module_imports_another():
+    modules = _modules()
+    found = {name: _handlers_imported(name, tree, modules) for name, tree in modules.items()
+             if name.startswith(HANDLERS + ".")}
+    assert {name: m for name, m in found.items() if m} == {}
 
 
 def test_no_import_circle():

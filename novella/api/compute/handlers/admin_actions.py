@@ -9,9 +9,8 @@ injectNetworkInfo: the server's host writes the guest's network
 configuration (its info cache) into it again; a cast, as in the reference,
 with no task state and no instance action.
 """
-from novella.api.compute import errors
+from novella.api.compute import actions, errors
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.db import cells as cells_mod
 from novella.db import servers as servers_db
@@ -22,9 +21,9 @@ _reset_state_schema = v.obj({"os-resetState": v.obj(
 _STATES = {"active": states.ACTIVE, "error": states.ERROR}
 
 
-@sa_mod.action("os-resetState", _reset_state_schema)
+@actions.action("os-resetState", _reset_state_schema)
 def reset_state(req, rec, body):
-    req.authorize("os_compute_api:os-admin-actions:reset_state", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-admin-actions:reset_state", actions.target(rec))
     if rec["cell"] is None:
         raise errors.invalid_state("os-resetState", rec["uuid"], "vm_state", states.BUILDING)
     if not servers_db.reset_state(cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"],
@@ -33,13 +32,13 @@ def reset_state(req, rec, body):
     return 202, None
 
 
-@sa_mod.action("injectNetworkInfo", v.obj({"injectNetworkInfo": {}}, ["injectNetworkInfo"]))
+@actions.action("injectNetworkInfo", v.obj({"injectNetworkInfo": {}}, ["injectNetworkInfo"]))
 def inject_network_info(req, rec, body):
-    req.authorize("os_compute_api:os-admin-actions:inject_network_info", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
+    req.authorize("os_compute_api:os-admin-actions:inject_network_info", actions.target(rec))
+    actions.check_unlocked(req, rec)
     if rec["cell"] is None or not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
-    sa_mod.compute_client(rec).inject_network_info(req.context, rec["host"], rec["uuid"])
+    actions.compute_client(rec).inject_network_info(req.context, rec["host"], rec["uuid"])
     return 202, None
 
 

@@ -17,9 +17,8 @@ bandwidth) gets them on the server's host, or the attach fails with 400.
 """
 
 from novella import rpc
-from novella.api.compute import errors, instances
+from novella.api.compute import actions, errors, instances
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions
 from novella.compute import interface_ops
 from novella.compute import rpcapi as compute_rpcapi
 from novella.compute import states
@@ -93,7 +92,7 @@ def show(req, server_id, port_id):
 
 
 def _check_state(req, rec, action):
-    server_actions.check_unlocked(req, rec)
+    actions.check_unlocked(req, rec)
     if rec["vm_state"] not in _ALLOWED:
         raise errors.invalid_state(action, rec["uuid"], "vm_state", rec["vm_state"])
     if rec["task_state"] is not None:

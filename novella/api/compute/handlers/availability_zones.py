@@ -4,11 +4,6 @@ from novella.api.compute import common, hosts
 P = "os_compute_api:os-availability-zone:"
 
 
-def zone_names(api):
-    """Every zone a server may ask for: the aggregates' and the default."""
-    return hosts.aggregate_zone_names(api) | {api.conf.default_availability_zone}
-
-
 def _zones(api):
     """{zone: {host: {binary: service}}} and the set of zones with an enabled compute service."""
     zones_of_hosts = hosts.host_zones(api)

@@ -9,9 +9,7 @@ server's network info cache is refreshed after each change.
 """
 import ipaddress
 
-from novella.api.compute import errors, instances, validation as v
-from novella.api.compute.handlers import server_actions
-from novella.api.compute.handlers.server_extras import refresh_network_info
+from novella.api.compute import actions, common, errors, instances, validation as v
 from novella.network import floating_ips as fips
 
 P = "os_compute_api:os-floating-ips:"
@@ -59,7 +57,7 @@ def _refresh(req, server_id):
     """Refresh the info cache of a server the change concerns, if it is in a cell."""
     rec = instances.load(req.api.api_db, server_id, view=False) if server_id else None
     if rec is not None and rec["cell"] is not None:
-        refresh_network_info(req, rec)
+        common.refresh_network_info(req, rec)
 
 
 def _get(req, net, fip_id):
@@ -128,7 +126,7 @@ def _by_address(req, address):
     return found[0]
 
 
-@server_actions.action("addFloatingIp", _add_body)
+@actions.action("addFloatingIp", _add_body)
 def add_floating_ip(req, rec, body):
     if req.at_least("2.44"):
         raise errors.BadRequest("There is no such action: addFloatingIp")
@@ -159,12 +157,12 @@ def add_floating_ip(req, rec, body):
     except fips.FloatingIPError as exc:
         raise errors.BadRequest(f"Unable to associate floating IP {args['address']} to fixed "
                                 f"IP {fixed_address} for instance {rec['uuid']}. Error: {exc}")
-    refresh_network_info(req, rec)
+    common.refresh_network_info(req, rec)
     _refresh(req, before if before != rec["uuid"] else None)
     return 202, None
 
 
-@server_actions.action("removeFloatingIp", _remove_body)
+@actions.action("removeFloatingIp", _remove_body)
 def remove_floating_ip(req, rec, body):
     if req.at_least("2.44"):
         raise errors.BadRequest("There is no such action: removeFloatingIp")
@@ -175,7 +173,7 @@ def remove_floating_ip(req, rec, body):
         raise errors.Conflict(f"Floating IP {address} is not associated with instance "
                               f"{rec['uuid']}.")
     req.api.network_api.update_floatingip(req.context, fip["id"], None)
-    refresh_network_info(req, rec)
+    common.refresh_network_info(req, rec)
     return 202, None
 
 

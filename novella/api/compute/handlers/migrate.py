@@ -7,9 +7,8 @@ the rest (novella/conductor/manager.py, docs/moves.md).
 """
 import logging
 
-from novella.api.compute import common, errors, hosts, instances, quotas
+from novella.api.compute import actions, common, errors, hosts, instances, quotas
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import migration_status as ms, task_states
 from novella.conductor.rpcapi import ConductorAPI
@@ -74,8 +73,8 @@ def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, h
                 auto_disk_config=False):
     """The migration row, the task state (guarded) and the action; then the cast.
     The disk configuration is the one asked for, else MANUAL (as the reference)."""
-    cell_db = sa_mod.start_task(req, rec, action_name, task_states.RESIZE_PREP,
-                                expected_task_state=(None,), auto_disk_config=auto_disk_config)
+    cell_db = actions.start_task(req, rec, action_name, task_states.RESIZE_PREP,
+                                 expected_task_state=(None,), auto_disk_config=auto_disk_config)
     migration = migration_records.create(cell_db, rec, migration_type, old_flavor, new_flavor)
     _conductor(req).migrate_server(req.context, rec["uuid"], migration["uuid"],
                                    flavor=new_flavor, host=host,
@@ -85,14 +84,14 @@ def _start_move(req, rec, action_name, migration_type, old_flavor, new_flavor, h
 
 def _cross_cell_allowed(req, rec):
     """The move may leave the server's cell (the conductor also checks service versions)."""
-    return req.can("compute:servers:resize:cross_cell", sa_mod.target(rec))
+    return req.can("compute:servers:resize:cross_cell", actions.target(rec))
 
 
-@sa_mod.action("resize", _resize_schema, view=False)
+@actions.action("resize", _resize_schema, view=False)
 def resize(req, rec, body):
-    req.authorize("os_compute_api:servers:resize", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "resize", vm_states=_MOVABLE)
+    req.authorize("os_compute_api:servers:resize", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "resize", vm_states=_MOVABLE)
     old = rec["flavor"]
     new = common.flavor(req, body["resize"]["flavorRef"])
     if new["flavorid"] == old.get("flavorid"):
@@ -122,21 +121,21 @@ def _image_properties(req, rec):
     return (spec.get("image") or {}).get("properties")
 
 
-@sa_mod.action("migrate", _migrate_schema, view=False)
+@actions.action("migrate", _migrate_schema, view=False)
 def migrate(req, rec, body):
-    req.authorize("os_compute_api:os-migrate-server:migrate", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-migrate-server:migrate", actions.target(rec))
     host = (body["migrate"] or {}).get("host") if req.at_least("2.56") else None
     if host:
-        req.authorize("os_compute_api:os-migrate-server:migrate:host", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "migrate", vm_states=_MOVABLE)
+        req.authorize("os_compute_api:os-migrate-server:migrate:host", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "migrate", vm_states=_MOVABLE)
     if host:
         _check_target_host(req, rec, host)
     return _start_move(req, rec, "migrate", "migration", rec["flavor"], rec["flavor"],
                        host=host)
 
 
-@sa_mod.action("os-migrateLive", _live_schema, view=False)
+@actions.action("os-migrateLive", _live_schema, view=False)
 def live_migrate(req, rec, body):
     """Move a running server to another host of its cell without stopping it.
 
@@ -146,9 +145,9 @@ def live_migrate(req, rec, body):
     """
     host = body["os-migrateLive"].get("host")
     req.authorize("os_compute_api:os-migrate-server:migrate_live" + (":host" if host else ""),
-                  sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "os-migrateLive", vm_states=(states.ACTIVE, states.PAUSED))
+                  actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "os-migrateLive", vm_states=(states.ACTIVE, states.PAUSED))
     if host:
         _check_target_host(req, rec, host, other_cells=False)
     migration = _accept(req, rec, "live-migration", task_states.MIGRATING, "live-migration")
@@ -157,7 +156,7 @@ def live_migrate(req, rec, body):
     return 202, None
 
 
-@sa_mod.action("evacuate", _evacuate_schema, view=False)
+@actions.action("evacuate", _evacuate_schema, view=False)
 def evacuate(req, rec, body):
     """Rebuild on another host of its cell a server whose host is down.
 
@@ -165,9 +164,9 @@ def evacuate(req, rec, body):
     guest is rebuilt from its image (or volume), and a named host is still
     checked by the scheduler.
     """
-    req.authorize("os_compute_api:os-evacuate", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-evacuate", actions.target(rec))
     host = body["evacuate"].get("host")
-    sa_mod.check_state(rec, "evacuate", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
+    actions.check_state(rec, "evacuate", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
     if not rec.get("host") or rec["cell"] is None:
         raise errors.invalid_state("evacuate", rec["uuid"], "vm_state", rec["vm_state"])
     if _source_service_up(req, rec):
@@ -184,7 +183,7 @@ def evacuate(req, rec, body):
 
 def _accept(req, rec, action_name, task_state, migration_type):
     """The task state (guarded), the instance action, an 'accepted' migration row."""
-    cell_db = sa_mod.start_task(req, rec, action_name, task_state, expected_task_state=(None,))
+    cell_db = actions.start_task(req, rec, action_name, task_state, expected_task_state=(None,))
     return migration_records.create(cell_db, rec, migration_type, rec["flavor"], rec["flavor"],
                                     status=ms.ACCEPTED)
 
@@ -215,7 +214,7 @@ def _check_target_host(req, rec, host, other_cells=True):
 
 
 def _finished_migration(rec, action_name):
-    sa_mod.check_state(rec, action_name, vm_states=(states.RESIZED,))
+    actions.check_state(rec, action_name, vm_states=(states.RESIZED,))
     cell_db = cells_mod.cell_database(rec["cell"])
     migration = migration_records.unconfirmed(cell_db, rec["uuid"])
     if migration is None:
@@ -228,11 +227,11 @@ def _no_finished_migration(rec):
                              f"{ms.FINISHED} could not be found.")
 
 
-@sa_mod.action("confirmResize", _confirm_schema, view=False)
+@actions.action("confirmResize", _confirm_schema, view=False)
 def confirm_resize(req, rec, body):
-    req.authorize("os_compute_api:servers:confirm_resize", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "confirmResize", vm_states=(states.RESIZED,))
+    req.authorize("os_compute_api:servers:confirm_resize", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "confirmResize", vm_states=(states.RESIZED,))
     cell_db = cells_mod.cell_database(rec["cell"])
     migration = migration_records.take_unconfirmed(cell_db, rec["uuid"], ms.CONFIRMING)
     if migration is None:
@@ -242,13 +241,13 @@ def confirm_resize(req, rec, body):
     return 204, None
 
 
-@sa_mod.action("revertResize", _revert_schema, view=False)
+@actions.action("revertResize", _revert_schema, view=False)
 def revert_resize(req, rec, body):
-    req.authorize("os_compute_api:servers:revert_resize", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
+    req.authorize("os_compute_api:servers:revert_resize", actions.target(rec))
+    actions.check_unlocked(req, rec)
     cell_db, migration = _finished_migration(rec, "revertResize")
-    sa_mod.start_task(req, rec, "revertResize", task_states.RESIZE_REVERTING,
-                      expected_task_state=(None,))
+    actions.start_task(req, rec, "revertResize", task_states.RESIZE_REVERTING,
+                       expected_task_state=(None,))
     if migration_records.update(cell_db, migration["uuid"], expected_status=ms.FINISHED,
                                 status=ms.REVERTING) is None:
         records.update_instance(cell_db, rec["uuid"], task_state=None)

@@ -11,9 +11,8 @@ aborted (``DELETE /servers/{id}/migrations/{id}``, 2.24; from 2.65 also while
 casts to the source host (docs/live-migration.md).
 """
 
-from novella.api.compute import common, errors, instances, rpcclients
+from novella.api.compute import actions, common, errors, instances, rpcclients
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import task_states
 from novella.db import cells as cells_mod, migration_records, records, server_records
@@ -204,10 +203,10 @@ def force_complete(req, server_id, migration_id):
         raise errors.NotFound("The resource could not be found.")
     req.body_json(_force_complete_schema)
     rec = instances.get(req, server_id)
-    req.authorize("os_compute_api:servers:migrations:force_complete", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "force_complete", vm_states=(states.ACTIVE,),
-                       task_states=(task_states.MIGRATING,))
+    req.authorize("os_compute_api:servers:migrations:force_complete", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "force_complete", vm_states=(states.ACTIVE,),
+                        task_states=(task_states.MIGRATING,))
     m = _migration_of(rec, migration_id)
     if m is None:
         raise errors.BadRequest(f"Migration {migration_id} not found for instance "
@@ -226,9 +225,9 @@ def abort(req, server_id, migration_id):
     if not req.at_least("2.24"):
         raise errors.NotFound("The resource could not be found.")
     rec = instances.get(req, server_id)
-    req.authorize("os_compute_api:servers:migrations:delete", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "abort live migration", task_states=(task_states.MIGRATING,))
+    req.authorize("os_compute_api:servers:migrations:delete", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "abort live migration", task_states=(task_states.MIGRATING,))
     m = _migration_of(rec, migration_id)
     if m is None:
         raise errors.NotFound(f"Migration {migration_id} not found for instance {server_id}")

@@ -6,7 +6,6 @@ the reference kept from nova-network (up to 2.35; creating and deleting are gone
 shows id, label and the string ``"None"`` as cidr, as the reference does.
 """
 from novella.api.compute import errors
-from novella.api.compute.handlers import removed
 
 _FIELDS = ("id", "cidr", "netmask", "gateway", "broadcast", "dns1", "dns2", "cidr_v6",
            "gateway_v6", "label", "netmask_v6")
@@ -66,11 +65,11 @@ def tenant_show(req, network_id):
 ROUTES = [
     ("GET", "/os-networks", index),
     ("GET", "/os-networks/{network_id}", show),
-    ("POST", "/os-networks", removed.gone),
-    ("POST", "/os-networks/add", removed.gone),
-    ("DELETE", "/os-networks/{network_id}", removed.gone),
+    ("POST", "/os-networks", errors.gone),
+    ("POST", "/os-networks/add", errors.gone),
+    ("DELETE", "/os-networks/{network_id}", errors.gone),
     ("GET", "/os-tenant-networks", tenant_index),
     ("GET", "/os-tenant-networks/{network_id}", tenant_show),
-    ("POST", "/os-tenant-networks", removed.gone),
-    ("DELETE", "/os-tenant-networks/{network_id}", removed.gone),
+    ("POST", "/os-tenant-networks", errors.gone),
+    ("DELETE", "/os-tenant-networks/{network_id}", errors.gone),
 ]

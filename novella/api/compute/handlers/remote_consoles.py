@@ -15,8 +15,7 @@ The server's host makes the token and the URL (novella/compute/consoles.py);
 when the server is on no host or is being deleted or migrated.
 """
 from novella import rpc
-from novella.api.compute import common, errors, instances, validation as v
-from novella.api.compute.handlers import server_actions as sa_mod
+from novella.api.compute import actions, common, errors, instances, validation as v
 from novella.compute.states import task_states
 from novella.db import console_auth_tokens
 
@@ -57,7 +56,7 @@ def _console_url(req, rec, protocol, console_type):
                                    rec["uuid"], "task_state", rec["task_state"])
     if protocol not in _METHODS:  # SPICE, MKS: as the reference's hosts with them disabled
         raise errors.BadRequest(f"Unavailable console type {console_type}.")
-    client = sa_mod.compute_client(rec)
+    client = actions.compute_client(rec)
     try:
         return getattr(client, _METHODS[protocol])(req.context, rec["host"], rec["uuid"],
                                                    console_type)["url"]
@@ -82,7 +81,7 @@ def _legacy_action(name, protocol, schema):
         return 200, {"console": {"type": console_type,
                                  "url": _console_url(req, rec, protocol, console_type)}}
     handler.__name__ = name
-    return sa_mod.action(name)(handler)
+    return actions.action(name)(handler)
 
 
 get_vnc_console = _legacy_action("os-getVNCConsole", "vnc", _VNC_ACTION)

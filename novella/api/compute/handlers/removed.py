@@ -4,8 +4,7 @@ as the reference's do, instead of a 404 that would say they never existed.
 (nova-network, cells v1, the agents, certificates, cloudpipe, consoles and
 fping APIs, and the server action resetNetwork.)
 """
-from novella.api.compute import errors
-from novella.api.compute.handlers import server_actions as sa_mod
+from novella.api.compute import actions, errors
 
 # Top-level collections (for the router's project-id-in-URL detection).
 COLLECTIONS = {"os-agents", "os-cells", "os-certificates", "os-cloudpipe", "os-fixed-ips",
@@ -13,17 +12,9 @@ COLLECTIONS = {"os-agents", "os-cells", "os-certificates", "os-cloudpipe", "os-f
                "os-security-group-default-rules"}
 
 
-class Gone(errors.APIError):
-    code = 410
-
-
-def gone(req, **_kwargs):
-    raise Gone("This resource is no longer available.  No forwarding address is given.")
-
-
-@sa_mod.action("resetNetwork")
+@actions.action("resetNetwork")
 def _reset_network(req, rec, body):
-    gone(req)
+    errors.gone(req)
 
 
 _PATHS = {
@@ -58,4 +49,4 @@ _PATHS = {
     "/servers/{server_id}/os-virtual-interfaces": ("GET",),
 }
 
-ROUTES = [(method, path, gone) for path, methods in _PATHS.items() for method in methods]
+ROUTES = [(method, path, errors.gone) for path, methods in _PATHS.items() for method in methods]

@@ -13,8 +13,7 @@ it has already).
 import ipaddress
 import uuid as uuid_mod
 
-from novella.api.compute import common, errors, instances, validation as v
-from novella.api.compute.handlers import server_actions
+from novella.api.compute import actions, common, errors, instances, validation as v
 from novella.network import security_groups as sgs
 
 P = "os_compute_api:os-security-groups:"
@@ -264,12 +263,12 @@ def _change(req, rec, body, name, add):
     return 202, None
 
 
-@server_actions.action("addSecurityGroup", _action_body("addSecurityGroup"))
+@actions.action("addSecurityGroup", _action_body("addSecurityGroup"))
 def add_security_group(req, rec, body):
     return _change(req, rec, body, "addSecurityGroup", add=True)
 
 
-@server_actions.action("removeSecurityGroup", _action_body("removeSecurityGroup"))
+@actions.action("removeSecurityGroup", _action_body("removeSecurityGroup"))
 def remove_security_group(req, rec, body):
     return _change(req, rec, body, "removeSecurityGroup", add=False)
 

@@ -11,10 +11,8 @@ the server's row.
 import logging
 
 from novella import rpc
-from novella.api.compute import common, errors, hosts
+from novella.api.compute import actions, common, errors, hosts
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions as sa_mod
-from novella.api.compute.handlers import servers
 from novella.compute import guest_actions
 from novella.compute import states
 from novella.compute.states import task_states
@@ -35,35 +33,35 @@ def _schema(name, value=_ANY):
 
 def _on_host(req, rec, name, rule, vm_states, task, method, check_lock=True, **kwargs):
     """The usual shape: policy, lock, states, task state and action, cast."""
-    req.authorize(rule, sa_mod.target(rec))
+    req.authorize(rule, actions.target(rec))
     if check_lock:
-        sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, name, vm_states=vm_states)
-    sa_mod.start_task(req, rec, name, task, expected_task_state=(None,))
-    getattr(sa_mod.compute_client(rec), method)(req.context, rec["host"], rec["uuid"], **kwargs)
+        actions.check_unlocked(req, rec)
+    actions.check_state(rec, name, vm_states=vm_states)
+    actions.start_task(req, rec, name, task, expected_task_state=(None,))
+    getattr(actions.compute_client(rec), method)(req.context, rec["host"], rec["uuid"], **kwargs)
     return 202, None
 
 
 # --- pause, suspend ----------------------------------------------------------------------
-@sa_mod.action("pause", _schema("pause"))
+@actions.action("pause", _schema("pause"))
 def pause(req, rec, body):
     return _on_host(req, rec, "pause", "os_compute_api:os-pause-server:pause",
                     (states.ACTIVE,), task_states.PAUSING, "pause_instance")
 
 
-@sa_mod.action("unpause", _schema("unpause"))
+@actions.action("unpause", _schema("unpause"))
 def unpause(req, rec, body):
     return _on_host(req, rec, "unpause", "os_compute_api:os-pause-server:unpause",
                     (states.PAUSED,), task_states.UNPAUSING, "unpause_instance")
 
 
-@sa_mod.action("suspend", _schema("suspend"))
+@actions.action("suspend", _schema("suspend"))
 def suspend(req, rec, body):
     return _on_host(req, rec, "suspend", "os_compute_api:os-suspend-server:suspend",
                     (states.ACTIVE,), task_states.SUSPENDING, "suspend_instance")
 
 
-@sa_mod.action("resume", _schema("resume"))
+@actions.action("resume", _schema("resume"))
 def resume(req, rec, body):
     return _on_host(req, rec, "resume", "os_compute_api:os-suspend-server:resume",
                     (states.SUSPENDED,), task_states.RESUMING, "resume_instance")
@@ -75,13 +73,13 @@ _rescue_schema = _schema("rescue", {"type": ["object", "null"], "properties": {
     "additionalProperties": False})
 
 
-@sa_mod.action("rescue", _rescue_schema)
+@actions.action("rescue", _rescue_schema)
 def rescue(req, rec, body):
     args = body["rescue"] or {}
     password = args.get("adminPass") or common.generate_password()
-    req.authorize("os_compute_api:os-rescue", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "rescue", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
+    req.authorize("os_compute_api:os-rescue", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "rescue", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
     image_ref = args.get("rescue_image_ref")
     props = _rescue_image_properties(req, rec, image_ref)
     stable = {k: props[k] for k in guest_actions.STABLE_RESCUE if props.get(k)}
@@ -100,9 +98,9 @@ def rescue(req, rec, body):
         records.set_system_metadata(cell_db, rec["uuid"], **{
             guest_actions.RESCUE_IMAGE: image_ref, guest_actions.OLD_VM_STATE: rec["vm_state"],
             **{key: stable.get(key) for key in guest_actions.STABLE_RESCUE}})
-    sa_mod.start_task(req, rec, "rescue", task_states.RESCUING, expected_task_state=(None,))
-    sa_mod.compute_client(rec).rescue_instance(req.context, rec["host"], rec["uuid"],
-                                  rescue_password=password)
+    actions.start_task(req, rec, "rescue", task_states.RESCUING, expected_task_state=(None,))
+    actions.compute_client(rec).rescue_instance(req.context, rec["host"], rec["uuid"],
+                                   rescue_password=password)
     if req.api.conf.api.enable_instance_password:
         return 200, {"adminPass": password}
     return 200, None
@@ -146,25 +144,25 @@ def _host_traits(req, rec):
     return set(req.api.placement.get_traits(node.uuid)[1])
 
 
-@sa_mod.action("unrescue", _schema("unrescue"))
+@actions.action("unrescue", _schema("unrescue"))
 def unrescue(req, rec, body):
     return _on_host(req, rec, "unrescue", "os_compute_api:os-unrescue", (states.RESCUED,),
                     task_states.UNRESCUING, "unrescue_instance")
 
 
 # --- crash dump, password, console ---------------------------------------------------------
-@sa_mod.action("trigger_crash_dump", _schema("trigger_crash_dump", {"type": "null"}),
-               min_version="2.17")
+@actions.action("trigger_crash_dump", _schema("trigger_crash_dump", {"type": "null"}),
+                min_version="2.17")
 def trigger_crash_dump(req, rec, body):
-    req.authorize("os_compute_api:servers:trigger_crash_dump", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
+    req.authorize("os_compute_api:servers:trigger_crash_dump", actions.target(rec))
+    actions.check_unlocked(req, rec)
     if rec["cell"] is None or not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
-    sa_mod.check_state(rec, "trigger_crash_dump", vm_states=(
+    actions.check_state(rec, "trigger_crash_dump", vm_states=(
         states.ACTIVE, states.PAUSED, states.RESCUED, states.RESIZED, states.ERROR))
     records.start_action(cells_mod.cell_database(rec["cell"]), req.context, rec["uuid"],
                          "trigger_crash_dump")
-    sa_mod.compute_client(rec).trigger_crash_dump(req.context, rec["host"], rec["uuid"])
+    actions.compute_client(rec).trigger_crash_dump(req.context, rec["host"], rec["uuid"])
     return 202, None
 
 
@@ -172,16 +170,16 @@ _password_schema = _schema("changePassword", v.obj({"adminPass": {"type": "strin
                                                    ["adminPass"]))
 
 
-@sa_mod.action("changePassword", _password_schema)
+@actions.action("changePassword", _password_schema)
 def change_password(req, rec, body):
-    req.authorize("os_compute_api:os-admin-password", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "changePassword", vm_states=(states.ACTIVE,))
-    sa_mod.start_task(req, rec, "changePassword", task_states.UPDATING_PASSWORD,
-                      expected_task_state=(None,))
+    req.authorize("os_compute_api:os-admin-password", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "changePassword", vm_states=(states.ACTIVE,))
+    actions.start_task(req, rec, "changePassword", task_states.UPDATING_PASSWORD,
+                       expected_task_state=(None,))
     try:
-        sa_mod.compute_client(rec).set_admin_password(req.context, rec["host"], rec["uuid"],
-                                         body["changePassword"]["adminPass"])
+        actions.compute_client(rec).set_admin_password(req.context, rec["host"], rec["uuid"],
+                                          body["changePassword"]["adminPass"])
     except rpc.RemoteError as exc:
         if exc.exc_type == "NotImplementedError":
             raise errors.APIError("Unable to set password on instance", code=501)
@@ -197,9 +195,9 @@ _console_schema = _schema("os-getConsoleOutput", v.obj({"length": {
     "type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$", "minimum": -1}}))
 
 
-@sa_mod.action("os-getConsoleOutput", _console_schema)
+@actions.action("os-getConsoleOutput", _console_schema)
 def console_output(req, rec, body):
-    req.authorize("os_compute_api:os-console-output", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-console-output", actions.target(rec))
     length = body["os-getConsoleOutput"].get("length")
     length = None if length is None or int(length) == -1 else int(length)
     if rec["cell"] is None or not rec.get("host"):
@@ -208,8 +206,8 @@ def console_output(req, rec, body):
         raise errors.invalid_state("get_console_output", rec["uuid"], "task_state",
                                    rec["task_state"])
     try:
-        output = sa_mod.compute_client(rec).get_console_output(req.context, rec["host"], rec["uuid"],
-                                                  tail_length=length)
+        output = actions.compute_client(rec).get_console_output(req.context, rec["host"], rec["uuid"],
+                                                   tail_length=length)
     except rpc.RemoteError as exc:
         if exc.exc_type == "NotImplementedError":
             raise errors.APIError("Unable to get console log, functionality not implemented",
@@ -246,9 +244,9 @@ def _set_lock(req, rec, action, locked, reason=None):
     common.notify(req, rec, notifications.LOCK if locked else notifications.UNLOCK)
 
 
-@sa_mod.action("lock", _lock_schema)
+@actions.action("lock", _lock_schema)
 def lock(req, rec, body):
-    req.authorize("os_compute_api:os-lock-server:lock", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-lock-server:lock", actions.target(rec))
     reason = (body["lock"] or {}).get("locked_reason") if req.at_least("2.73") else None
     if rec.get("locked") and _locked_by(req, rec) == "owner":
         return 202, None  # the owner's lock stays as it is
@@ -256,22 +254,22 @@ def lock(req, rec, body):
     return 202, None
 
 
-@sa_mod.action("unlock", _schema("unlock"))
+@actions.action("unlock", _schema("unlock"))
 def unlock(req, rec, body):
-    req.authorize("os_compute_api:os-lock-server:unlock", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-lock-server:unlock", actions.target(rec))
     if rec.get("locked_by") and rec["locked_by"] != _locked_by(req, rec):
         req.authorize("os_compute_api:os-lock-server:unlock:unlock_override",
-                      sa_mod.target(rec))
+                      actions.target(rec))
     _set_lock(req, rec, "unlock", False)
     return 202, None
 
 
 # --- soft delete -----------------------------------------------------------------------------
-@sa_mod.action("restore", _schema("restore"))
+@actions.action("restore", _schema("restore"))
 def restore(req, rec, body):
-    req.authorize("os_compute_api:os-deferred-delete:restore", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "restore", vm_states=(states.SOFT_DELETED,))
+    req.authorize("os_compute_api:os-deferred-delete:restore", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "restore", vm_states=(states.SOFT_DELETED,))
     cell_db = cells_mod.cell_database(rec["cell"])
     values = ({"task_state": task_states.RESTORING} if rec.get("host") else
               {"vm_state": states.ACTIVE, "task_state": None})
@@ -283,17 +281,17 @@ def restore(req, rec, body):
     records.start_action(cell_db, req.context, rec["uuid"], "restore")
     build_requests_db.queue_for_delete(req.api.api_db, rec["uuid"], queued=False)
     if rec.get("host"):
-        sa_mod.compute_client(rec).restore_instance(req.context, rec["host"], rec["uuid"])
+        actions.compute_client(rec).restore_instance(req.context, rec["host"], rec["uuid"])
     return 202, None
 
 
-@sa_mod.action("forceDelete", _schema("forceDelete"))
+@actions.action("forceDelete", _schema("forceDelete"))
 def force_delete(req, rec, body):
-    req.authorize("os_compute_api:os-deferred-delete:force", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
+    req.authorize("os_compute_api:os-deferred-delete:force", actions.target(rec))
+    actions.check_unlocked(req, rec)
     if rec["cell"] is None:
         raise errors.invalid_state("forceDelete", rec["uuid"], "vm_state", states.BUILDING)
-    servers.delete_instance(req.api, req.context, rec)
+    actions.delete_instance(req.api, req.context, rec)
     return 202, None
 
 

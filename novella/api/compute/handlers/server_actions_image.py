@@ -13,14 +13,10 @@ snapshot of each of its volumes made by the volume service, the guest
 thawed once they are, and an image with no data (``active``, size 0) whose
 properties map the snapshots (``block_device_mapping``, ``bdm_v2``,
 ``root_device_name``). A server booted from that image gets volumes made
-of the snapshots (``merge_image_bdms`` at create, then its host).
+of the snapshots (``servers.merge_image_bdms`` at create, then its host).
 """
-import json
-import uuid as uuid_mod
-
-from novella.api.compute import errors
+from novella.api.compute import actions, errors
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import guest_actions
 from novella.compute import states
 from novella.compute.states import task_states
@@ -38,40 +34,40 @@ _create_backup_schema = v.obj({"createBackup": v.obj(
     ["name", "backup_type", "rotation"])}, ["createBackup"])
 
 
-@sa_mod.action("createImage", _create_image_schema)
+@actions.action("createImage", _create_image_schema)
 def create_image(req, rec, body):
     args = body["createImage"]
-    req.authorize("os_compute_api:servers:create_image", sa_mod.target(rec))
+    req.authorize("os_compute_api:servers:create_image", actions.target(rec))
     bdms = _bdms_of(rec)
     if _volume_backed(rec, bdms):
         req.authorize("os_compute_api:servers:create_image:allow_volume_backed",
-                      sa_mod.target(rec))
+                      actions.target(rec))
         image = _snapshot_volume_backed(req, rec, args, bdms)
         return _answer(req, image["id"], located=True)
     image = _start(req, rec, "createImage", task_states.IMAGE_SNAPSHOT_PENDING, args,
                    {"image_type": "snapshot"})
-    sa_mod.compute_client(rec).snapshot_instance(req.context, rec["host"], rec["uuid"], image["id"])
+    actions.compute_client(rec).snapshot_instance(req.context, rec["host"], rec["uuid"], image["id"])
     return _answer(req, image["id"], located=True)
 
 
-@sa_mod.action("createBackup", _create_backup_schema)
+@actions.action("createBackup", _create_backup_schema)
 def create_backup(req, rec, body):
     args = body["createBackup"]
-    req.authorize("os_compute_api:os-create-backup", sa_mod.target(rec))
+    req.authorize("os_compute_api:os-create-backup", actions.target(rec))
     if _volume_backed(rec, _bdms_of(rec)):
         raise errors.BadRequest("Backup is not supported for volume-backed instances.")
     rotation = int(args["rotation"])
     image = _start(req, rec, "createBackup", task_states.IMAGE_BACKUP, args, {
         "image_type": "backup", "backup_type": args["backup_type"]},
         backup={"backup_type": args["backup_type"], "backup_rotation": rotation})
-    sa_mod.compute_client(rec).backup_instance(req.context, rec["host"], rec["uuid"], image["id"],
-                                  args["backup_type"], rotation)
+    actions.compute_client(rec).backup_instance(req.context, rec["host"], rec["uuid"], image["id"],
+                                   args["backup_type"], rotation)
     return _answer(req, image["id"], located=rotation > 0)
 
 
 def _start(req, rec, action, task_state, args, kind, backup=None):
     """Checks, the queued image, the noted image id, the task state and the action."""
-    sa_mod.check_state(rec, action, vm_states=_IMAGEABLE)
+    actions.check_state(rec, action, vm_states=_IMAGEABLE)
     if rec["cell"] is None or not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
     api = req.api.image_api
@@ -99,7 +95,7 @@ def _start(req, rec, action, task_state, args, kind, backup=None):
     records.set_system_metadata(cell_db, rec["uuid"], **{
         guest_actions.SNAPSHOT_IMAGE: image["id"], **(backup or {})})
     try:
-        sa_mod.start_task(req, rec, action, task_state, expected_task_state=(None,))
+        actions.start_task(req, rec, action, task_state, expected_task_state=(None,))
     except errors.APIError:
         api.delete(req.context, image["id"])
         raise
@@ -145,7 +141,7 @@ def _image_mapping(bdm, **values):
 
 def _snapshot_volume_backed(req, rec, args, bdms):
     """A snapshot of each volume of the server, and the image that maps them."""
-    sa_mod.check_state(rec, "createImage", vm_states=_IMAGEABLE)
+    actions.check_state(rec, "createImage", vm_states=_IMAGEABLE)
     if rec["cell"] is None or not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
     image_api, volume_api = req.api.image_api, req.api.volume_api
@@ -158,7 +154,7 @@ def _snapshot_volume_backed(req, rec, args, bdms):
     root = next((b for b in bdms if b.boot_index == 0), None)
     base = dict(volumes[root.volume_id].get("volume_image_metadata") or {}) if (
         root is not None and root.volume_id in volumes) else {}
-    client = sa_mod.compute_client(rec)
+    client = actions.compute_client(rec)
     quiesced = False
     if rec["vm_state"] == states.ACTIVE:
         try:
@@ -203,50 +199,6 @@ def _snapshot_volume_backed(req, rec, args, bdms):
                              min_disk=int(base.get("min_disk") or 0),
                              min_ram=int(base.get("min_ram") or 0))
     return image_api.upload(ctxt, image["id"], b"")  # no data: active at once, size 0
-
-
-def merge_image_bdms(req, image_ref, bdms, is_bfv):
-    """The requested mappings with those the image defines (an image of a
-    volume-backed server), a requested one winning over the image's of the same
-    device; returns (mappings, whether the server is volume-backed)."""
-    api = req.api.image_api
-    if not image_ref or api is None:
-        return bdms, is_bfv
-    image_id = image_ref.rstrip("/").rsplit("/", 1)[-1]
-    try:
-        image = api.get(req.context, image_id)
-    except Exception:  # noqa: BLE001 - an unknown image is refused where it is read
-        return bdms, is_bfv
-    # Kept for the request: the create checks the same image next (common.image).
-    req.environ.setdefault("novella.images", {})[image_id] = image
-    props = image.get("properties") or {}
-    defined = props.get("block_device_mapping") or []
-    if isinstance(defined, str):  # as Glance keeps it: JSON text
-        try:
-            defined = json.loads(defined)
-        except ValueError:
-            return bdms, is_bfv
-    if not defined or str(props.get("bdm_v2", "")).lower() not in ("true", "1"):
-        return bdms, is_bfv
-    if any(d.get("boot_index") == 0 for d in defined):  # the image's root wins
-        bdms = [b for b in bdms if not (b["boot_index"] == 0 and b["source_type"] == "image")]
-    taken = {b["device_name"] for b in bdms if b["device_name"]}
-    for d in defined:
-        if d.get("device_name") and d["device_name"] in taken:
-            continue
-        source = d.get("source_type")
-        bdms.append({"uuid": str(uuid_mod.uuid4()), "source_type": source,
-                     "destination_type": d.get("destination_type"),
-                     "boot_index": d.get("boot_index"), "device_name": d.get("device_name"),
-                     "device_type": d.get("device_type"), "disk_bus": d.get("disk_bus"),
-                     "volume_size": d.get("volume_size"),
-                     "delete_on_termination": bool(d.get("delete_on_termination")),
-                     "tag": d.get("tag"), "volume_type": d.get("volume_type"),
-                     "volume_id": d.get("volume_id") if source == "volume" else None,
-                     "image_id": d.get("image_id") if source == "image" else None,
-                     "snapshot_id": d.get("snapshot_id") if source == "snapshot" else None})
-    boots = [b for b in bdms if b["boot_index"] == 0]
-    return bdms, bool(boots) and boots[0]["destination_type"] == "volume"
 
 
 def _answer(req, image_id, located):

@@ -14,11 +14,9 @@ volume was made from, or from 2.93 with another one, which its host has the
 volume service write onto the root volume (noted before the host acts,
 novella/compute/volume_ops.py); its image stays empty.
 """
-from novella.api.compute import common, errors, instances, quotas
+from novella.api.compute import actions, common, errors, instances, quotas, views
 from novella.api.compute import validation as v
 from novella.api.compute.schemas import servers as server_schemas
-from novella.api.compute.handlers import server_actions as sa_mod
-from novella.api.compute.handlers import servers
 from novella.compute import guest_actions
 from novella.compute import volume_ops
 from novella.compute import states
@@ -56,15 +54,15 @@ def _schema(version):
     return v.obj({"rebuild": v.obj(args, ["imageRef"])}, ["rebuild"])
 
 
-@sa_mod.action("rebuild", _schema)
+@actions.action("rebuild", _schema)
 def rebuild(req, rec, body):
     args = body["rebuild"]
-    target = sa_mod.target(rec)
+    target = actions.target(rec)
     req.authorize("os_compute_api:servers:rebuild", target)
     if req.at_least("2.63") and "trusted_image_certificates" in args:
         req.authorize("os_compute_api:servers:rebuild:trusted_certs", target)
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "rebuild", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "rebuild", vm_states=(states.ACTIVE, states.STOPPED, states.ERROR))
     if rec["cell"] is None or not rec.get("host"):
         raise errors.Conflict(f"Instance {rec['uuid']} is not ready")
     image_id = common.last_segment(args["imageRef"])
@@ -101,9 +99,9 @@ def rebuild(req, rec, body):
     records.start_action(cell_db, req.context, rec["uuid"], "rebuild")
     request_specs.update(req.api.api_db, rec["uuid"], image={
         "id": image_id, "properties": dict(image.get("properties") or {})})
-    sa_mod.compute_client(rec).rebuild_in_place(req.context, rec["host"], rec["uuid"],
-                                                 admin_password=password,
-                                                 injected_files=files or None)
+    actions.compute_client(rec).rebuild_in_place(req.context, rec["host"], rec["uuid"],
+                                                  admin_password=password,
+                                                  injected_files=files or None)
     return 202, _view(req, rec, password)
 
 
@@ -164,8 +162,8 @@ def _changes(req, rec, args):
 def _view(req, rec, password):
     """The answer: the server as show has it (as an update answers before 2.75), with
     its key pair from 2.54, user data from 2.57 and the admin password."""
-    _status, body = servers.show(req, rec["uuid"], update=True)
-    server = body["server"]
+    shown = instances.get(req, rec["uuid"], rule="os_compute_api:servers:show")
+    server = views.show(req, shown, update=True)["server"]
     server.pop("OS-EXT-SRV-ATTR:user_data", None)  # user_data from 2.57 instead
     if req.at_least("2.54"):
         fresh = instances.get(req, rec["uuid"], view=False)

@@ -17,7 +17,7 @@
 """
 import datetime
 
-from novella.api.compute import errors, instances, validation as v
+from novella.api.compute import common, errors, instances, validation as v
 from novella.compute import states
 from novella.db import cells as cells_mod, records, servers as servers_db
 
@@ -113,14 +113,6 @@ def _events_body(version):
     return v.obj({"events": {"type": "array", "minItems": 1, "items": event}}, ["events"])
 
 
-def refresh_network_info(req, rec):
-    """The server's info cache, as the network service has its ports now."""
-    if req.api.network_api is None:
-        return
-    info = req.api.network_api.get_instance_nw_info(req.context, rec["uuid"])
-    records.set_network_info(cells_mod.cell_database(rec["cell"]), rec["uuid"], info)
-
-
 def external_events(req):
     req.authorize("os_compute_api:os-server-external-events:create", {})
     body = req.body_json(_events_body)
@@ -138,7 +130,7 @@ def external_events(req):
             result["code"] = 200
             accepted += 1
             if event["name"] == "network-changed":
-                refresh_network_info(req, rec)
+                common.refresh_network_info(req, rec)
         out.append(result)
     if not accepted:
         raise errors.NotFound("No instances found for any event")

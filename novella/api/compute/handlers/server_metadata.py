@@ -6,8 +6,7 @@ not building) and unlocked; the merged result must fit the project's
 """
 import copy
 
-from novella.api.compute import errors, instances, quotas, validation
-from novella.api.compute.handlers import server_actions
+from novella.api.compute import actions, errors, instances, quotas, validation
 from novella.compute import states
 from novella.db import cells as cells_mod, servers as servers_db
 
@@ -28,10 +27,10 @@ def _server(req, server_id, rule):
 
 
 def _changeable(req, rec, action):
-    server_actions.check_unlocked(req, rec)
+    actions.check_unlocked(req, rec)
     if rec["cell"] is None:
         raise errors.invalid_state(action, rec["uuid"], "vm_state", states.BUILDING)
-    server_actions.check_state(rec, action, vm_states=_CHANGEABLE)
+    actions.check_state(rec, action, vm_states=_CHANGEABLE)
 
 
 def _write(req, rec, metadata, replace):

@@ -1,30 +1,20 @@
 """/servers: create, list (merged across cells), show, update, delete."""
 import datetime
 import json
-import logging
 import re
 import secrets
 import uuid as uuid_mod
 
-from novella.api.compute import (common, errors, hosts, instances, quotas, rpcclients,
+from novella.api.compute import (actions, common, errors, hosts, instances, quotas, rpcclients,
                                  validation, views)
-from novella.api.compute.handlers import availability_zones, server_actions, server_actions_image
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
-from novella.compute.states import migration_status as ms, task_states
-from novella.conductor.rpcapi import ConductorAPI
+from novella.compute.states import task_states
 from novella.db import build_requests as build_requests_db, cells as cells_mod
-from novella.db import flavors as flavors_db, migration_records, records
-from novella.db import server_groups as server_groups_db, servers as servers_db
-from novella.network import ownership
-
-LOG = logging.getLogger(__name__)
+from novella.db import flavors as flavors_db, records
+from novella.db import server_groups as server_groups_db
 
 P = "os_compute_api:servers:"
-
-
-def _target(rec):
-    return {"project_id": rec["project_id"], "user_id": rec["user_id"]}
 
 
 # --- list ---------------------------------------------------------------------------
@@ -196,12 +186,7 @@ def detail(req):
 
 def show(req, server_id, update=False):
     rec = instances.get(req, server_id, rule=P + "show")
-    if req.at_least("2.96"):
-        views.add_pinned_zones(req.api, [rec])
-    views.add_network_details(req, [rec])
-    if req.at_least("2.71"):
-        rec["server_groups"] = server_groups_db.of_server(req.api.api_db, server_id)
-    return 200, {"server": views.detail(req, rec, show=True, update=update)}
+    return 200, views.show(req, rec, update=update)
 
 
 # --- create -------------------------------------------------------------------------
@@ -212,6 +197,50 @@ def _boot_volume_image(req, bdms, flavor):
     if boot is None:
         return {"id": None, "properties": {}}
     return common.image(req, boot["image_id"], flavor, is_bfv=True)
+
+
+def merge_image_bdms(req, image_ref, bdms, is_bfv):
+    """The requested mappings with those the image defines (an image of a
+    volume-backed server), a requested one winning over the image's of the same
+    device; returns (mappings, whether the server is volume-backed)."""
+    api = req.api.image_api
+    if not image_ref or api is None:
+        return bdms, is_bfv
+    image_id = image_ref.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        image = api.get(req.context, image_id)
+    except Exception:  # noqa: BLE001 - an unknown image is refused where it is read
+        return bdms, is_bfv
+    # Kept for the request: the create checks the same image next (common.image).
+    req.environ.setdefault("novella.images", {})[image_id] = image
+    props = image.get("properties") or {}
+    defined = props.get("block_device_mapping") or []
+    if isinstance(defined, str):  # as Glance keeps it: JSON text
+        try:
+            defined = json.loads(defined)
+        except ValueError:
+            return bdms, is_bfv
+    if not defined or str(props.get("bdm_v2", "")).lower() not in ("true", "1"):
+        return bdms, is_bfv
+    if any(d.get("boot_index") == 0 for d in defined):  # the image's root wins
+        bdms = [b for b in bdms if not (b["boot_index"] == 0 and b["source_type"] == "image")]
+    taken = {b["device_name"] for b in bdms if b["device_name"]}
+    for d in defined:
+        if d.get("device_name") and d["device_name"] in taken:
+            continue
+        source = d.get("source_type")
+        bdms.append({"uuid": str(uuid_mod.uuid4()), "source_type": source,
+                     "destination_type": d.get("destination_type"),
+                     "boot_index": d.get("boot_index"), "device_name": d.get("device_name"),
+                     "device_type": d.get("device_type"), "disk_bus": d.get("disk_bus"),
+                     "volume_size": d.get("volume_size"),
+                     "delete_on_termination": bool(d.get("delete_on_termination")),
+                     "tag": d.get("tag"), "volume_type": d.get("volume_type"),
+                     "volume_id": d.get("volume_id") if source == "volume" else None,
+                     "image_id": d.get("image_id") if source == "image" else None,
+                     "snapshot_id": d.get("snapshot_id") if source == "snapshot" else None})
+    boots = [b for b in bdms if b["boot_index"] == 0]
+    return bdms, bool(boots) and boots[0]["destination_type"] == "volume"
 
 
 _BOOT_SEQ = ("Block Device Mapping is Invalid: Boot sequence for the instance and "
@@ -393,7 +422,7 @@ def _availability_zone(req, server):
     if zone is None:
         zone = conf.default_schedule_zone
     if zone is not None:
-        known = availability_zones.zone_names(req.api)
+        known = hosts.zone_names(req.api)
         if zone not in known and zone != conf.default_availability_zone:
             raise errors.BadRequest("The requested availability zone is not available")
     if server.get("host") or server.get("hypervisor_hostname"):
@@ -477,7 +506,7 @@ def create(req):
     quotas.check_injected_files(quota, server.get("personality"))
     image_ref = server.get("imageRef") or None
     bdms, is_bfv = _bdms(req, server, image_ref)
-    bdms, is_bfv = server_actions_image.merge_image_bdms(req, image_ref, bdms, is_bfv)
+    bdms, is_bfv = merge_image_bdms(req, image_ref, bdms, is_bfv)
     image = common.image(req, image_ref, flavor, is_bfv)
     boot_image = image if image["id"] else _boot_volume_image(req, bdms, flavor)
     auto_disk_config = common.disk_config(server.get("OS-DCF:diskConfig"), boot_image["id"],
@@ -585,7 +614,7 @@ def create(req):
 def update(req, server_id):
     body = req.body_json(schemas.update)
     rec = instances.get(req, server_id)
-    req.authorize(P + "update", _target(rec))
+    req.authorize(P + "update", actions.target(rec))
     changes = {}
     s_body = body["server"]
     for field, column in (("name", "display_name"), ("description", "display_description"),
@@ -629,7 +658,7 @@ def _repin(req, rec, zone):
 # --- delete -------------------------------------------------------------------------
 def delete(req, server_id):
     rec = instances.get(req, server_id, view=False)
-    req.authorize(P + "delete", _target(rec))
+    req.authorize(P + "delete", actions.target(rec))
     if rec["locked"] and not req.is_admin():
         raise errors.Conflict(f"Instance {server_id} is locked")
     api_db = req.api.api_db
@@ -639,7 +668,7 @@ def delete(req, server_id):
         rec = instances.get(req, server_id, view=False)
     if _soft_delete(req, rec):  # [DEFAULT] reclaim_instance_interval
         return 204, None
-    delete_instance(req.api, req.context, rec)
+    actions.delete_instance(req.api, req.context, rec)
     return 204, None
 
 
@@ -670,76 +699,8 @@ def _soft_delete(req, rec):
         raise errors.instance_not_found(rec["uuid"])
     records.start_action(cell_db, req.context, rec["uuid"], "delete")
     build_requests_db.queue_for_delete(req.api.api_db, rec["uuid"])
-    server_actions.compute_client(rec).soft_delete_instance(req.context, rec["host"], rec["uuid"])
+    actions.compute_client(rec).soft_delete_instance(req.context, rec["host"], rec["uuid"])
     return True
-
-
-def delete_instance(api, ctxt, rec):
-    """Delete a server that is in a cell: on its host, or here when it has none."""
-    cell = rec["cell"]
-    cell_db = cells_mod.cell_database(cell)
-    uuid = rec["uuid"]
-    if rec.get("task_state") == states.task_states.DELETING:
-        return
-    records.start_action(cell_db, ctxt, uuid, "delete")
-    migration_records.end_unstarted(cell_db, uuid)
-    if rec.get("vm_state") == states.RESIZED:  # confirm first: both hosts are freed
-        _confirm_before_delete(api, ctxt, rec)
-    build_requests_db.queue_for_delete(api.api_db, uuid)
-    if cell.uuid == cells_mod.CELL0_UUID or not rec.get("host") or \
-            common.host_down(api, cell, rec["host"]):
-        if cell.uuid != cells_mod.CELL0_UUID:
-            _release_without_host(api, cell_db, uuid)
-        servers_db.delete_here(cell_db, uuid)
-        return
-    try:
-        records.update_instance(cell_db, uuid, task_state=states.task_states.DELETING)
-    except records.InstanceNotFound:
-        raise errors.instance_not_found(uuid)
-    rpcclients.cast_to_compute(ctxt, cell, rec["host"], "terminate_instance", instance_uuid=uuid)
-
-
-def _confirm_before_delete(api, ctxt, rec):
-    """A server deleted in VERIFY_RESIZE: confirm first (and wait), so both sides are freed.
-
-    The delete goes on even if the confirmation fails; the error is logged.
-    """
-    cell_db = cells_mod.cell_database(rec["cell"])
-    migration = migration_records.unconfirmed(cell_db, rec["uuid"])
-    if migration is None or migration_records.update(
-            cell_db, migration["uuid"], expected_status=ms.FINISHED,
-            status=ms.CONFIRMING) is None:
-        return
-    try:
-        ConductorAPI(api.transport).confirm_resize(ctxt, rec["uuid"], migration["uuid"],
-                                                   do_cast=False)
-    except Exception:  # noqa: BLE001 - the user asked for a delete: carry on with it
-        LOG.exception("confirming %s before its delete failed", rec["uuid"])
-
-
-def _release_without_host(api, cell_db, uuid):
-    """What a server no host will clean up after (shelved-offloaded, or on a host
-    that is down) still holds: its allocation, its ports, its volumes' attachments
-    (and the volumes to delete with it), its shelved image. (A down host destroys
-    the guest it kept when its compute service starts again.)"""
-    from novella.context import get_admin_context
-    ctxt = get_admin_context()
-    if api.placement is not None:
-        api.placement.delete_allocations(uuid)
-    if api.network_api is not None:  # the user's ports kept (novella/network/ownership.py)
-        keep = ownership.user_ports(servers_db.network_info(cell_db, uuid),
-                                    records.system_metadata(cell_db, uuid))
-        api.network_api.deallocate_for_instance(ctxt, uuid, keep)
-    if api.volume_api is not None:
-        for bdm in servers_db.volume_mappings(cell_db, uuid):
-            if bdm.attachment_id:
-                api.volume_api.attachment_delete(ctxt, bdm.attachment_id)
-            if bdm.delete_on_termination and bdm.volume_id:
-                api.volume_api.delete(ctxt, bdm.volume_id)
-    image_id = records.system_metadata(cell_db, uuid).get("shelved_image_id")
-    if image_id and api.image_api is not None:
-        api.image_api.delete(ctxt, image_id)
-        records.set_system_metadata(cell_db, uuid, shelved_image_id=None)
 
 
 ROUTES = [

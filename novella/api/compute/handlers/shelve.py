@@ -3,10 +3,8 @@
 shelve and shelveOffload cast to the server's host; unshelve casts to the
 conductor, which schedules an offloaded server anew.
 """
-from novella.api.compute import errors, hosts, quotas, rpcclients
+from novella.api.compute import actions, errors, hosts, quotas, rpcclients
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import availability_zones
-from novella.api.compute.handlers import server_actions as sa_mod
 from novella.compute import states
 from novella.compute.states import task_states
 from novella.conductor.rpcapi import ConductorAPI
@@ -34,12 +32,12 @@ _unshelve_schema = [
 _SHELVABLE = (states.ACTIVE, states.STOPPED, states.PAUSED, states.SUSPENDED)
 
 
-@sa_mod.action("shelve", _shelve_schema)
+@actions.action("shelve", _shelve_schema)
 def shelve(req, rec, body):
-    req.authorize("os_compute_api:os-shelve:shelve", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "shelve", vm_states=_SHELVABLE)
-    sa_mod.start_task(req, rec, "shelve", task_states.SHELVING, expected_task_state=(None,))
+    req.authorize("os_compute_api:os-shelve:shelve", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "shelve", vm_states=_SHELVABLE)
+    actions.start_task(req, rec, "shelve", task_states.SHELVING, expected_task_state=(None,))
     image_id = None
     if rec.get("image_ref") and req.api.image_api is not None:  # image-backed: keep the disk
         image_id = req.api.image_api.create_snapshot(
@@ -53,24 +51,24 @@ def shelve(req, rec, body):
     return 202, None
 
 
-@sa_mod.action("shelveOffload", _offload_schema)
+@actions.action("shelveOffload", _offload_schema)
 def shelve_offload(req, rec, body):
-    req.authorize("os_compute_api:os-shelve:shelve_offload", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "shelveOffload", vm_states=(states.SHELVED,))
-    sa_mod.start_task(req, rec, "shelveOffload", task_states.SHELVING_OFFLOADING,
-                      expected_task_state=(None,))
+    req.authorize("os_compute_api:os-shelve:shelve_offload", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "shelveOffload", vm_states=(states.SHELVED,))
+    actions.start_task(req, rec, "shelveOffload", task_states.SHELVING_OFFLOADING,
+                       expected_task_state=(None,))
     rpcclients.cast_to_compute(req.context, rec["cell"], rec["host"],
                                "shelve_offload_instance", instance_uuid=rec["uuid"])
     return 202, None
 
 
-@sa_mod.action("unshelve", _unshelve_schema)
+@actions.action("unshelve", _unshelve_schema)
 def unshelve(req, rec, body):
-    req.authorize("os_compute_api:os-shelve:unshelve", sa_mod.target(rec))
-    sa_mod.check_unlocked(req, rec)
-    sa_mod.check_state(rec, "unshelve",
-                       vm_states=(states.SHELVED, states.SHELVED_OFFLOADED))
+    req.authorize("os_compute_api:os-shelve:unshelve", actions.target(rec))
+    actions.check_unlocked(req, rec)
+    actions.check_state(rec, "unshelve",
+                        vm_states=(states.SHELVED, states.SHELVED_OFFLOADED))
     if rec["vm_state"] == states.SHELVED_OFFLOADED:  # before anything is written
         quotas.check_unshelve_offloaded(req.api, rec.get("project_id") or req.context.project_id,
                                         rec.get("user_id") or req.context.user_id,
@@ -83,14 +81,14 @@ def unshelve(req, rec, body):
         if rec["vm_state"] != states.SHELVED_OFFLOADED:
             raise errors.Conflict("The availability_zone and host parameters are only for a "
                                   "server in SHELVED_OFFLOADED state.")
-        if zone and zone not in availability_zones.zone_names(req.api) and \
+        if zone and zone not in hosts.zone_names(req.api) and \
                 zone != req.api.conf.default_availability_zone:
             raise errors.BadRequest("The requested availability zone is not available")
     if host:
-        req.authorize("os_compute_api:os-shelve:unshelve_to_host", sa_mod.target(rec))
+        req.authorize("os_compute_api:os-shelve:unshelve_to_host", actions.target(rec))
         _check_host_in_zone(req, rec, host, zone if zone_given else _pinned_zone(req, rec))
-    sa_mod.start_task(req, rec, "unshelve", task_states.UNSHELVING,
-                      expected_task_state=(None,), on_a_host=False)
+    actions.start_task(req, rec, "unshelve", task_states.UNSHELVING,
+                       expected_task_state=(None,), on_a_host=False)
     if zone_given:  # later schedulings keep it (None: the server is pinned to none)
         request_specs.update(req.api.api_db, rec["uuid"], availability_zone=zone)
     ConductorAPI(req.api.transport).unshelve_instance(req.context, rec["uuid"], host=host)

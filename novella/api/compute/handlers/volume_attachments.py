@@ -21,9 +21,8 @@ and cast to its host.
 """
 import uuid as uuid_mod
 
-from novella.api.compute import errors, instances
+from novella.api.compute import actions, errors, instances
 from novella.api.compute import validation as v
-from novella.api.compute.handlers import server_actions
 from novella.compute import rpcapi as compute_rpcapi
 from novella.compute import states
 from novella.compute import volume_ops
@@ -68,13 +67,9 @@ _update_schema = [
 ]
 
 
-def _target(rec):
-    return {"project_id": rec["project_id"], "user_id": rec["user_id"]}
-
-
 def _server(req, server_id, action):
     rec = instances.get(req, server_id)
-    req.authorize(_RULE + action, _target(rec))
+    req.authorize(_RULE + action, actions.target(rec))
     return rec
 
 
@@ -151,7 +146,7 @@ def _get_volume(req, volume_api, volume_id, missing=errors.NotFound):
 def create(req, server_id):
     body = req.body_json(_attach_schema)["volumeAttachment"]
     rec = _server(req, server_id, "create")
-    server_actions.check_unlocked(req, rec)
+    actions.check_unlocked(req, rec)
     _check_state(req, rec, "attach_volume")
     volume_id = body["volumeId"]
     delete_on_termination = v.to_bool(body.get("delete_on_termination", False))
@@ -235,7 +230,7 @@ def _attach_offloaded(req, rec, volume, body, delete_on_termination):
 
 def delete(req, server_id, volume_id):
     rec = _server(req, server_id, "delete")
-    server_actions.check_unlocked(req, rec)
+    actions.check_unlocked(req, rec)
     if rec["vm_state"] in (states.SHELVED, states.SHELVED_OFFLOADED) and \
             not req.at_least("2.20"):
         raise errors.invalid_state("detach_volume", rec["uuid"], "vm_state", rec["vm_state"])
@@ -283,7 +278,7 @@ def update(req, server_id, volume_id):
     if only_swap or new_id != volume_id:
         req.authorize(_RULE + "swap", {})
     else:
-        req.authorize(_RULE + "update", _target(rec))
+        req.authorize(_RULE + "update", actions.target(rec))
     if not only_swap:
         _update_fields(req, rec, volume_id, body)
     if only_swap or new_id != volume_id:
@@ -311,7 +306,7 @@ def _swap(req, rec, old_id, new_id):
         raise errors.Conflict(f"volume {old_id} is not migrating; this API should only be "
                               "called by Cinder")
     new = _get_volume(req, volume_api, new_id, missing=errors.BadRequest)
-    server_actions.check_unlocked(req, rec)
+    actions.check_unlocked(req, rec)
     _check_state(req, rec, "swap_volume", allowed=_SWAPPABLE)
     if not any(a["server_id"] == rec["uuid"] for a in old["attachments"]):
         raise errors.BadRequest("Invalid volume: Old volume is attached to a different "
