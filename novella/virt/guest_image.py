@@ -193,6 +193,11 @@ if [ -n "$dev" ] && mount -o ro "$dev" /mnt/config 2>/dev/null; then
   source=config-drive
   cp /mnt/config/openstack/latest/meta_data.json /run/novella/ 2>/dev/null
   cp /mnt/config/openstack/latest/user_data /run/novella/ 2>/dev/null
+  # The files injected into the server (personality): where meta_data.json says.
+  grep -o '"path": "[^"]*", "content_path": "[^"]*"' /run/novella/meta_data.json 2>/dev/null |
+  while IFS='"' read -r _ _ _ file _ _ _ content _; do
+    mkdir -p "$(dirname "$file")" && cp "/mnt/config/openstack$content" "$file"
+  done
   umount /mnt/config
 elif ip link set eth0 up 2>/dev/null \
     && udhcpc -i eth0 -n -q -t 3 -T 1 -s /usr/share/udhcpc/default.script >/dev/null 2>&1; then
@@ -382,12 +387,19 @@ def ensure_guest_image(image_api, build_dir, name=GUEST_IMAGE_NAME):
     return upload(image_api, ctxt, image, name=name), True
 
 
-def build_config_drive(path, meta_data, user_data=None):
+def build_config_drive(path, meta_data, user_data=None, contents=None):
     """An iso9660 config drive (label ``config-2``) at ``path`` with the reference's
-    layout: openstack/latest/meta_data.json and, when given, user_data."""
+    layout: openstack/latest/meta_data.json, when given user_data, and the files
+    injected into the server (``contents``: {content path: bytes}, e.g.
+    ``/content/0000``, each named by a ``files`` entry of ``meta_data``)."""
     with tempfile.TemporaryDirectory(prefix="novella-configdrive-") as tmp:
         latest = os.path.join(tmp, "openstack", "latest")
         os.makedirs(latest)
+        for content_path, data in (contents or {}).items():
+            target = os.path.join(tmp, "openstack", content_path.lstrip("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(data)
         with open(os.path.join(latest, "meta_data.json"), "w") as f:
             json.dump(meta_data, f)
         if user_data is not None:

@@ -17,10 +17,22 @@ pytestmark = pytest.mark.real_guest
 USER_DATA = "#!/bin/sh\necho ran-from-user-data > /root/user-data\n"
 
 
+def _b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
 def test_boot_console_guest_and_delete(qemu_cloud):
     cloud = qemu_cloud
-    server_id = cloud.boot(name="vm-one", config_drive=True,
-                           user_data=base64.b64encode(USER_DATA.encode()).decode())
+    # personality (up to 2.56): its files are on the config drive, written by the guest
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "vm-one", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+        "networks": "auto", "config_drive": True, "user_data": _b64(USER_DATA),
+        "personality": [{"path": "/root/injected", "contents": _b64("injected-by-personality\n")},
+                        {"path": "/etc/novella/two", "contents": _b64("second")}]}},
+        version="2.56")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server_id = body["server"]["id"]
     server = cloud.server(server_id)
     assert server["status"] == "ACTIVE", server
     boot_id = cloud.wait_boot(server_id)
@@ -30,6 +42,9 @@ def test_boot_console_guest_and_delete(qemu_cloud):
     probe = cloud.probe(server_id)
     assert probe.check("hostname").strip() == "vm-one"
     assert probe.check("cat /root/user-data").strip() == "ran-from-user-data"
+    assert probe.check("cat /root/injected") == "injected-by-personality"
+    assert probe.check("wc -c < /root/injected").strip() == "24"   # byte for byte
+    assert probe.check("cat /etc/novella/two") == "second"
     assert probe.check("cat /sys/block/vda/size").strip() == str((1 << 30) // 512)  # m1.tiny
     allocations = cloud.allocations(server_id)
     assert [a["resources"] for a in allocations.values()] == [

@@ -202,10 +202,15 @@ class QEMUDriver(driver_mod.ComputeDriver):
                 "launch_index": instance.get("launch_index") or 0,
                 "public_keys": ({instance.get("key_name") or "key": instance["key_data"]}
                                 if instance.get("key_data") else {}),
-                "files": [{"path": p} for p, _ in injected_files or ()]}
+                "files": []}
+        contents = {}
+        for i, (file_path, data) in enumerate(injected_files or ()):
+            content_path = f"/content/{i:04d}"
+            meta["files"].append({"path": file_path, "content_path": content_path})
+            contents[content_path] = data.encode() if isinstance(data, str) else data
         user_data = instance.get("user_data")
         guest_image.build_config_drive(
-            path, meta, _b64decode(user_data) if user_data else None)
+            path, meta, _b64decode(user_data) if user_data else None, contents)
 
     # -- host -----------------------------------------------------------------------------
 
