@@ -177,24 +177,104 @@ def test_abort_keeps_the_guest_on_the_source_force_complete_finishes(qemu_cloud,
     assert cloud.aio.computes[source].driver.list_disks() == []
     assert books(cloud, server_id, forced["uuid"]) == {"instance": [dest], "migration": []}
 
-    # With a volume attached the destination refuses: the guest runs on where it is.
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {}
+
+
+def live_migrated(cloud, server_id, source):
+    """Live-migrate the server to the other host and wait for the move's end; -> its
+    migration (completed), the server running there."""
+    start_live_migration(cloud, server_id)
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert server["status"] == "ACTIVE", server.get("fault")
+    assert server["OS-EXT-SRV-ATTR:host"] != source
+    (migration,) = [m for m in migrations(cloud, server_id)
+                    if m["migration_type"] == "live-migration"]
+    assert migration["status"] == "completed", migration
+    return migration
+
+
+def volume_file(cloud, volume_id):
+    with open(os.path.join(cloud.aio.volume_api.volumes_dir, volume_id), "rb") as f:
+        return f.read()
+
+
+def test_live_migration_beside_a_volume_copies_the_local_disks_only(qemu_cloud):
+    """The root disk (the hosts' own) is mirrored to the destination; the volume, the
+    same file on both hosts, is not copied: what the guest wrote there before is read
+    after, and what it writes after lands in the same file."""
+    cloud = qemu_cloud
+    server_id, boot_id, source, dest = booted(cloud, "vm-live-volume")
     volume = cloud.aio.volume_api.create(get_admin_context(), 1, name="data")
     status, body = cloud.api("POST", f"/servers/{server_id}/os-volume_attachments",
                              {"volumeAttachment": {"volumeId": volume["id"]}})
     assert status == 200, body
     cloud.aio.wait_idle()
-    start_live_migration(cloud, server_id)
-    cloud.aio.wait_idle()
-    server = cloud.server(server_id)
-    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest)
-    refused = max(migrations(cloud, server_id), key=lambda m: m["id"])
-    assert refused["status"] == "error"
+    probe = cloud.probe(server_id)
+    deadline = time.monotonic() + 120
+    while probe.run("test -b /dev/vdb")[0] != 0:
+        assert time.monotonic() < deadline, "the volume did not appear in the guest"
+        time.sleep(0.5)
+    probe.check("echo on-the-volume | dd of=/dev/vdb conv=fsync 2>/dev/null")
+    probe.check("echo on-the-root-disk > /root/mark && sync")
+    _, before = cloud.count(server_id)
+
+    migration = live_migrated(cloud, server_id, source)
+
+    # Read from the disks, not from the guest's cache (which came with its memory).
+    probe = cloud.probe(server_id)
+    probe.check("sync && echo 3 > /proc/sys/vm/drop_caches")
+    assert probe.check("head -c 13 /dev/vdb") == "on-the-volume"
+    assert probe.check("cat /root/mark").strip() == "on-the-root-disk"
+    with open(os.path.join(cloud.guest(server_id).dir, "disk"), "rb") as f:
+        assert b"on-the-root-disk" in f.read()  # in the destination's overlay
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    probe.check("echo after-the-move | dd of=/dev/vdb bs=1 seek=4096 conv=fsync 2>/dev/null")
+    assert volume_file(cloud, volume["id"])[4096:4110] == b"after-the-move"
     assert cloud.aio.computes[source].driver.list_disks() == []
-    assert cloud.guest(server_id).status() == "running"
-    assert books(cloud, server_id, refused["uuid"]) == {"instance": [dest], "migration": []}
+    assert qemu_processes(server_id) == 1
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [dest], "migration": []}
+    assert [v["id"] for v in cloud.server(server_id)["os-extended-volumes:volumes_attached"]] \
+        == [volume["id"]]
     cloud.api("DELETE", f"/servers/{server_id}")
     cloud.aio.wait_idle()
-    assert cloud.allocations(server_id) == {}
+    assert cloud.allocations(server_id) == {} and qemu_processes(server_id) == 0
+
+
+def test_live_migration_of_a_server_booted_from_a_volume(qemu_cloud):
+    cloud = qemu_cloud
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "vm-live-bfv", "flavorRef": "1", "networks": "auto",
+        "block_device_mapping_v2": [{
+            "source_type": "image", "destination_type": "volume", "boot_index": 0,
+            "uuid": cloud.aio.demo_image["id"], "volume_size": 2,
+            "delete_on_termination": True}]}})
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server_id = body["server"]["id"]
+    server = cloud.server(server_id)
+    assert server["status"] == "ACTIVE", server.get("fault")
+    (attached,) = server["os-extended-volumes:volumes_attached"]
+    boot_id = cloud.wait_boot(server_id)
+    source = server["OS-EXT-SRV-ATTR:host"]
+    cloud.probe(server_id).check("echo on-the-root-volume > /root/mark && sync")
+    _, before = cloud.count(server_id)
+
+    migration = live_migrated(cloud, server_id, source)
+    dest = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
+
+    assert cloud.probe(server_id).check("cat /root/mark").strip() == "on-the-root-volume"
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    assert b"on-the-root-volume" in volume_file(cloud, attached["id"])
+    assert not os.path.exists(os.path.join(cloud.guest(server_id).dir, "disk"))
+    assert cloud.aio.computes[source].driver.list_disks() == []
+    assert qemu_processes(server_id) == 1
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [dest], "migration": []}
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {} and qemu_processes(server_id) == 0
 
 
 def qemu_processes(server_id):

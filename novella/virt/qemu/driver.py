@@ -38,7 +38,8 @@ from novella.virt import driver as driver_mod
 from novella.virt.driver import LiveMigrationAborted, LiveMigrationSteering
 from novella.virt import guest_image
 from novella.virt.qemu.process import (QEMU, Disk, Guest, GuestSpec, Host, QemuError,
-                                      qemu_img)
+                                      drives, qemu_img)
+from novella.virt.qemu.qmp import QMPError
 
 DOMAIN = "domain.json"
 DISK_FILES = {"root": "disk", "ephemeral": "disk.local", "swap": "disk.swap",
@@ -258,24 +259,31 @@ class QEMUDriver(driver_mod.ComputeDriver):
     def spawn(self, ctxt, instance, image_meta, network_info=None,
               block_device_info=None, power_on=True, injected_files=None):
         uuid = instance["uuid"]
-        volumes = _volumes(block_device_info)
-        # Booted from a volume: the volume is the root disk; the image it was made of
-        # (when it was made of one) gives only the kernel and ramdisk.
+        with self._lock:
+            self.hypervisor.guest_dir(uuid)
+            domain = self._new_domain(ctxt, instance, image_meta, block_device_info)
+            self._config_drive(instance, injected_files)
+            self._save(domain)
+            if power_on:
+                self._start(domain)
+
+    def _new_domain(self, ctxt, instance, image_meta, block_device_info, **marks):
+        """The record of a guest new on this host and its local disks (empty overlays
+        over this host's cache of the image, ephemeral, swap). Booted from a volume: the
+        volume is the root disk; the image it was made of (when it was made of one)
+        gives only the kernel and ramdisk."""
         root_volume = next((b for b in (block_device_info or {}).get("block_device_mapping")
                             or [] if b.get("boot_index") in (0, "0")), None)
         image_id = ((image_meta or {}).get("id") or instance.get("image_ref")
                     or (root_volume or {}).get("image_id"))
-        with self._lock:
-            self.hypervisor.guest_dir(uuid)
-            _image, boot = self._boot_files(ctxt, image_id, root=root_volume is None)
-            self._make_disks(instance, boot, ("ephemeral", "swap") if root_volume
-                             else ("root", "ephemeral", "swap"))
-            self._config_drive(instance, injected_files)
-            domain = {"uuid": uuid, "name": instance.get("name"), "flavor": instance["flavor"],
-                      "image": boot, "volumes": volumes}
-            self._save(domain)
-            if power_on:
-                self._start(domain)
+        _image, boot = self._boot_files(ctxt, image_id, root=root_volume is None)
+        domain = {"uuid": instance["uuid"], "name": instance.get("name"),
+                  "flavor": instance["flavor"], "image": boot,
+                  "volumes": _volumes(block_device_info), **marks}
+        self._save(domain)  # before the disks: a restarted service knows what they are
+        self._make_disks(instance, boot, ("ephemeral", "swap") if root_volume
+                         else ("root", "ephemeral", "swap"))
+        return domain
 
     def destroy(self, ctxt, instance, network_info=None, block_device_info=None,
                 destroy_disks=True):
@@ -565,34 +573,38 @@ class QEMUDriver(driver_mod.ComputeDriver):
     def pre_live_migration(self, ctxt, instance, block_device_info, network_info):
         """Destination: the guest's directory with disks of its sizes (the root an
         overlay over this host's cache of its image, empty until the copy fills it),
-        its config drive, and QEMU started to receive it on a UNIX socket (a guest with
-        volumes is refused).
+        its config drive, its volumes (the same files as on the source), and QEMU
+        started to receive it on a UNIX socket; with volumes, its local disks exported
+        over NBD for the source's mirrors (``live_migration``).
         ``domain.json`` says ``incoming`` before anything is made: a restarted service
         knows it is a copy arriving (removed if its move ended without it)."""
         uuid = instance["uuid"]
-        if (block_device_info or {}).get("block_device_mapping"):
-            # QEMU's block migration copies every writable disk: a volume, open on both
-            # hosts, would be written over with blocks the guest may have changed since.
-            raise QemuError(f"guest {uuid} has volumes attached: the QEMU driver "
-                            "live-migrates guests without volumes only")
         with self._lock:
             if os.path.exists(self._path(uuid, DOMAIN)):
                 raise QemuError(f"guest {uuid} is already on {self.host}")
             self.hypervisor.guest_dir(uuid)
-            _image, boot = self._boot_files(ctxt, instance["image_ref"])
-            domain = {"uuid": uuid, "name": instance.get("name"), "flavor": instance["flavor"],
-                      "image": boot, "incoming": True, "volumes": []}
-            self._save(domain)
-            self._make_disks(instance, boot, ("root", "ephemeral", "swap"))
+            domain = self._new_domain(ctxt, instance, None, block_device_info,
+                                      incoming=True)
             self._config_drive(instance, None)  # read-only: not copied, made again
             # Held stopped once loaded (-S): it runs only when the move goes forward
             # (post_live_migration_at_destination), never beside the source's copy.
-            guest = self.hypervisor.start(self._spec(domain), incoming="defer", paused=True)
+            spec = self._spec(domain)
+            guest = self.hypervisor.start(spec, incoming="defer", paused=True)
+            if domain["volumes"]:
+                guest.export_disks(_nbd_socket(guest), self._local_drives(spec))
             guest.migrate_incoming(_migration_uri(guest))
 
+    def _local_drives(self, spec):
+        """The drives of ``spec`` that a live migration copies: the writable disks of
+        the guest's directory (not its volumes, not the config drive, made again)."""
+        own = self.hypervisor.guest(spec.name).dir + os.sep
+        return [drive for drive, disk in drives(spec)
+                if not disk.readonly and disk.path.startswith(own)]
+
     def live_migration(self, ctxt, instance, dest, steering=None):
-        """Source: QEMU copies the running guest's memory and its disks (the hosts do not
-        share their instances directories) to ``dest``'s waiting QEMU; the progress is
+        """Source: QEMU copies the running guest's memory and its local disks (the hosts
+        do not share their instances directories; volumes are shared) to ``dest``'s
+        waiting QEMU; the progress is
         reported to ``steering`` as it goes. The copy waits before the switchover
         (``pause-before-switchover``) for this call to hand the guest over, so a copy
         whose compute service died never completes on its own (``init_host`` cancels
@@ -606,11 +618,19 @@ class QEMUDriver(driver_mod.ComputeDriver):
             domain["outgoing"] = dest
             self._save(domain)
         asked = paused = continued = None
+        # Beside volumes (the same files on both hosts) QEMU's block migration, which
+        # copies every writable disk, cannot be used: the local disks are mirrored into
+        # the destination's NBD exports, then the memory alone is migrated.
+        mirrored = bool(domain.get("volumes"))
+        bandwidth = self.conf.libvirt.live_migration_bandwidth << 20 or UNLIMITED_BANDWIDTH
+        there = self._host_of(dest).guest(uuid)
         try:
-            guest.migrate(_migration_uri(self._host_of(dest).guest(uuid)), copy_disks=True,
-                          max_bandwidth=(self.conf.libvirt.live_migration_bandwidth << 20
-                                         or UNLIMITED_BANDWIDTH),
-                          pause_before_switchover=True)
+            if mirrored:
+                local = self._local_drives(self._spec(domain))
+                guest.mirror_disks(_nbd_socket(there), local)
+                self._wait_mirrors(guest, uuid, len(local), steering)
+            guest.migrate(_migration_uri(there), copy_disks=not mirrored,
+                          max_bandwidth=bandwidth, pause_before_switchover=True)
             reported = 0.0
             while True:
                 progress = guest.migration()
@@ -618,6 +638,8 @@ class QEMUDriver(driver_mod.ComputeDriver):
                     break
                 if progress.status == "pre-switchover" and not continued:
                     continued = True
+                    if mirrored:  # the guest stopped: the copies are made the same
+                        guest.end_mirrors()
                     guest.continue_migration()
                 if steering is not None:
                     if steering.asked == steering.ABORT and asked is None:
@@ -635,8 +657,12 @@ class QEMUDriver(driver_mod.ComputeDriver):
             if steering is not None:
                 steering.report(progress)
         except BaseException:
+            if mirrored:
+                self._abandon_mirrors(guest)
             self._end_outgoing(uuid)
             raise
+        if mirrored:
+            self._abandon_mirrors(guest)
         if progress.status == "completed":
             with self._lock:
                 domain = self._load(uuid)
@@ -651,6 +677,28 @@ class QEMUDriver(driver_mod.ComputeDriver):
                 f"Live migration of instance {uuid} from {self.host} was aborted.")
         raise QemuError(f"live migration of {uuid} to {dest} {progress.status}: "
                         f"{progress.error}")
+
+    def _wait_mirrors(self, guest, uuid, count, steering):
+        """Until the ``count`` mirrors have caught up (the guest's writes go to both
+        copies from then on); an abort asked meanwhile ends the move here."""
+        while True:
+            jobs = guest.mirrors()
+            if len(jobs) < count:
+                raise QemuError(f"a disk mirror of {uuid} to the destination failed: "
+                                + guest.log_tail())
+            if all(ready for ready, _, _ in jobs.values()):
+                return
+            if steering is not None and steering.asked == steering.ABORT:
+                raise LiveMigrationAborted(
+                    f"Live migration of instance {uuid} from {self.host} was aborted.")
+            time.sleep(MIGRATION_POLL_SECONDS)
+
+    @staticmethod
+    def _abandon_mirrors(guest):
+        try:
+            guest.end_mirrors(abandon=True)
+        except (QemuError, QMPError):
+            LOG.warning("%s: the disk mirrors of %s did not end", guest.host, guest.name)
 
     def _end_outgoing(self, uuid):
         """The guest stays here: its record no longer names a move."""
@@ -669,6 +717,7 @@ class QEMUDriver(driver_mod.ComputeDriver):
             domain.pop("incoming", None)
             self._save(domain)
         guest.wait_loaded()
+        guest.stop_exports()
         if guest.status() == "paused" and instance.get("vm_state") != "paused":
             guest.resume()
 
@@ -755,6 +804,11 @@ def _migration_uri(guest):
     """Where a live migration's destination ``guest`` listens: a UNIX socket of its run
     directory (the hosts of one machine)."""
     return f"unix:{os.path.join(guest.run_dir, 'migrate.sock')}"
+
+
+def _nbd_socket(guest):
+    """Where a live migration's destination ``guest`` exports its local disks."""
+    return os.path.join(guest.run_dir, "nbd.sock")
 
 
 def _b64decode(text):

@@ -83,6 +83,12 @@ class MigrationProgress:
                    error=info.get("error-desc"))
 
 
+def drives(spec):
+    """-> [(drive id, Disk)] of ``spec``: ``drive-<device>``, the device ``vdN`` by its
+    place when not named."""
+    return [(f"drive-{disk.device or f'vd{i}'}", disk) for i, disk in enumerate(spec.disks)]
+
+
 def _run(*cmd):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
@@ -210,13 +216,12 @@ class Host:
                 cmd += ["-initrd", spec.ramdisk]
             if spec.command_line:
                 cmd += ["-append", spec.command_line]
-        for i, disk in enumerate(spec.disks):
+        for drive, disk in drives(spec):
             # Named drives (not -blockdev): QEMU's block migration copies named ones.
             ro = ",readonly=on" if disk.readonly else ""
-            device = disk.device or f"vd{i}"
             cmd += ["-drive", f"file={disk.path},format={disk.format},if=none,"
-                              f"id=drive-{device}{ro}",
-                    "-device", f"virtio-blk-pci,drive=drive-{device},id={device}"]
+                              f"id={drive}{ro}",
+                    "-device", f"virtio-blk-pci,drive={drive},id={drive[len('drive-'):]}"]
         if paused:
             cmd.append("-S")
         if incoming:
@@ -430,6 +435,55 @@ class Guest:
             params["downtime-limit"] = int(downtime_limit_ms)
         self.monitor.command("migrate-set-parameters", **params)
         self.monitor.command("migrate", uri=uri)
+
+    # Non-shared disks beside shared ones (volumes): the destination exports its empty
+    # copies over NBD and the source mirrors into them, then only the memory is migrated.
+    def export_disks(self, socket, drive_ids):
+        """On a destination waiting for its guest: its ``drive_ids`` writable over NBD on
+        the UNIX ``socket``, for the source's mirrors."""
+        self.monitor.command("nbd-server-start", addr={"type": "unix",
+                                                       "data": {"path": socket}})
+        for drive in drive_ids:
+            self.monitor.command("nbd-server-add", device=drive, writable=True)
+
+    def stop_exports(self):
+        """The NBD server of ``export_disks`` ended (none: nothing to do)."""
+        try:
+            self.monitor.command("nbd-server-stop")
+        except QMPError:
+            pass
+
+    def mirror_disks(self, socket, drive_ids):
+        """Mirror each of ``drive_ids`` (only what its top image holds: the destination's
+        overlay stands on the same image) into the destination's export on ``socket``;
+        every write of the guest goes to both from then on."""
+        for drive in drive_ids:
+            self.monitor.command("blockdev-add", **{
+                "driver": "nbd", "node-name": f"nbd-{drive}", "export": drive,
+                "server": {"type": "unix", "path": socket}})
+            self.monitor.command("blockdev-mirror", **{
+                "job-id": f"mirror-{drive}", "device": drive, "target": f"nbd-{drive}",
+                "sync": "top"})
+
+    def mirrors(self):
+        """-> {job id: (ready, len, offset)} of the guest's mirror jobs."""
+        return {j["device"]: (j["ready"], j["len"], j["offset"])
+                for j in self.monitor.command("query-block-jobs") if j["type"] == "mirror"}
+
+    def end_mirrors(self, abandon=False, timeout=300):
+        """End the mirror jobs and drop their targets. A ready mirror of a stopped guest
+        ends with the destination's copy the same as the source's (its last writes
+        sent first); ``abandon``: at once, the copy left as it is (the move undone)."""
+        for job in self.mirrors():
+            self.monitor.command("block-job-cancel", device=job, force=abandon)
+        deadline = time.monotonic() + timeout
+        while self.mirrors():
+            if time.monotonic() > deadline:
+                raise QemuError(f"the disk mirrors of {self.name} did not end")
+            time.sleep(0.05)
+        for node in self.monitor.command("query-named-block-nodes"):
+            if node["node-name"].startswith("nbd-drive-"):
+                self.monitor.command("blockdev-del", **{"node-name": node["node-name"]})
 
     def migration(self):
         """-> MigrationProgress of the current (or last) outgoing migration."""
