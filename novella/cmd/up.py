@@ -3,10 +3,11 @@
 ``--config-file`` (repeatable) is read as the separate services read theirs
 (nova.conf and placement.conf options); the data directory still decides the
 databases and transports. Defaults that differ from the separate services':
-the simulated hosts report minimum bandwidth on ``physnet1`` and on the
-tunnel, and packet rate, and have two SR-IOV NICs on ``physnet1``
-(``[simulated]`` and ``[pci] device_spec`` options; a configuration file or an
-``OS_<GROUP>__<OPTION>`` environment variable changes them, docs/qos.md).
+the hosts' network agents report minimum bandwidth on ``physnet1`` and on the
+tunnel, and packet rate (``[ovs]`` options), and the simulated hosts have two
+SR-IOV NICs on ``physnet1`` (``[simulated] sriov_nics`` and ``[pci]
+device_spec``); a configuration file or an ``OS_<GROUP>__<OPTION>`` environment
+variable changes them (docs/qos.md).
 """
 import logging
 import os
@@ -22,10 +23,12 @@ from novella.service import PortInUse
 # way on physnet1 (for direct, macvtap and direct-physical ports); a configuration
 # file or the environment overrides them.
 UP_DEFAULTS = {
-    "simulated": {
+    "ovs": {
         "resource_provider_bandwidths": ["physnet1:10000000:10000000",
                                          "tunnel:10000000:10000000"],
         "resource_provider_packet_processing_without_direction": 1000,
+    },
+    "simulated": {
         "sriov_nics": ["ens1:4:10000000:10000000", "ens2:4:10000000:10000000"],
     },
     "pci": {

@@ -38,6 +38,7 @@ from novella.compute import pci
 from novella.db import cell_models as m
 from novella.db import records
 from novella.db.engine import insert_row, insert_rows
+from novella.network import agent as network_agent
 from novella.virt import pci as virt_pci
 
 LOG = logging.getLogger(__name__)
@@ -348,13 +349,15 @@ class ResourceTracker:
         self._report_network_providers(rp)
 
     def _report_network_providers(self, node_rp):
-        """The driver's network providers under the node's provider.
+        """The network agent's providers (novella/network/agent.py) and the driver's
+        (its SR-IOV NICs) under the node's provider.
 
         Each child's uuid derives from the node's and its name, so a restart
         finds it again. (Providers the driver stops reporting are kept: they
         may hold allocations.)
         """
-        wanted = self.driver.get_network_providers(self.nodename)
+        wanted = (network_agent.providers(self.nodename, self.conf)
+                  + self.driver.get_network_providers(self.nodename))
         if self._reported.get("network") == wanted:
             return
         def uuid_of(name):

@@ -77,6 +77,27 @@ default_opts = [
                     "and the compute service deletes it for good once it has been so "
                     "that many seconds; read by the API and the compute services."),
 ]
+# The host's Open vSwitch agent, by Neutron's names for its options: the embedded
+# network service has no agent process, so the compute service reports the agent's
+# providers (novella/network/agent.py), whatever its driver. They were [simulated]
+# options once, which still set them.
+ovs_opts = [
+    cfg.ListOpt("resource_provider_bandwidths", default=[],
+                deprecated_opts=[cfg.DeprecatedOpt("resource_provider_bandwidths",
+                                                   group="simulated")],
+                help="physnet:egress_kbps:ingress_kbps triples: the minimum-bandwidth "
+                     "capacity the host's network agent reports per physical network, "
+                     "as the provider '<host>:Open vSwitch agent:<physnet>', for ports "
+                     "with a minimum-bandwidth QoS rule. A physnet named 'tunnel' (or "
+                     "'rp_tunnelled') stands for networks without one."),
+    cfg.IntOpt("resource_provider_packet_processing_without_direction", default=0, min=0,
+               deprecated_opts=[cfg.DeprecatedOpt(
+                   "resource_provider_packet_processing_without_direction", group="simulated")],
+               help="Packets per second (thousands) the host's network agent reports, "
+                    "as the provider '<host>:Open vSwitch agent', for ports with a "
+                    "minimum-packet-rate QoS rule; 0: none."),
+]
+
 simulated_opts = [
     cfg.IntOpt("vcpus", default=16, help="VCPUs of a simulated host."),
     cfg.IntOpt("memory_mb", default=32768, help="Memory of a simulated host."),
@@ -94,12 +115,6 @@ simulated_opts = [
     cfg.StrOpt("hypervisor_type", default="fake",
                help="hypervisor_type a simulated host reports (os-hypervisors, image "
                     "properties' hypervisor_type)."),
-    cfg.ListOpt("resource_provider_bandwidths", default=[],
-                help="physnet:egress_kbps:ingress_kbps triples: the minimum-bandwidth "
-                     "capacity the host's simulated network agent reports per physical "
-                     "network (as Neutron's [ovs] resource_provider_bandwidths), for ports "
-                     "with a minimum-bandwidth QoS rule. A physnet named 'tunnel' stands "
-                     "for networks without one."),
     cfg.FloatOpt("live_migration_copy_seconds", default=0.0, min=0.0,
                  help="How long the memory copy of a live migration takes on a simulated "
                       "host, in seconds; while it runs the migration is 'running' and can "
@@ -112,10 +127,6 @@ simulated_opts = [
                      "the bandwidth given, as the provider '<host>:NIC Switch agent:<pf>' "
                      "(as Neutron's [sriov_nic] resource_provider_bandwidths), for "
                      "direct, macvtap and direct-physical ports."),
-    cfg.IntOpt("resource_provider_packet_processing_without_direction", default=0,
-               help="Packets per second (thousands) the host's simulated network agent "
-                    "reports for ports with a minimum-packet-rate QoS rule (as Neutron's "
-                    "option of that name); 0: none."),
     cfg.FloatOpt("resize_disk_copy_seconds", default=0.0, min=0.0,
                  help="Seconds the simulated host spends copying a server's disks for a "
                       "resize or cold migration: in a cell, between setting the source's "
@@ -147,4 +158,5 @@ pci_opts = [
 def register_opts(conf):
     conf.register_opts(default_opts)
     conf.register_opts(simulated_opts, group="simulated")
+    conf.register_opts(ovs_opts, group="ovs")
     conf.register_opts(pci_opts, group="pci")

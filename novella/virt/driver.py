@@ -61,13 +61,15 @@ class ComputeDriver:
         return []
 
     def get_network_providers(self, nodename):
-        """The host's network bandwidth, as its network agent reports it.
+        """The bandwidth of the host's network hardware the driver knows of (SR-IOV
+        NICs), as the agent for it reports it.
 
         ``[{"name", "inventories": {resource class: total}, "traits": [...],
         "parent": name}]`` in tree order, each a child of the node or of the
         provider named ``parent`` (Neutron's ``<host>:<agent>`` and
         ``<host>:<agent>:<device>`` providers); ports that ask for minimum
-        bandwidth or packet rate are given some of it.
+        bandwidth or packet rate are given some of it. The Open vSwitch agent's
+        providers are not the driver's: novella/network/agent.py.
         """
         return []
 

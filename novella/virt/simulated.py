@@ -168,12 +168,6 @@ def resize_disk(path, size_gb):
 
 # -- the driver ------------------------------------------------------------------
 
-# The bandwidth entry of tunnelled (overlay) networks, as the reference's agents name it
-# (``rp_tunnelled``) or as this option has always called it; its provider has this trait.
-TUNNEL_NAMES = ("tunnel", "rp_tunnelled")
-TUNNEL_TRAIT = "CUSTOM_NETWORK_TUNNEL_PROVIDER"
-
-
 class SimulatedDriver(driver_mod.ComputeDriver):
     """One simulated host; sizes default to the ``[simulated]`` options.
 
@@ -200,10 +194,6 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         self.numa_cells = max(1, opt("numa_cells", sim.numa_cells))
         self.pci_spec = list(opt("pci_devices", sim.pci_devices))
         self.extra_traits = list(opt("traits", sim.traits))
-        self.bandwidths = list(opt("resource_provider_bandwidths",
-                                   sim.resource_provider_bandwidths))
-        self.packet_rate = opt("resource_provider_packet_processing_without_direction",
-                               sim.resource_provider_packet_processing_without_direction)
         # SR-IOV NICs, and (as the SR-IOV agent's physical device mappings) the
         # physical networks [pci] device_spec puts them on.
         self.sriov_nics = list(opt("sriov_nics", sim.sriov_nics))
@@ -416,11 +406,6 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         return sorted(set(DEFAULT_TRAITS) | set(self.extra_traits))
 
     def get_network_providers(self, nodename=None):
-        """The simulated network agents' providers: ``_ovs_providers`` and
-        ``_sriov_providers``."""
-        return self._ovs_providers(nodename) + self._sriov_providers(nodename)
-
-    def _sriov_providers(self, nodename=None):
         """The simulated SR-IOV agent: its provider (the vNIC types' traits) and, under
         it, one per PF that [pci] device_spec puts on a physical network and that has
         bandwidth (``<host>:NIC Switch agent:<pf>``, the physnet's and the vNIC types'
@@ -441,28 +426,6 @@ class SimulatedDriver(driver_mod.ComputeDriver):
         if not children:
             return []
         return [{"name": agent, "traits": sorted(vnic_traits), "inventories": {}}] + children
-
-    def _ovs_providers(self, nodename=None):
-        """The simulated Open vSwitch agent: one provider for the agent (packet
-        rate) and, under it, one per physical network (bandwidth)."""
-        if not (self.bandwidths or self.packet_rate):
-            return []
-        agent = f"{nodename or self.nodename}:Open vSwitch agent"
-        providers = [{"name": agent, "traits": ["CUSTOM_VNIC_TYPE_NORMAL"], "inventories": (
-            {"NET_PACKET_RATE_KILOPACKET_PER_SEC": self.packet_rate} if self.packet_rate else {})}]
-        for spec in self.bandwidths:
-            physnet, egress, ingress = spec.split(":")
-            inventories = {rc: int(kbps) for rc, kbps in (("NET_BW_EGR_KILOBIT_PER_SEC", egress),
-                                                          ("NET_BW_IGR_KILOBIT_PER_SEC", ingress))
-                           if int(kbps) > 0}
-            traits = ["CUSTOM_VNIC_TYPE_NORMAL"]
-            if physnet in TUNNEL_NAMES:  # for networks without a physical network
-                traits.append(TUNNEL_TRAIT)
-            else:
-                traits.append(os_traits.normalize_name("PHYSNET_" + physnet))
-            providers.append({"name": f"{agent}:{physnet}", "parent": agent,
-                              "inventories": inventories, "traits": sorted(traits)})
-        return providers
 
     def list_instances(self):
         if not os.path.isdir(self.path):
