@@ -34,12 +34,22 @@ def action(name, schema=None, min_version=None, view=True):
     return register
 
 
-def dispatch(req, server_id):
+# The actions /os-volumes_boot/{id}/action knows: the servers' own, none of the others.
+VOLUMES_BOOT_ACTIONS = frozenset(("confirmResize", "revertResize", "reboot", "resize",
+                                  "rebuild", "createImage", "os-start", "os-stop",
+                                  "trigger_crash_dump"))
+
+
+def dispatch_volumes_boot(req, server_id):
+    return dispatch(req, server_id, known=VOLUMES_BOOT_ACTIONS)
+
+
+def dispatch(req, server_id, known=None):
     body = req.body_json()
     if not isinstance(body, dict) or len(body) != 1:
         raise errors.BadRequest("Malformed request body")
     name = next(iter(body))
-    entry = ACTIONS.get(name)
+    entry = ACTIONS.get(name) if known is None or name in known else None
     if entry is None or (entry[2] and not req.at_least(entry[2])):
         raise errors.BadRequest(f"There is no such action: {name}")
     fn, schema, _min, view = entry

@@ -31,6 +31,16 @@ def limit_and_marker(req, max_limit=None):
     return limit, req.GET.get("marker")
 
 
+def volumes_boot(fn):
+    """``fn`` served under /os-volumes_boot, the name older clients boot from a volume
+    by: the same servers as /servers, until 2.102 (gone at 2.103)."""
+    def handler(req, **kwargs):
+        if req.at_least("2.103"):
+            raise errors.NotFound("The resource could not be found.")
+        return fn(req, **kwargs)
+    return handler
+
+
 def db_int(text):
     """``int(text)``; ValueError unless a 32-bit column can hold it."""
     value = int(text)

@@ -160,5 +160,5 @@ def test_query_strings_closed_at_2_102(cloud):
 
 
 def test_volumes_boot_is_not_served(cloud):
-    # /os-volumes_boot (an alias of /servers until 2.102, gone at 2.103) is not served.
+    # /os-volumes_boot (an alias of /servers until 2.102) is gone at 2.103.
     assert cloud.api("GET", "/os-volumes_boot", version="2.103")[0] == 404

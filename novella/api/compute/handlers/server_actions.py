@@ -1,6 +1,6 @@
 """POST /servers/{id}/action: the power actions (os-stop, os-start, reboot), and
 the route that dispatches every action by its name (``novella.api.compute.actions``)."""
-from novella.api.compute import actions, rpcclients
+from novella.api.compute import actions, common, rpcclients
 from novella.api.compute.schemas import servers as schemas
 from novella.compute import states
 
@@ -53,4 +53,6 @@ def reboot(req, rec, body):
     return 202, None
 
 
-ROUTES = [("POST", "/servers/{server_id}/action", actions.dispatch)]
+ROUTES = [("POST", "/servers/{server_id}/action", actions.dispatch),
+          ("POST", "/os-volumes_boot/{server_id}/action",
+           common.volumes_boot(actions.dispatch_volumes_boot))]

@@ -247,10 +247,45 @@ _BOOT_SEQ = ("Block Device Mapping is Invalid: Boot sequence for the instance an
              "image/block device mapping combination is not valid.")
 
 
-def _bdms(req, server, image_ref):
-    """Block device mappings as dicts; volumes checked with the volume service."""
+def _strip_dev(name):
+    return name[len("/dev/"):] if name and name.startswith("/dev/") else name
+
+
+def _from_legacy(legacy):
+    """The legacy (v1) mappings as v2 ones, as the reference converts them: a volume
+    or snapshot on the root device (vda) is the boot device, every other is not;
+    ``swap`` / ``ephemeralN`` are blank local disks; ``no_device`` ones are dropped."""
     out = []
-    for bdm in server.get("block_device_mapping_v2") or []:
+    for old in legacy:
+        if old.get("no_device"):
+            continue
+        new = {"device_name": old.get("device_name"), "volume_size": old.get("volume_size"),
+               "delete_on_termination": old.get("delete_on_termination", False)}
+        virtual = old.get("virtual_name") or ""
+        if virtual == "swap" or virtual.startswith("ephemeral"):
+            new.update(source_type="blank", destination_type="local",
+                       delete_on_termination=True, boot_index=-1,
+                       guest_format="swap" if virtual == "swap" else None)
+        elif old.get("snapshot_id") or old.get("volume_id"):
+            source = "snapshot" if old.get("snapshot_id") else "volume"
+            root = _strip_dev(old.get("device_name")) == "vda"
+            new.update(source_type=source, destination_type="volume",
+                       uuid=old[source + "_id"], boot_index=0 if root else -1)
+        else:
+            raise errors.BadRequest("Block Device Mapping is Invalid: Unrecognized legacy format.")
+        out.append(new)
+    return out
+
+
+def _bdms(req, server, image_ref):
+    """Block device mappings as dicts; volumes checked with the volume service.
+    Legacy (v1) mappings are converted to v2 ones first."""
+    legacy = server.get("block_device_mapping") or []
+    if legacy and server.get("block_device_mapping_v2"):
+        raise errors.BadRequest("Using different block_device_mapping syntaxes is not "
+                                "allowed in the same request.")
+    out = []
+    for bdm in _from_legacy(legacy) or server.get("block_device_mapping_v2") or []:
         source = bdm.get("source_type")
         dest = bdm.get("destination_type") or ("volume" if source in ("volume", "snapshot") else "local")
         boot_index = bdm.get("boot_index")
@@ -710,4 +745,11 @@ ROUTES = [
     ("GET", "/servers/{server_id}", show),
     ("PUT", "/servers/{server_id}", update),
     ("DELETE", "/servers/{server_id}", delete),
+    # The older clients' boot from volume: the same servers under another name.
+    ("GET", "/os-volumes_boot", common.volumes_boot(index)),
+    ("POST", "/os-volumes_boot", common.volumes_boot(create)),
+    ("GET", "/os-volumes_boot/detail", common.volumes_boot(detail)),
+    ("GET", "/os-volumes_boot/{server_id}", common.volumes_boot(show)),
+    ("PUT", "/os-volumes_boot/{server_id}", common.volumes_boot(update)),
+    ("DELETE", "/os-volumes_boot/{server_id}", common.volumes_boot(delete)),
 ]

@@ -21,6 +21,19 @@ _bdm_v2 = v.obj({
     "volume_type": {"type": ["string", "null"], "minLength": 0, "maxLength": 255},
 })
 
+# The legacy (v1) mapping: converted to the v2 one where the server is created.
+_bdm_legacy = v.obj({
+    "virtual_name": {"type": "string", "maxLength": 255},
+    "volume_id": v.uuid, "snapshot_id": v.uuid,
+    "volume_size": {"type": ["integer", "string"], "pattern": "^[0-9]+$", "minimum": 1,
+                    "maximum": 2147483647},
+    "device_name": {"type": "string", "minLength": 1, "maxLength": 255,
+                    "pattern": "^[a-zA-Z0-9._/-]*$"},
+    "delete_on_termination": v.boolean,
+    "no_device": {},
+    "connection_info": {"type": "string", "maxLength": 16777215},
+})
+
 _network = v.obj({
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
     "port": {"oneOf": [v.uuid, {"type": "null"}]},
@@ -44,6 +57,7 @@ def create(version):
         "accessIPv4": {"type": "string", "format": "ipv4"},
         "accessIPv6": {"type": "string", "format": "ipv6"},
         "availability_zone": {"type": "string", "minLength": 1, "maxLength": 255},
+        "block_device_mapping": {"type": "array", "items": _bdm_legacy},
         "block_device_mapping_v2": {"type": "array", "items": _bdm_v2},
         "key_name": {"type": "string", "minLength": 1, "maxLength": 255},
         "user_data": {"type": "string", "maxLength": 65535},
