@@ -87,14 +87,15 @@ def qemu_cells_cloud(tmp_path_factory, built_guest):
 
 
 @contextlib.contextmanager
-def qemu_all_in_one(tmp_path_factory, built_guest, cells, hosts_per_cell):
+def qemu_all_in_one(tmp_path_factory, built_guest, cells, hosts_per_cell, **groups):
+    """``groups``: further {group: {option: value}} overrides."""
     from novella.allinone import AllInOne
     from novella.conf import CONF
     data = tmp_path_factory.mktemp("qemu-cloud")
     shutil.copytree(os.path.dirname(built_guest.root), data / "guest-image")
     # No periodic heartbeats without HTTP listeners: the hosts stay up for the module.
     overrides = {None: {"compute_driver": "qemu.QEMUDriver", "service_down_time": 3600},
-                 "libvirt": {"virt_type": "qemu"}}
+                 "libvirt": {"virt_type": "qemu"}, **groups}
     aio = AllInOne(str(data), cells=cells, hosts_per_cell=hosts_per_cell, log=None,
                    config_overrides=overrides).start()
     try:
