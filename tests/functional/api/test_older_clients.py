@@ -141,3 +141,33 @@ def test_bad_legacy_mappings_change_nothing(cloud):
         assert message in body["badRequest"]["message"], body
     assert _counts(cloud) == before
     assert cloud.aio.volume_api.get(get_admin_context(), root)["status"] == "available"
+
+
+def _ports(cloud):
+    return cloud.aio.network_api.list_ports(get_admin_context())
+
+
+def test_two_usable_networks_and_none_asked_for_is_a_conflict(cloud):
+    # One usable network: a 2.1 create without "networks" boots on it.
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "one", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"]}},
+        version="2.1")
+    assert status == 202, body
+    sid = body["server"]["id"]
+    cloud.aio.wait_idle()
+    assert cloud.server(sid)["status"] == "ACTIVE"
+    cloud.aio.network_api.create_network(get_admin_context(), name="second",
+                                         cidr="10.1.0.0/24", shared=True)
+    before = (_counts(cloud), len(_ports(cloud)), cloud.usages())
+    for networks in ({}, {"networks": []}):
+        status, body = cloud.api("POST", "/servers", {"server": {
+            "name": "two", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+            **networks}}, version="2.1")
+        assert status == 409, body
+        assert body == {"conflictingRequest": {
+            "code": 409, "message": "Multiple possible networks found, use a Network ID to "
+                                    "be more specific."}}
+    cloud.aio.wait_idle()
+    assert (_counts(cloud), len(_ports(cloud)), cloud.usages()) == before
+    status, body = cloud.api("GET", "/servers/detail", version="2.1")
+    assert [s["id"] for s in body["servers"]] == [sid]

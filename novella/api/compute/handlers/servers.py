@@ -330,7 +330,8 @@ def _bdms(req, server, image_ref):
 def _networks(req, server, max_count):
     """Requested networks in the conductor's format, checked with the network service."""
     nets = server.get("networks")
-    if nets is None:
+    if not nets:  # none asked for: the project's one usable network, if it has one
+        _one_usable_network(req)
         return []
     if nets == "auto":
         _check_auto(req)
@@ -363,20 +364,27 @@ def _networks(req, server, max_count):
     return out
 
 
+def _one_usable_network(req):
+    """Whether the project has a usable network (its own or a shared one): 409 if it
+    has several, which the server could not choose between; None if unknown."""
+    api = req.api.network_api
+    if api is None or not hasattr(api, "available_networks"):
+        return None
+    nets = api.available_networks(req.context, req.context.project_id)
+    if len(nets) > 1:
+        raise errors.Conflict("Multiple possible networks found, use a Network ID to be "
+                              "more specific.")
+    return bool(nets)
+
+
 def _check_auto(req):
     """``networks: "auto"`` (2.37): the project's one usable network (its own or a shared
     one), or, if it has none, an auto-allocated one, made when the server's ports are:
     409 if several are usable, 400 if the network service cannot allocate one."""
     api = req.api.network_api
-    if api is None or not hasattr(api, "available_networks"):
+    if _one_usable_network(req) is not False:
         return
     project_id = req.context.project_id
-    nets = api.available_networks(req.context, project_id)
-    if len(nets) > 1:
-        raise errors.Conflict("Multiple possible networks found, use a Network ID to be "
-                              "more specific.")
-    if nets:
-        return
     try:
         api.get_auto_allocated_topology(req.context, project_id, dry_run=True)
     except Exception as exc:  # noqa: BLE001 - the network service's refusal (a 409)
