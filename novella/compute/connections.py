@@ -155,11 +155,8 @@ def attach_volumes_here(compute, ctxt, inst, attachments):
                                                 connector=connector,
                                                 mountpoint=bdm.device_name)
         attachments[bdm.volume_id] = att["id"]
-        vols.append({"volume_id": bdm.volume_id, "boot_index": bdm.boot_index,
-                     "image_id": bdm.image_id,  # a root volume's image boots its kernel
-                     "mount_device": bdm.device_name, "attachment_id": att["id"],
-                     "connection_info": dict(att.get("connection_info") or {},
-                                             volume_id=bdm.volume_id)})
+        vols.append(guest.driver_volume(bdm, att["id"], dict(att.get("connection_info") or {},
+                                                             volume_id=bdm.volume_id)))
     return {"block_device_mapping": vols}
 
 

@@ -129,12 +129,18 @@ def block_device_info(compute, instance_uuid, bdms=None):
     """
     if bdms is None or any(is_volume(b) for b in bdms):
         bdms = bdms_of(compute, instance_uuid)
-    vols = [{"volume_id": b.volume_id, "boot_index": b.boot_index,
-             "image_id": b.image_id,  # what a volume made from an image was made of
-             "mount_device": b.device_name, "attachment_id": b.attachment_id,
-             "connection_info": json.loads(b.connection_info) if b.connection_info else None}
+    vols = [driver_volume(b, b.attachment_id,
+                          json.loads(b.connection_info) if b.connection_info else None)
             for b in bdms if is_volume(b)]
     return {"block_device_mapping": vols}
+
+
+def driver_volume(bdm, attachment_id, connection_info):
+    """A volume of ``block_device_info``: the driver's view of a volume mapping."""
+    return {"volume_id": bdm.volume_id, "boot_index": bdm.boot_index,
+            "image_id": bdm.image_id,  # what a volume made from an image was made of
+            "mount_device": bdm.device_name, "attachment_id": attachment_id,
+            "connection_info": connection_info}
 
 
 def is_volume(bdm):

@@ -2,11 +2,14 @@
 and unshelve, evacuation, booting from a volume. Each checks the guest from inside
 (a file written before the move is there after) and the books."""
 import os
+import signal
 import subprocess
 
 import pytest
 
 from novella.context import get_admin_context
+from tests.real_guest.test_driver import wait_for
+from tests.real_guest.test_live_migration import qemu_processes
 
 pytestmark = pytest.mark.real_guest
 
@@ -123,19 +126,25 @@ def test_evacuate_rebuilds_from_the_image_and_the_source_destroys_its_guest_when
     delete(cloud, server_id)
 
 
-def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(qemu_cloud):
-    cloud = qemu_cloud
+def boot_from_volume(cloud, name, delete_on_termination=True):
+    """A server booted from a 2 GiB volume made from the guest image."""
     status, body = cloud.api("POST", "/servers", {"server": {
-        "name": "vm-volume", "flavorRef": "1", "networks": "auto",
+        "name": name, "flavorRef": "1", "networks": "auto",
         "block_device_mapping_v2": [{
             "source_type": "image", "destination_type": "volume", "boot_index": 0,
             "uuid": cloud.aio.demo_image["id"], "volume_size": 2,
-            "delete_on_termination": False}]}})
+            "delete_on_termination": delete_on_termination}]}})
     assert status == 202, body
     cloud.aio.wait_idle()
-    server_id = body["server"]["id"]
-    server = cloud.server(server_id)
+    server = cloud.server(body["server"]["id"])
     assert server["status"] == "ACTIVE", server.get("fault")
+    return server["id"]
+
+
+def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(qemu_cloud):
+    cloud = qemu_cloud
+    server_id = boot_from_volume(cloud, "vm-volume", delete_on_termination=False)
+    server = cloud.server(server_id)
     (attached,) = server["os-extended-volumes:volumes_attached"]
     cloud.wait_boot(server_id)
     # The guest's root disk is the volume: its size, and what is written there.
@@ -204,3 +213,46 @@ def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(
     volume = cloud.aio.volume_api.get(get_admin_context(), attached["id"])
     assert volume["status"] == "available" and volume["bootable"]
     cloud.aio.volume_api.delete(get_admin_context(), attached["id"])
+
+
+def test_evacuate_a_server_booted_from_a_volume_once_its_host_is_fenced(qemu_cloud):
+    """The volume is the one disk of both hosts: while the source's QEMU runs, the
+    destination's cannot open it (QEMU's lock on the file) and the evacuation fails,
+    the server staying where it is; once the source is fenced (its QEMU killed, as
+    a powered-off host), the guest boots on the destination from its volume, the
+    file there."""
+    cloud = qemu_cloud
+    server_id = boot_from_volume(cloud, "vm-volume-evacuate")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id, "on-the-volume")
+    source = cloud.host_of(server_id)
+    dest = next(h for h in cloud.aio.computes if h != source)
+    source_guest = cloud.guest(server_id)
+    force_down(cloud, source)
+
+    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", source)
+    assert [m["status"] for m in cloud.migrations(server_id)] == ["error"]
+    assert "exited 1: qemu-system-x86_64: -device virtio-b" in cloud.fault(server_id)  # locked
+    assert qemu_processes(server_id) == 1 and source_guest.pid() is not None
+    assert cloud.aio.computes[dest].driver.list_disks() == []
+
+    os.kill(source_guest.pid(), signal.SIGKILL)  # fenced
+    wait_for(lambda: qemu_processes(server_id) == 0, "the source's QEMU did not end")
+    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert read_mark(cloud, server_id) == "on-the-volume"  # its own disk
+    cloud.aio.computes[source].init_host()
+    force_down(cloud, source, down=False)
+    assert not os.path.exists(source_guest.dir) and qemu_processes(server_id) == 1
+    assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 256}}
+    assert all(cloud.allocations(m["uuid"]) == {} for m in cloud.migrations(server_id))
+    delete(cloud, server_id)
