@@ -168,6 +168,9 @@ def rollback_live_migration_at_source(compute, ctxt, instance_uuid, migration_uu
     with notifications.action(send, notifications.LIVE_MIGRATION_ROLLBACK):
         if copy_started:
             live_migration_abort(compute, ctxt, instance_uuid, migration_uuid)
+            # The move is undone after its copy: the server is this host's, its guest
+            # runs here (a destination that died before taking over never ran its own).
+            compute.driver.rollback_live_migration_at_source(ctxt, guest.instance_dict(inst))
 
 
 def steering_of(compute, migration_uuid, create=False, drop=False):

@@ -299,6 +299,10 @@ class ComputeDriver:
         """Destination, after a failed move: remove whatever arrived here."""
         raise NotImplementedError
 
+    def rollback_live_migration_at_source(self, ctxt, instance):
+        """Source, after a move undone once its copy had begun: the guest runs on here
+        (a driver that stops the guest to hand it over starts it again)."""
+
 
 def console_address(host, port=None, unix_socket=None, internal_access_path=None):
     """What ``get_vnc_console`` and ``get_serial_console`` return."""

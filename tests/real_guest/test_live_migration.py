@@ -375,3 +375,55 @@ def test_source_service_killed_during_the_copy(qemu_cloud, bandwidth, host_death
     cloud.api("DELETE", f"/servers/{server_id}")
     cloud.aio.wait_idle()
     assert cloud.allocations(server_id) == {} and qemu_processes(server_id) == 0
+
+
+def test_destination_service_killed_before_it_runs_the_guest(qemu_cloud, host_deaths,
+                                                             monkeypatch):
+    """QEMU completed the copy (the guest stopped on the source, held stopped on the
+    destination) and the destination's compute service dies before it runs its copy.
+    The conductor undoes the move: the source's copy runs on (the same boot, from where
+    it stopped), and the destination's held copy goes when its service starts again.
+    One running copy of the guest after, on the source."""
+    cloud = qemu_cloud
+    server_id, boot_id, source, dest = booted(cloud, "vm-dest-crash")
+    source_driver = cloud.aio.computes[source].driver
+    dest_driver = cloud.aio.computes[dest].driver
+    _, before = cloud.count(server_id)
+    death = host_deaths
+
+    def dies_before_running_it(*args, **kwargs):
+        death.dead, death.dead_thread = dest, threading.current_thread()
+        death.reached.set()
+        threading.Event().wait()  # the service's thread never runs another statement
+    monkeypatch.setattr(dest_driver, "post_live_migration_at_destination",
+                        dies_before_running_it)
+
+    start_live_migration(cloud, server_id)
+    assert death.reached.wait(300), "the copy never completed"
+    cloud.aio.wait_idle()  # the conductor's undo, the destination not answering
+
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, source), server.get("fault")
+    (migration,) = [m for m in migrations(cloud, server_id)
+                    if m["migration_type"] == "live-migration"]
+    assert migration["status"] == "error", migration
+    # The source's copy runs again; the destination's waits, held stopped, for its service.
+    assert cloud.guest(server_id).status() == "running"
+    assert dest_driver.guest({"uuid": server_id}).status() == "paused"
+    assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
+    assert not {"outgoing", "handed_over"} & set(source_driver._load(server_id))
+
+    harness._restart(cloud, death, dest)  # init_host: what arrived for the undone move goes
+    cloud.aio.wait_idle()
+    assert qemu_processes(server_id) == 1
+    assert cloud.aio.computes[dest].driver.list_disks() == []
+    _, after = cloud.count(server_id)
+    assert counts_on(cloud, server_id, boot_id, after) == {boot_id}
+    server = cloud.server(server_id)
+    assert (server["OS-EXT-SRV-ATTR:host"], server["OS-EXT-STS:power_state"]) == (source, 1)
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [source], "migration": []}
+
+    cloud.api("DELETE", f"/servers/{server_id}")
+    cloud.aio.wait_idle()
+    assert cloud.allocations(server_id) == {} and qemu_processes(server_id) == 0

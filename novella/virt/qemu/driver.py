@@ -616,6 +616,7 @@ class QEMUDriver(driver_mod.ComputeDriver):
         with self._lock:
             domain = self._load(uuid)
             domain["outgoing"] = dest
+            domain.pop("handed_over", None)
             self._save(domain)
         asked = paused = continued = None
         # Beside volumes (the same files on both hosts) QEMU's block migration, which
@@ -705,7 +706,28 @@ class QEMUDriver(driver_mod.ComputeDriver):
         with self._lock:
             domain = self._load(uuid)
             if domain.pop("outgoing", None) is not None:
+                domain.pop("handed_over", None)
                 self._save(domain)
+
+    def rollback_live_migration_at_source(self, ctxt, instance):
+        """The move was undone after QEMU had handed the guest over (the destination's
+        service died before it ran its copy, held stopped there): the copy stopped
+        here at the switchover runs on, the same boot, from where it stopped. The
+        mark goes after: a service that dies between finds it running (init_host)."""
+        uuid = instance["uuid"]
+        guest = self.guest(instance)
+        with self._lock:
+            try:
+                domain = self._load(uuid)
+            except InstanceNotFound:
+                return
+            if not domain.get("handed_over"):
+                return  # the copy failed or was cancelled: the guest never stopped
+            if guest.status() == "postmigrate":
+                LOG.info("%s: the live migration of %s was undone after the copy: it "
+                         "runs on here", self.host, uuid)
+                guest.resume()
+        self._end_outgoing(uuid)
 
     def post_live_migration_at_destination(self, ctxt, instance, network_info):
         """The guest here is the server: its record names no move, and it runs (held
@@ -744,6 +766,8 @@ class QEMUDriver(driver_mod.ComputeDriver):
                 continue
             guest = self.guest({"uuid": uuid})
             if self._load(uuid).get("handed_over"):
+                if guest.status() == "running":  # resumed by the move's undo
+                    self._end_outgoing(uuid)
                 continue
             if guest.pid() is not None and guest.migration().status not in (
                     "completed", "failed", "cancelled", "none"):
