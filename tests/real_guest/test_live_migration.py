@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from novella.compute import teardown
 from novella.conf import CONF
 from novella.context import get_admin_context
 from novella.virt.driver import LiveMigrationSteering
@@ -377,13 +378,25 @@ def test_source_service_killed_during_the_copy(qemu_cloud, bandwidth, host_death
     assert cloud.allocations(server_id) == {} and qemu_processes(server_id) == 0
 
 
-def test_destination_service_killed_before_it_runs_the_guest(qemu_cloud, host_deaths,
-                                                             monkeypatch):
+# When the destination's compute service dies once QEMU completed the copy: (where,
+# the host whose copy runs after).
+DEST_DEATHS = {
+    # Before its step (the driver's, which runs the guest there): the move is undone.
+    "before-running-it": "source",
+    # Once the server's records are its own (its guest runs): the move goes forward.
+    "after-taking-the-server": "dest",
+}
+
+
+@pytest.mark.parametrize("when", sorted(DEST_DEATHS))
+def test_destination_service_killed_after_the_copy(qemu_cloud, host_deaths, monkeypatch,
+                                                   when):
     """QEMU completed the copy (the guest stopped on the source, held stopped on the
-    destination) and the destination's compute service dies before it runs its copy.
-    The conductor undoes the move: the source's copy runs on (the same boot, from where
-    it stopped), and the destination's held copy goes when its service starts again.
-    One running copy of the guest after, on the source."""
+    destination) and the destination's compute service dies. Its records say which
+    copy runs: still the source's, the conductor undoes the move, the source's copy
+    runs on (the same boot, from where it stopped) and the destination's held copy goes
+    when its service starts again; already the destination's, the move goes forward.
+    One running copy of the guest after, the same boot."""
     cloud = qemu_cloud
     server_id, boot_id, source, dest = booted(cloud, "vm-dest-crash")
     source_driver = cloud.aio.computes[source].driver
@@ -391,38 +404,52 @@ def test_destination_service_killed_before_it_runs_the_guest(qemu_cloud, host_de
     _, before = cloud.count(server_id)
     death = host_deaths
 
-    def dies_before_running_it(*args, **kwargs):
+    def die():
         death.dead, death.dead_thread = dest, threading.current_thread()
         death.reached.set()
         threading.Event().wait()  # the service's thread never runs another statement
-    monkeypatch.setattr(dest_driver, "post_live_migration_at_destination",
-                        dies_before_running_it)
+    if when == "before-running-it":
+        monkeypatch.setattr(dest_driver, "post_live_migration_at_destination",
+                            lambda *a, **kw: die())
+    else:
+        give_back = teardown.give_back
+
+        def dies_giving_back_its_claim(compute, *args, **kwargs):
+            if compute.host == dest and kwargs.get("claim") == teardown.MOVE_CLAIM:
+                die()
+            return give_back(compute, *args, **kwargs)
+        monkeypatch.setattr(teardown, "give_back", dies_giving_back_its_claim)
 
     start_live_migration(cloud, server_id)
     assert death.reached.wait(300), "the copy never completed"
-    cloud.aio.wait_idle()  # the conductor's undo, the destination not answering
+    cloud.aio.wait_idle()  # the conductor's undo or end, the destination not answering
 
+    runs_on = {"source": source, "dest": dest}[DEST_DEATHS[when]]
     server = cloud.server(server_id)
     assert (server["status"], server["OS-EXT-STS:task_state"],
-            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, source), server.get("fault")
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, runs_on), server.get("fault")
     (migration,) = [m for m in migrations(cloud, server_id)
                     if m["migration_type"] == "live-migration"]
-    assert migration["status"] == "error", migration
-    # The source's copy runs again; the destination's waits, held stopped, for its service.
+    assert migration["status"] == ("error" if runs_on == source else "completed"), migration
     assert cloud.guest(server_id).status() == "running"
-    assert dest_driver.guest({"uuid": server_id}).status() == "paused"
+    if runs_on == source:  # the destination's copy waits, held stopped, for its service
+        assert dest_driver.guest({"uuid": server_id}).status() == "paused"
+        assert not {"outgoing", "handed_over"} & set(source_driver._load(server_id))
+    else:  # the source's copy went with the move's end
+        assert source_driver.list_disks() == []
     assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
-    assert not {"outgoing", "handed_over"} & set(source_driver._load(server_id))
 
-    harness._restart(cloud, death, dest)  # init_host: what arrived for the undone move goes
+    harness._restart(cloud, death, dest)  # init_host: what arrived for an undone move goes
     cloud.aio.wait_idle()
     assert qemu_processes(server_id) == 1
-    assert cloud.aio.computes[dest].driver.list_disks() == []
+    other = source if runs_on == dest else dest
+    assert cloud.aio.computes[other].driver.list_disks() == []
     _, after = cloud.count(server_id)
     assert counts_on(cloud, server_id, boot_id, after) == {boot_id}
     server = cloud.server(server_id)
-    assert (server["OS-EXT-SRV-ATTR:host"], server["OS-EXT-STS:power_state"]) == (source, 1)
-    assert books(cloud, server_id, migration["uuid"]) == {"instance": [source], "migration": []}
+    assert (server["OS-EXT-SRV-ATTR:host"], server["OS-EXT-STS:power_state"]) == (runs_on, 1)
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [runs_on],
+                                                          "migration": []}
 
     cloud.api("DELETE", f"/servers/{server_id}")
     cloud.aio.wait_idle()
