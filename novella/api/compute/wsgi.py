@@ -128,7 +128,7 @@ _COLLECTIONS = {"servers", "flavors", "os-keypairs", "os-services", "os-hypervis
                 "os-instance_usage_audit_log", "os-server-external-events", "os-floating-ips",
                 "os-floating-ip-pools", "os-tenant-networks",
                 "os-snapshots", "os-assisted-volume-snapshots",
-                "os-console-auth-tokens", "os-volumes_boot"} | removed.COLLECTIONS
+                "os-console-auth-tokens", "os-volumes_boot", "versions"} | removed.COLLECTIONS
 
 
 class API:

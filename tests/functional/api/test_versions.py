@@ -75,3 +75,16 @@ def test_keystone_strategy_rejects_a_request_without_token(cloud):
     assert resp.status_int == 401
     assert "identity.invalid" in resp.headers["WWW-Authenticate"]
     assert webob.Request.blank("/").get_response(cloud.app).status_int == 200
+
+
+def test_a_version_by_its_id(cloud):
+    import webob
+    root = webob.Request.blank("/v2.1").get_response(cloud.app).json
+    v20 = webob.Request.blank("/v2").get_response(cloud.app).json
+    resp = cloud.user.get("/versions/v2.1")
+    assert resp.status_int == 200 and resp.json == root
+    assert resp.json["version"]["links"][0] == {"rel": "self", "href": "http://localhost/v2.1/"}
+    assert cloud.user.get("/versions/v2.0").json == v20
+    resp = cloud.user.get("/versions/v3")
+    assert resp.status_int == 404 and resp.json["itemNotFound"]["code"] == 404
+    assert cloud.user.get("/project-a/versions/v2.1").json == root

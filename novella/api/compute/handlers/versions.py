@@ -1,6 +1,7 @@
 """The versions documents: GET / (all versions), GET /v2.1 and GET /v2 (the deprecated
-v2.0 API's document; the v2.0 API itself is not served)."""
-from novella.api.compute import microversion
+v2.0 API's document; the v2.0 API itself is not served), and GET /v2.1/versions/{id}
+(either document, by its id)."""
+from novella.api.compute import errors, microversion
 
 
 def _v21(req):
@@ -40,4 +41,12 @@ def show_v21(req):
     return 200, {"version": _v21(req)}, {}
 
 
-ROUTES = []
+def show(req, version_id):
+    """GET /v2.1/versions/{id}: the document of the version named (v2.0 or v2.1)."""
+    shows = {"v2.0": show_v20, "v2.1": show_v21}
+    if version_id not in shows:
+        raise errors.NotFound("The resource could not be found.")
+    return shows[version_id](req)
+
+
+ROUTES = [("GET", "/versions/{version_id}", show)]
