@@ -129,13 +129,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def send_error(self, code, message=None, explain=None):
         """Errors the server answers itself (a request line too long: 414)
-        carry the API's JSON error shape, not an HTML page."""
+        carry the API's error shape, not an HTML page."""
         from novella.api import router
         title = self.responses.get(code, ("Error",))[0]
-        body = router.error_document(self.api_name, code, title, message or title)
+        body, content_type = router.error_document(self.api_name, code, title, message or title)
         self.close_connection = True
         self.send_response(code, title)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -4,7 +4,8 @@ Each of those APIs is a list of routes ``(method, template, function)``; a
 function receives the request and the path variables and returns
 ``(status, body[, headers])`` where body is JSON-able, bytes or None. Errors
 raised by the embedded services carry an HTTP ``code`` and become that
-status; each API chooses the shape of its error bodies.
+status; each API chooses the shape of its error bodies (JSON-able, or a str
+sent as plain text).
 
     app = rest.make_app(conf, routes, error_body, public_paths=("/",))
 """
@@ -17,6 +18,7 @@ from novella.api import auth, router as router_mod
 
 LOG = logging.getLogger(__name__)
 
+PLAIN = "text/plain; charset=UTF-8"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
           405: "Method Not Allowed", 409: "Conflict", 413: "Request Entity Too Large",
           415: "Unsupported Media Type", 500: "Internal Server Error"}
@@ -123,6 +125,9 @@ class App:
         if isinstance(body, (bytes, bytearray)):
             resp.body = bytes(body)
             headers.setdefault("Content-Type", "application/octet-stream")
+        elif isinstance(body, str):
+            resp.body = body.encode()
+            headers.setdefault("Content-Type", PLAIN)
         elif body is not None:
             resp.body = json.dumps(body).encode()
             headers.setdefault("Content-Type", "application/json")

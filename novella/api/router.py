@@ -160,8 +160,9 @@ class BodySizeLimit:
             length = -1      # the API itself answers 400
         if length <= self.limit:
             return self.wrapped(environ, start_response)
-        resp = webob.Response(status=413, content_type="application/json", charset="utf-8")
-        resp.body = json.dumps(self.render(too_large(self.limit))).encode()
+        body, content_type = _encoded(self.render(too_large(self.limit)))
+        resp = webob.Response(status=413, content_type=content_type, charset="utf-8")
+        resp.body = body
         return resp(environ, start_response)
 
 
@@ -301,14 +302,21 @@ _BINDING_ERRORS = ("binding parameter", "can't adapt type", "not supported",
                    "Python type", "cannot be converted")
 
 
+def _encoded(body):
+    """(bytes, content type) of an error body: a str is plain text, else JSON."""
+    if isinstance(body, str):
+        return body.encode(), "text/plain"
+    return json.dumps(body).encode(), "application/json"
+
+
 def error_document(api, code, title, message):
-    """The error body (JSON bytes) an API answers with, for errors raised
+    """The error body (bytes, content type) an API answers with, for errors raised
     before any application sees the request (by the HTTP server: a request
     line too long, a malformed request line)."""
     import uuid
     if api == "compute":
         from novella.api.compute import errors
-        return errors.APIError(message, code).body()
+        return errors.APIError(message, code).body(), "application/json"
     if api == "placement":
         body = {"errors": [{"status": code, "title": title, "detail": message,
                             "code": "placement.undefined_code",
@@ -319,4 +327,4 @@ def error_document(api, code, title, message):
         body = module.error_body(code, title, message, "HTTPBadRequest")
     else:
         body = {"error": {"code": code, "title": title, "message": message}}
-    return json.dumps(body).encode()
+    return _encoded(body)

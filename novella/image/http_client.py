@@ -21,11 +21,9 @@ PATCH = "application/openstack-images-v2.1-json-patch"
 
 
 def _error(resp):
-    try:
-        message = resp.json().get("message")
-    except (ValueError, AttributeError):
-        message = None
-    message = message or resp.text or f"HTTP {resp.status_code}"
+    # The image API answers errors in plain text: "404 Not Found\n\n<explanation>".
+    parts = resp.text.split("\n\n")
+    message = (parts[1] if len(parts) > 1 else resp.text).strip() or f"HTTP {resp.status_code}"
     cls = {404: img_api.ImageNotFound, 409: img_api.ImageConflict}.get(resp.status_code,
                                                                      img_api.ImageError)
     exc = cls(message)

@@ -30,7 +30,10 @@ SORT_KEYS = {"created_at", "updated_at", "name", "id", "size", "status", "disk_f
 
 
 def error_body(code, title, message, kind):
-    return {"code": code, "title": title, "message": message}
+    """Glance answers errors as webob renders them for a client that does not ask
+    for HTML: plain text, the status line then the explanation (python-glanceclient
+    reads any JSON error as a dict of dicts)."""
+    return f"{code} {title}\n\n{message}\n\n   "
 
 
 def _view(req, image):

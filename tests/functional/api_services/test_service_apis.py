@@ -36,7 +36,8 @@ class Client:
             req.content_type = headers.get("Content-Type", "application/json") \
                 if headers else "application/json"
         resp = req.get_response(self.app)
-        resp.data = resp.body if raw or not resp.body else json.loads(resp.body)
+        resp.data = resp.body if raw or not resp.body else \
+            resp.text if resp.content_type == "text/plain" else json.loads(resp.body)
         return resp
 
 
