@@ -52,6 +52,76 @@ class InvalidInput(NetworkError):
     pass
 
 
+# What a subnet keeps beyond its cidr, network, pool and ip version (Neutron's create
+# attributes); SUBNET_UPDATABLE is what a PUT may change.
+SUBNET_ATTRIBUTES = {"name", "description", "gateway_ip", "allocation_pools", "enable_dhcp",
+                     "dns_nameservers", "host_routes", "ipv6_ra_mode", "ipv6_address_mode"}
+SUBNET_UPDATABLE = SUBNET_ATTRIBUTES - {"ipv6_ra_mode", "ipv6_address_mode"}
+IPV6_MODES = (None, "slaac", "dhcpv6-stateful", "dhcpv6-stateless")
+
+
+def _address(value, what):
+    try:
+        return ipaddress.ip_address(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"Invalid input for {what}: '{value}' is not a valid IP address.")
+
+
+def _in_pools(address, pools):
+    ip = ipaddress.ip_address(address)
+    return any(ipaddress.ip_address(p["start"]) <= ip <= ipaddress.ip_address(p["end"])
+               for p in pools)
+
+
+def _check_subnet_attributes(net, attrs):
+    """400 (InvalidInput) for a subnet attribute of ``attrs`` Neutron would refuse
+    on the subnet of range ``net``."""
+    gateway = attrs.get("gateway_ip")
+    if gateway is not None and _address(gateway, "gateway_ip") not in net:
+        raise InvalidInput(f"Invalid input for gateway_ip: {gateway} is not in {net}.")
+    pools = attrs.get("allocation_pools")
+    if pools is not None:
+        if not isinstance(pools, list) or not all(
+                isinstance(p, dict) and set(p) == {"start", "end"} for p in pools):
+            raise InvalidInput("Invalid input for allocation_pools: a list of "
+                               "{'start': address, 'end': address}.")
+        for p in pools:
+            start, end = _address(p["start"], "allocation_pools"), _address(p["end"],
+                                                                            "allocation_pools")
+            if start not in net or end not in net or start > end:
+                raise InvalidInput(f"Invalid input for allocation_pools: {p['start']}-"
+                                   f"{p['end']} is not a range of {net}.")
+    servers = attrs.get("dns_nameservers")
+    if servers is not None:
+        if not isinstance(servers, list):
+            raise InvalidInput("Invalid input for dns_nameservers: a list of addresses.")
+        for server in servers:
+            _address(server, "dns_nameservers")
+        if len(set(servers)) != len(servers):
+            raise InvalidInput("Invalid input for dns_nameservers: duplicate address.")
+    routes = attrs.get("host_routes")
+    if routes is not None:
+        if not isinstance(routes, list) or not all(
+                isinstance(r, dict) and set(r) == {"destination", "nexthop"} for r in routes):
+            raise InvalidInput("Invalid input for host_routes: a list of "
+                               "{'destination': cidr, 'nexthop': address}.")
+        for r in routes:
+            try:
+                ipaddress.ip_network(r["destination"])
+            except (TypeError, ValueError):
+                raise InvalidInput(f"Invalid input for host_routes: '{r['destination']}' "
+                                   "is not a valid CIDR.")
+            _address(r["nexthop"], "host_routes")
+    for key in ("ipv6_ra_mode", "ipv6_address_mode"):
+        if attrs.get(key) not in IPV6_MODES or (attrs.get(key) and net.version != 6):
+            raise InvalidInput(f"Invalid input for {key}: '{attrs[key]}' (one of slaac, "
+                               "dhcpv6-stateful, dhcpv6-stateless, on an IPv6 subnet).")
+    for key in ("name", "description"):
+        if attrs.get(key) is not None and (not isinstance(attrs[key], str)
+                                           or len(attrs[key]) > 255):
+            raise InvalidInput(f"Invalid input for {key}: a string of at most 255 characters.")
+
+
 class NotFound(NetworkError):
     code = 404
 
@@ -189,14 +259,17 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 "provider:physical_network": n.physical_network,
                 "qos_policy_id": n.qos_policy_id, "subnets": list(subnets),
                 "router:external": n.external, "is_default": n.is_default,
-                "created_at": isotime(n.created_at), "updated_at": isotime(n.updated_at)}
+                "description": n.description or "", "created_at": isotime(n.created_at), "updated_at": isotime(n.updated_at)}
 
     @staticmethod
     def _subnet_dict(sn):
         return {"id": sn.id, "network_id": sn.network_id, "name": sn.name, "cidr": sn.cidr,
                 "ip_version": sn.ip_version, "gateway_ip": sn.gateway_ip,
                 "enable_dhcp": sn.enable_dhcp, "allocation_pools": list(sn.allocation_pools),
-                "subnetpool_id": sn.subnetpool_id,
+                "subnetpool_id": sn.subnetpool_id, "description": sn.description or "",
+                "dns_nameservers": list(sn.dns_nameservers or []),
+                "host_routes": list(sn.host_routes or []),
+                "ipv6_ra_mode": sn.ipv6_ra_mode, "ipv6_address_mode": sn.ipv6_address_mode,
                 "project_id": sn.project_id, "tenant_id": sn.project_id,
                 "created_at": isotime(sn.created_at),
                 "updated_at": isotime(sn.updated_at or sn.created_at)}
@@ -204,12 +277,12 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
     def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
                        physical_network=None, network_type=None, qos_policy_id=None,
                        id=None, external=False, is_default=False,  # noqa: A002
-                       admin_state_up=True):
+                       admin_state_up=True, description=""):
         """A network; with ``cidr`` also its subnet (named ``<name>-subnet``).
         ``is_default``: the default external network (``external`` too)."""
         n = models.Network(id=id or str(uuid.uuid4()), name=name, shared=shared, mtu=mtu,
                            external=external, is_default=bool(is_default),
-                           admin_state_up=admin_state_up,
+                           admin_state_up=admin_state_up, description=description or "",
                            project_id=project_id or getattr(ctxt, "project_id", None),
                            physical_network=physical_network, qos_policy_id=qos_policy_id,
                            network_type=network_type or ("flat" if physical_network else "vxlan"))
@@ -240,8 +313,9 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 f"A default external network already exists: {other}.")
 
     def update_network(self, ctxt, network_id, changes):
-        """``name``, ``admin_state_up``, ``is_default`` (of an external network)."""
-        unknown = set(changes) - {"name", "admin_state_up", "is_default"}
+        """``name``, ``description``, ``admin_state_up``, ``is_default`` (of an
+        external network)."""
+        unknown = set(changes) - {"name", "description", "admin_state_up", "is_default"}
         if unknown:
             raise InvalidInput(f"Cannot update read-only attribute {sorted(unknown)[0]}")
         with self.db.session(write=True) as s:
@@ -250,6 +324,8 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 raise NetworkNotFound(f"network {network_id} could not be found")
             if "name" in changes:
                 n.name = changes["name"] or ""
+            if "description" in changes:
+                n.description = changes["description"] or ""
             if "admin_state_up" in changes:
                 n.admin_state_up = bool(changes["admin_state_up"])
             if "is_default" in changes:
@@ -334,8 +410,11 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
         s.flush()
 
     def _add_subnet(self, s, network, cidr, name=None, gateway_ip=None, allocation_pools=None,
-                    enable_dhcp=True, subnetpool_id=None):
+                    enable_dhcp=True, subnetpool_id=None, **attrs):
+        """``attrs``: the other SUBNET_ATTRIBUTES."""
         net = ipaddress.ip_network(cidr, strict=False)
+        _check_subnet_attributes(net, dict(attrs, gateway_ip=gateway_ip,
+                                           allocation_pools=allocation_pools))
         hosts = net.hosts() if net.num_addresses > 2 else iter(net)
         first = next(hosts)
         gateway = gateway_ip or str(first)
@@ -346,16 +425,17 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
         sn = models.Subnet(id=str(uuid.uuid4()), network_id=network.id, name=name, cidr=str(net),
                            ip_version=net.version, gateway_ip=gateway, enable_dhcp=enable_dhcp,
                            allocation_pools=allocation_pools, project_id=network.project_id,
-                           subnetpool_id=subnetpool_id)
+                           subnetpool_id=subnetpool_id, **attrs)
         s.add(sn)
         s.flush()
         return sn
 
     def create_subnet(self, ctxt, network_id, cidr, name=None, gateway_ip=None,
                       allocation_pools=None, enable_dhcp=True, subnetpool_id=None,
-                      prefixlen=None, use_default_subnetpool=False, ip_version=4):
+                      prefixlen=None, use_default_subnetpool=False, ip_version=4, **attrs):
         """A subnet of ``cidr``, or of the next free block of a subnet pool
-        (``subnetpool_id``, or the default pool of ``ip_version``)."""
+        (``subnetpool_id``, or the default pool of ``ip_version``); ``attrs``: the
+        other SUBNET_ATTRIBUTES."""
         with self.db.session(write=True) as s:
             network = self._network(s, network_id)
             pool = None
@@ -371,8 +451,43 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
             elif not cidr:
                 raise InvalidInput("A subnet needs a cidr or a subnet pool.")
             sn = self._add_subnet(s, network, cidr, name, gateway_ip, allocation_pools,
-                                  enable_dhcp, subnetpool_id=pool.id if pool else None)
+                                  enable_dhcp, subnetpool_id=pool.id if pool else None, **attrs)
             return self._subnet_dict(sn)
+
+    def update_subnet(self, ctxt, subnet_id, changes):
+        """Change SUBNET_UPDATABLE attributes; the gateway and the pools must stay in the
+        subnet's range and the pools keep every address already allocated."""
+        unknown = set(changes) - SUBNET_UPDATABLE
+        if unknown:
+            raise InvalidInput(f"Cannot update read-only attribute {sorted(unknown)[0]}")
+        with self.db.session(write=True) as s:
+            sn = s.get(models.Subnet, subnet_id, with_for_update=True)
+            if sn is None:
+                raise SubnetNotFound(f"subnet {subnet_id} could not be found")
+            _check_subnet_attributes(ipaddress.ip_network(sn.cidr), changes)
+            if changes.get("allocation_pools") is not None:
+                used = s.scalars(sa.select(models.IPAllocation.ip_address)
+                                 .where(models.IPAllocation.subnet_id == sn.id)).all()
+                outside = [ip for ip in used if not _in_pools(ip, changes["allocation_pools"])
+                           and ip != (changes.get("gateway_ip") or sn.gateway_ip)]
+                if outside:
+                    raise InvalidInput(f"Invalid input for allocation_pools: {outside[0]} is "
+                                       "allocated and outside the new pools.")
+            for key, value in changes.items():
+                if key in ("name", "description"):
+                    value = value or ""
+                elif key in ("dns_nameservers", "host_routes"):
+                    value = list(value or [])
+                elif key == "enable_dhcp":
+                    value = bool(value)
+                elif key == "allocation_pools" and value is None:
+                    continue
+                setattr(sn, key, value)
+            sn.updated_at = datetime.datetime.utcnow()
+            s.flush()
+            network_id, result = sn.network_id, self._subnet_dict(sn)
+        self._free_from.pop(network_id, None)  # the pools may have changed
+        return result
 
     @staticmethod
     def _check_in_pool(s, pool, cidr):

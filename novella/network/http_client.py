@@ -86,13 +86,14 @@ class NetworkHTTPClient:
     def create_network(self, ctxt, name, cidr=None, shared=False, project_id=None, mtu=1500,
                        physical_network=None, network_type=None, qos_policy_id=None,
                        id=None, external=False, is_default=False,  # noqa: A002
-                       admin_state_up=True):
+                       admin_state_up=True, description=""):
         if id is not None:
             raise net_api.InvalidInput("a network's id cannot be chosen over the HTTP API")
         body = {"name": name, "shared": shared, "mtu": mtu, "router:external": external,
                 "is_default": is_default or None, "admin_state_up": admin_state_up,
                 "provider:physical_network": physical_network,
-                "provider:network_type": network_type, "qos_policy_id": qos_policy_id}
+                "provider:network_type": network_type, "qos_policy_id": qos_policy_id,
+                "description": description or None}
         if project_id:
             body["project_id"] = project_id
         net = self._call(ctxt, "POST", "/networks", {"network": {
@@ -127,10 +128,10 @@ class NetworkHTTPClient:
 
     def create_subnet(self, ctxt, network_id, cidr, name=None, gateway_ip=None,
                       allocation_pools=None, enable_dhcp=True, subnetpool_id=None,
-                      prefixlen=None, use_default_subnetpool=False, ip_version=4):
+                      prefixlen=None, use_default_subnetpool=False, ip_version=4, **attrs):
         body = {"network_id": network_id, "name": name or "",
                 "ip_version": 6 if ":" in (cidr or "") else ip_version,
-                "enable_dhcp": enable_dhcp}
+                "enable_dhcp": enable_dhcp, **attrs}
         for key, value in (("cidr", cidr), ("subnetpool_id", subnetpool_id),
                            ("prefixlen", prefixlen),
                            ("use_default_subnetpool", use_default_subnetpool)):
@@ -141,6 +142,10 @@ class NetworkHTTPClient:
         if allocation_pools is not None:
             body["allocation_pools"] = allocation_pools
         return self._call(ctxt, "POST", "/subnets", {"subnet": body})["subnet"]
+
+    def update_subnet(self, ctxt, subnet_id, changes):
+        return self._call(ctxt, "PUT", f"/subnets/{subnet_id}",
+                          {"subnet": dict(changes)})["subnet"]
 
     def get_subnet(self, ctxt, subnet_id):
         return self._get(ctxt, f"/subnets/{subnet_id}", "subnet")

@@ -66,6 +66,8 @@ class Network(Timestamps, Base):
     external: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
     # The default external network (at most one): auto-allocated routers' gateways are on it.
     is_default: orm.Mapped[bool] = orm.mapped_column(default=False, server_default=sa.false())
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="",
+                                                     server_default="")
 
 
 class Subnet(Timestamps, Base):
@@ -83,6 +85,14 @@ class Subnet(Timestamps, Base):
     # The pool the subnet's prefix was allocated from, if any.
     subnetpool_id: orm.Mapped[str | None] = orm.mapped_column(
         sa.ForeignKey("subnetpools.id"), index=True)
+    description: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="",
+                                                     server_default="")
+    dns_nameservers: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list,
+                                                          server_default="[]")
+    # [{"destination": cidr, "nexthop": address}]
+    host_routes: orm.Mapped[list] = orm.mapped_column(sa.JSON, default=list, server_default="[]")
+    ipv6_ra_mode: orm.Mapped[str | None] = orm.mapped_column(sa.String(16))
+    ipv6_address_mode: orm.Mapped[str | None] = orm.mapped_column(sa.String(16))
 
 
 class Port(Timestamps, Base):

@@ -3,8 +3,10 @@
     GET /                      versions
     GET /v2.0                  resources
     GET /v2.0/extensions[/{alias}]
-    /v2.0/networks[/{id}]      list, create, show, update (name, admin_state_up, is_default), delete
-    /v2.0/subnets[/{id}]       list, create (a cidr, or a block of a subnet pool), show, delete
+    /v2.0/networks[/{id}]      list, create, show, update (name, description, admin_state_up,
+                               is_default), delete
+    /v2.0/subnets[/{id}]       list, create (a cidr, or a block of a subnet pool), show,
+                               update, delete
     /v2.0/ports[/{id}]         list, create, show, update, delete; binding:* fields and
                                resource_request as the service returns them
     /v2.0/ports/{id}/bindings[/{host}[/activate]]   the extended port-bindings API
@@ -36,6 +38,7 @@ import functools
 
 from novella.api import rest
 from novella.network import qos
+from novella.network.api import SUBNET_ATTRIBUTES, SUBNET_UPDATABLE
 
 # Exactly what is served: each alias has a probe in
 # tests/functional/api_services/test_network_extensions.py. Not advertised, as not
@@ -74,9 +77,8 @@ NETWORK_EXTRA = { "availability_zones": ["nova"],
                  "availability_zone_hints": [], "ipv4_address_scope": None,
                  "ipv6_address_scope": None, "port_security_enabled": True, "tags": [],
                  "description": "", "revision_number": 1}
-SUBNET_EXTRA = {"dns_nameservers": [], "host_routes": [], "ipv6_ra_mode": None,
-                "ipv6_address_mode": None, "subnetpool_id": None, "service_types": [],
-                "segment_id": None, "tags": [], "description": "", "revision_number": 1}
+SUBNET_EXTRA = {"subnetpool_id": None, "service_types": [],
+                "segment_id": None, "tags": [], "revision_number": 1}
 PORT_EXTRA = {"allowed_address_pairs": [], "extra_dhcp_opts": [], "dns_name": "",
               "dns_assignment": [], "tags": [], "description": "", "revision_number": 1,
               "propagate_uplink_status": False, "ip_allocation": "immediate"}
@@ -200,7 +202,8 @@ def create_network(req):
         network_type=body.get("provider:network_type"), qos_policy_id=body.get("qos_policy_id"),
         external=bool(body.get("router:external", False)),
         is_default=bool(body.get("is_default", False)),
-        admin_state_up=bool(body.get("admin_state_up", True)))
+        admin_state_up=bool(body.get("admin_state_up", True)),
+        description=body.get("description") or "")
     return 201, {"network": _network(net)}
 
 
@@ -208,7 +211,6 @@ def update_network(req, network_id):
     body = _body(req, "network", {"name", "admin_state_up", "is_default", "description"},
                  update=True)
     _admin_only(req, body, ("is_default",), "update_network")
-    body.pop("description", None)
     return 200, {"network": _network(_api(req).update_network(req.context, network_id, body))}
 
 
@@ -247,12 +249,11 @@ def create_subnet(req):
     if not req.is_admin() and net["project_id"] != req.context.project_id:
         raise rest.HTTPError(403, "(rule:create_subnet) is disallowed by policy",
                              "PolicyNotAuthorized")
+    attrs = {k: body[k] for k in SUBNET_ATTRIBUTES - {"name", "enable_dhcp"} if k in body}
     try:
         sn = _api(req).create_subnet(req.context, body["network_id"], body.get("cidr"),
                                      name=body.get("name") or "",
-                                     gateway_ip=body.get("gateway_ip"),
-                                     allocation_pools=body.get("allocation_pools"),
-                                     enable_dhcp=body.get("enable_dhcp", True),
+                                     enable_dhcp=body.get("enable_dhcp", True), **attrs,
                                      subnetpool_id=body.get("subnetpool_id"),
                                      prefixlen=body.get("prefixlen"),
                                      use_default_subnetpool=bool(
@@ -270,14 +271,26 @@ def show_subnet(req, subnet_id):
     return 200, {"subnet": _fields(req, _subnet(sn))}
 
 
-def delete_subnet(req, subnet_id):
+def _own_subnet(req, subnet_id, action):
+    """The subnet, if the caller may ``action`` it (its network's project, or admin)."""
     sn = _api(req).get_subnet(req.context, subnet_id)
     if sn["network_id"] not in _visible_network_ids(req):
         raise rest.not_found(f"Subnet {subnet_id} could not be found.", "SubnetNotFound")
     net = _api(req).get_network(req.context, sn["network_id"])
     if not req.is_admin() and net["project_id"] != req.context.project_id:
-        raise rest.HTTPError(403, "(rule:delete_subnet) is disallowed by policy",
+        raise rest.HTTPError(403, f"(rule:{action}) is disallowed by policy",
                              "PolicyNotAuthorized")
+    return sn
+
+
+def update_subnet(req, subnet_id):
+    body = _body(req, "subnet", SUBNET_UPDATABLE, update=True)
+    _own_subnet(req, subnet_id, "update_subnet")
+    return 200, {"subnet": _subnet(_api(req).update_subnet(req.context, subnet_id, body))}
+
+
+def delete_subnet(req, subnet_id):
+    _own_subnet(req, subnet_id, "delete_subnet")
     _api(req).delete_subnet(req.context, subnet_id)
     return 204, None
 
@@ -813,6 +826,7 @@ ROUTES = [
     ("GET", "/v2.0/subnets", list_subnets),
     ("POST", "/v2.0/subnets", create_subnet),
     ("GET", "/v2.0/subnets/{subnet_id}", show_subnet),
+    ("PUT", "/v2.0/subnets/{subnet_id}", update_subnet),
     ("DELETE", "/v2.0/subnets/{subnet_id}", delete_subnet),
     ("GET", "/v2.0/ports", list_ports),
     ("POST", "/v2.0/ports", create_port),
