@@ -1,6 +1,7 @@
 """Live migration of real guests through the Compute API (os-migrateLive): the guest's
 memory and disk copied between two QEMU hosts while it runs, checked from inside the
 guest (the same boot counting on, a file kept) and on the books."""
+import base64
 import os
 import threading
 import time
@@ -94,7 +95,18 @@ def booted(cloud, name):
 def test_live_migration_moves_the_running_guest(qemu_cloud, bandwidth):
     cloud = qemu_cloud
     bandwidth(16)  # long enough a copy to be seen in GET /servers/{id}/migrations
-    server_id, boot_id, source, _ = booted(cloud, "vm-live")
+    # A config drive with a file injected (2.56): the destination's has it too.
+    status, body = cloud.api("POST", "/servers", {"server": {
+        "name": "vm-live", "flavorRef": "1", "imageRef": cloud.aio.demo_image["id"],
+        "networks": "auto", "config_drive": True, "personality": [
+            {"path": "/root/injected",
+             "contents": base64.b64encode(b"injected-before-the-move").decode()}]}},
+        version="2.56")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server_id = body["server"]["id"]
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.server(server_id)["OS-EXT-SRV-ATTR:host"]
     source_guest = cloud.guest(server_id)
     cloud.probe(server_id).check("echo before-the-live-migration > /root/mark && sync")
     _, before = cloud.count(server_id)
@@ -123,6 +135,8 @@ def test_live_migration_moves_the_running_guest(qemu_cloud, bandwidth):
 
     # The same boot counting on, the file there: no reboot, the disk came along.
     assert cloud.probe(server_id).check("cat /root/mark").strip() == "before-the-live-migration"
+    with open(os.path.join(cloud.guest(server_id).dir, "disk.config"), "rb") as f:
+        assert b"injected-before-the-move" in f.read()
     assert counts_on(cloud, server_id, boot_id, before) == {boot_id}
     assert cloud.guest(server_id).status() == "running"
     # The source's QEMU and files are gone; the books hold the destination only.

@@ -585,7 +585,12 @@ class QEMUDriver(driver_mod.ComputeDriver):
             self.hypervisor.guest_dir(uuid)
             domain = self._new_domain(ctxt, instance, None, block_device_info,
                                       incoming=True)
-            self._config_drive(instance, None)  # read-only: not copied, made again
+            # The config drive is read-only (QEMU copies no such disk) and holds what
+            # only the source has (the injected files): copied as a cold move copies it.
+            config = os.path.join(self._host_of(instance["host"]).guest(uuid).dir,
+                                  DISK_FILES["config"])
+            if os.path.exists(config):
+                shutil.copyfile(config, self._path(uuid, DISK_FILES["config"]))
             # Held stopped once loaded (-S): it runs only when the move goes forward
             # (post_live_migration_at_destination), never beside the source's copy.
             spec = self._spec(domain)
