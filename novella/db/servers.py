@@ -189,3 +189,11 @@ def delete_mapping(cell_db, bdm_id=None, uuid=None):
     with cell_db.session(write=True) as s:
         row = _mapping(s, bdm_id, uuid)
         row.deleted, row.deleted_at, row.attachment_id = row.id, utcnow(), None
+
+
+def numa_topology(cell_db, instance_uuid):
+    """The NUMA topology the server's host claimed for it (claims.py's form), or None."""
+    with cell_db.read_session() as s:
+        text = s.scalars(sa.select(cm.InstanceExtra.numa_topology).where(
+            cm.InstanceExtra.instance_uuid == instance_uuid)).first()
+    return json.loads(text) if text else None

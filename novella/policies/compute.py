@@ -415,6 +415,11 @@ _RULES = [
      [("DELETE", _AGG)], None),
     ("os_compute_api:os-aggregates:show", ADMIN, "Show a host aggregate.",
      [("GET", _AGG)], None),
+    ("compute:server:topology:index", READER, "Show the NUMA topology of a server.",
+     [("GET", _SRV + "/topology")], None),
+    ("compute:server:topology:host:index", ADMIN,
+     "Show the NUMA topology of a server with its host NUMA cells and CPU pinning.",
+     [("GET", _SRV + "/topology")], None),
 ]
 
 

@@ -22,7 +22,7 @@ from novella.api.compute.handlers import (
     versions, volume_attachments, admin_actions, quota_sets, removed, server_ips,
     server_metadata, security_groups, volumes, extensions, os_hosts, simple_tenant_usage,
     usage_audit_log, server_extras, floating_ips, networks, assisted_volume_snapshots,
-    attach_interfaces, remote_consoles)
+    attach_interfaces, remote_consoles, server_topology)
 from novella.policies import compute as compute_policies, make_enforcer
 
 LOG = logging.getLogger(__name__)
@@ -35,7 +35,8 @@ HANDLER_MODULES = [versions, servers, server_actions, server_actions_guest,
                    shelve, volume_attachments, admin_actions, quota_sets, removed, server_ips,
                    server_metadata, security_groups, volumes, extensions, os_hosts,
                    simple_tenant_usage, usage_audit_log, server_extras, floating_ips,
-                   networks, assisted_volume_snapshots, attach_interfaces, remote_consoles]
+                   networks, assisted_volume_snapshots, attach_interfaces, remote_consoles,
+                   server_topology]
 
 
 # The reads that take no query parameters: from 2.102 any is refused (400), as the
@@ -49,7 +50,7 @@ QUERY_CLOSED_AT_2_102 = frozenset((
     server_extras.show_password, server_groups.show, server_metadata.index,
     server_metadata.show, migrations.server_index, migrations.server_show, server_tags.index,
     server_tags.show, servers.show, volume_attachments.show, attach_interfaces.index,
-    attach_interfaces.show))
+    attach_interfaces.show, server_topology.index))
 
 
 class Request(webob.Request):
