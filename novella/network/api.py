@@ -39,9 +39,39 @@ ACTIVE, INACTIVE = "ACTIVE", "INACTIVE"
 # through macvtap, a whole PF), whose devices compute claims (novella/compute/pci.py).
 VNIC_TYPES = ("normal", "direct", "macvtap", "direct-physical")
 SRIOV_VNIC_TYPES = ("direct", "macvtap", "direct-physical")
+# A port's attributes kept as given and shown back (no behaviour here), with the
+# check of a value Neutron accepts.
+PORT_KEPT_ATTRIBUTES = {
+    "description": lambda v: isinstance(v, str) and len(v) <= 255,
+    "dns_name": lambda v: isinstance(v, str) and len(v) <= 255,
+    "propagate_uplink_status": lambda v: isinstance(v, bool),
+    "allowed_address_pairs": lambda v: isinstance(v, list) and all(
+        isinstance(p, dict) and "ip_address" in p and set(p) <= {"ip_address", "mac_address"}
+        and _is_network(p["ip_address"]) for p in v),
+    "extra_dhcp_opts": lambda v: isinstance(v, list) and all(
+        isinstance(o, dict) and isinstance(o.get("opt_name"), str)
+        and set(o) <= {"opt_name", "opt_value", "ip_version"} for o in v),
+}
 UPDATABLE = {"name", "device_id", "device_owner", "admin_state_up", "qos_policy_id",
              "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request",
-             "security_groups"}
+             "security_groups"} | set(PORT_KEPT_ATTRIBUTES)
+
+
+def _is_network(value):
+    try:
+        ipaddress.ip_network(value, strict=False)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _kept_port_attributes(body):
+    """The PORT_KEPT_ATTRIBUTES of a port body; InvalidInput for a value Neutron refuses."""
+    kept = {k: body[k] for k in PORT_KEPT_ATTRIBUTES if k in body}
+    for key, value in kept.items():
+        if not PORT_KEPT_ATTRIBUTES[key](value):
+            raise InvalidInput(f"Invalid input for {key}: {value!r}.")
+    return kept
 
 
 class NetworkError(Exception):
@@ -578,7 +608,7 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 "binding:vnic_type": p.vnic_type, "qos_policy_id": p.qos_policy_id,
                 "qos_network_policy_id": self._network_of(s, p.network_id).qos_policy_id,
                 "resource_request": self._resource_request(s, p),
-                "security_groups": groups, "port_security_enabled": True,
+                "security_groups": groups, "port_security_enabled": True, **(p.kept or {}),
                 "created_for_instance": p.created_for_instance,
                 "created_at": isotime(p.created_at), "updated_at": isotime(p.updated_at)}
 
@@ -667,7 +697,8 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                         vnic_type=body.get("binding:vnic_type") or "normal",
                         qos_policy_id=body.get("qos_policy_id"),
                         resource_request=body.get("resource_request"),
-                        created_for_instance=bool(body.get("created_for_instance")))
+                        created_for_instance=bool(body.get("created_for_instance")),
+                        kept=_kept_port_attributes(body))
         host = body.get("binding:host_id") or ""
         vif_type, details = self._vif(host, p.vnic_type)
         p.status = ACTIVE if host and p.device_owner.startswith("compute:") else "DOWN"
@@ -734,8 +765,11 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
         unknown = set(body) - UPDATABLE
         if unknown:
             raise NetworkError(f"cannot update {sorted(unknown)}")
+        kept = _kept_port_attributes(body)
         with self.db.session(write=True) as s:
             p = self._port(s, port_id, lock=True)
+            if kept:
+                p.kept = dict(p.kept or {}, **kept)
             if "qos_policy_id" in body:
                 if body["qos_policy_id"]:
                     self._check_policy_usable(s, ctxt, body["qos_policy_id"])

@@ -119,10 +119,13 @@ class FloatingIPMixin:
                 q = q.where(getattr(models.FloatingIP, key) == value)
             return [self._fip_dict(s, f) for f in s.scalars(q)]
 
-    def update_floatingip(self, ctxt, fip_id, port_id, fixed_ip_address=None):
-        """Associate with ``port_id`` (None: disassociate)."""
+    def update_floatingip(self, ctxt, fip_id, port_id, fixed_ip_address=None,
+                          description=None):
+        """Associate with ``port_id`` (None: disassociate); ``description``: a new one."""
         with self.db.session(write=True) as s:
             f = self._fip(s, ctxt, fip_id, lock=True)
+            if description is not None:
+                f.description = description
             self._associate(s, ctxt, f, port_id, fixed_ip_address)
             s.flush()
             return self._fip_dict(s, f)

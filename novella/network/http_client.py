@@ -578,10 +578,13 @@ class NetworkHTTPClient:
     def list_floatingips(self, ctxt, **filters):
         return self._get(ctxt, "/floatingips", "floatingips", **filters)
 
-    def update_floatingip(self, ctxt, fip_id, port_id, fixed_ip_address=None):
+    def update_floatingip(self, ctxt, fip_id, port_id, fixed_ip_address=None,
+                          description=None):
         body = {"port_id": port_id}
         if fixed_ip_address:
             body["fixed_ip_address"] = fixed_ip_address
+        if description is not None:
+            body["description"] = description
         return self._call(ctxt, "PUT", f"/floatingips/{fip_id}",
                           {"floatingip": body})["floatingip"]
 

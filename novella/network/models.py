@@ -116,6 +116,9 @@ class Port(Timestamps, Base):
     # preserve_on_delete; which ports go with a server is the compute side's to decide
     # (novella/network/ownership.py), not read from here.
     created_for_instance: orm.Mapped[bool] = orm.mapped_column(default=False)
+    # The port's attributes kept as given, with no behaviour of their own here
+    # (PORT_KEPT_ATTRIBUTES: description, allowed_address_pairs, dns_name, ...).
+    kept: orm.Mapped[dict] = orm.mapped_column(sa.JSON, default=dict, server_default="{}")
 
 
 class IPAllocation(Base):

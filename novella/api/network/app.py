@@ -38,7 +38,7 @@ import functools
 
 from novella.api import rest
 from novella.network import qos
-from novella.network.api import SUBNET_ATTRIBUTES, SUBNET_UPDATABLE
+from novella.network.api import PORT_KEPT_ATTRIBUTES, SUBNET_ATTRIBUTES, SUBNET_UPDATABLE
 
 # Exactly what is served: each alias has a probe in
 # tests/functional/api_services/test_network_extensions.py. Not advertised, as not
@@ -309,12 +309,10 @@ def list_ports(req):
 CREATE_PORT_FIELDS = {"network_id", "name", "admin_state_up", "mac_address", "fixed_ips",
                       "device_id", "device_owner", "project_id", "tenant_id", "qos_policy_id",
                       "binding:host_id", "binding:profile", "binding:vnic_type", "resource_request",
-                      "security_groups"}
+                      "security_groups"} | set(PORT_KEPT_ATTRIBUTES)
 # Neutron's port attributes (of its extensions too) a request may carry that are not
 # kept here: accepted, and ignored.
-IGNORED_PORT_FIELDS = {"description", "tags", "port_security_enabled", "allowed_address_pairs",
-                       "extra_dhcp_opts", "dns_name", "dns_domain", "propagate_uplink_status",
-                       "numa_affinity_policy", "hardware_offload_type", "mac_learning_enabled",
+IGNORED_PORT_FIELDS = {"tags", "port_security_enabled", "dns_domain", "numa_affinity_policy", "hardware_offload_type", "mac_learning_enabled",
                        "data_plane_status", "trusted", "device_profile"}
 
 
@@ -413,6 +411,11 @@ def _body(req, resource, allowed, update=False):
     if unknown:
         raise rest.bad_request(f"Unrecognized attribute(s) '{', '.join(unknown)}'",
                                "HTTPBadRequest")
+    for key in ("name", "description"):
+        value = body.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > 255):
+            raise rest.bad_request(f"Invalid input for {key}. Reason: '{value}' is not a "
+                                   "string of at most 255 characters.", "HTTPBadRequest")
     return body
 
 
@@ -505,7 +508,7 @@ def update_floatingip(req, fip_id):
     current = _api(req).get_floatingip(req.context, fip_id)
     fip = _api(req).update_floatingip(req.context, fip_id,
                                       body.get("port_id", current["port_id"]),
-                                      body.get("fixed_ip_address"))
+                                      body.get("fixed_ip_address"), body.get("description"))
     return 200, {"floatingip": fip}
 
 

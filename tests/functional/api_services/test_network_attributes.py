@@ -82,3 +82,51 @@ def test_bad_subnet_input_is_400_and_changes_nothing(apis):  # noqa: F811
     r = net("PUT", f"/v2.0/subnets/{sid}", {"subnet": {"name": "x"}}, token=BOB)
     assert r.status_int == 404 and r.data["NeutronError"]["type"] == "SubnetNotFound"
     assert net("GET", f"/v2.0/subnets/{sid}").data["subnet"] == before
+
+
+PORT_KEPT = {"description": "the port", "dns_name": "web-1", "propagate_uplink_status": True,
+             "allowed_address_pairs": [{"ip_address": "10.9.0.200/32",
+                                        "mac_address": "fa:16:3e:00:00:01"}],
+             "extra_dhcp_opts": [{"opt_name": "bootfile-name", "opt_value": "pxelinux.0"}]}
+
+
+def test_port_keeps_its_attributes_and_updates_them(apis):  # noqa: F811
+    net = apis["network"]
+    network = _network(net)
+    net("POST", "/v2.0/subnets", {"subnet": dict(SUBNET, network_id=network["id"])})
+    r = net("POST", "/v2.0/ports", {"port": dict(PORT_KEPT, network_id=network["id"])})
+    assert r.status_int == 201, r.data
+    pid = r.data["port"]["id"]
+    shown = net("GET", f"/v2.0/ports/{pid}").data["port"]
+    assert {k: shown[k] for k in PORT_KEPT} == PORT_KEPT
+    change = {"description": "", "allowed_address_pairs": [], "dns_name": "web-2"}
+    assert net("PUT", f"/v2.0/ports/{pid}", {"port": change}).status_int == 200
+    shown = net("GET", f"/v2.0/ports/{pid}").data["port"]
+    assert {k: shown[k] for k in change} == change
+    assert shown["extra_dhcp_opts"] == PORT_KEPT["extra_dhcp_opts"]
+    for bad in ({"allowed_address_pairs": [{"ip_address": "nope"}]},
+                {"extra_dhcp_opts": [{"opt_value": "x"}]}, {"description": 5}):
+        _refused(net, "PUT", f"/v2.0/ports/{pid}", {"port": bad})
+        _refused(net, "POST", "/v2.0/ports", {"port": dict(bad, network_id=network["id"])})
+    assert net("GET", f"/v2.0/ports/{pid}").data["port"] == shown
+    assert [p["id"] for p in net("GET", "/v2.0/ports").data["ports"]] == [pid]
+
+
+def test_router_security_group_and_floating_ip_descriptions_update(apis):  # noqa: F811
+    net = apis["network"]
+    ext = net("POST", "/v2.0/networks", {"network": {"name": "ext", "router:external": True}},
+              token=ADMIN).data["network"]
+    net("POST", "/v2.0/subnets", {"subnet": {"network_id": ext["id"], "cidr": "172.24.4.0/24"}},
+        token=ADMIN)
+    for collection, key, body in (
+            ("routers", "router", {"name": "r", "description": "d"}),
+            ("security-groups", "security_group", {"name": "g", "description": "d"}),
+            ("floatingips", "floatingip", {"floating_network_id": ext["id"],
+                                           "description": "d"})):
+        r = net("POST", f"/v2.0/{collection}", {key: body})
+        assert r.status_int == 201 and r.data[key]["description"] == "d", r.data
+        path = f"/v2.0/{collection}/{r.data[key]['id']}"
+        assert net("PUT", path, {key: {"description": "d2"}}).status_int == 200
+        assert net("GET", path).data[key]["description"] == "d2"
+        error = _refused(net, "PUT", path, {key: {"description": 7}})
+        assert net("GET", path).data[key]["description"] == "d2", error
