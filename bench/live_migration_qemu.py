@@ -92,15 +92,27 @@ def wait_counter(path, timeout=300):
 
 # --- Novella through the API ------------------------------------------------------------
 
-def start_cloud(work, image_dir):
+def start_cloud(work, image_dir, cells=1):
+    """An all-in-one of ``cells`` cells of two hosts each, its hosts running real guests
+    with the QEMU driver (TCG), the guest image in ``image_dir`` its default image."""
     from novella.allinone import AllInOne
-    from tests.functional.system.conftest import Cloud
+    from tests.real_guest.conftest import RealCloud
     data = os.path.join(work, "cloud")
     shutil.copytree(image_dir, os.path.join(data, "guest-image"))
     overrides = {None: {"compute_driver": "qemu.QEMUDriver", "service_down_time": 3600},
                  "libvirt": {"virt_type": "qemu"}}
-    aio = AllInOne(data, cells=1, hosts_per_cell=2, log=None, config_overrides=overrides)
-    return Cloud(aio.start())
+    aio = AllInOne(data, cells=cells, hosts_per_cell=2, log=None, config_overrides=overrides)
+    return RealCloud(aio.start())
+
+
+def stop_cloud(cloud, work):
+    """Every guest left destroyed, the all-in-one stopped, ``work`` removed."""
+    for mgr in cloud.aio.computes.values():
+        for uuid in mgr.driver.list_instances():
+            mgr.driver.guest({"uuid": uuid}).destroy()
+        shutil.rmtree(mgr.driver.hypervisor.run_dir, ignore_errors=True)
+    cloud.aio.stop()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def novella_run(cloud):
@@ -195,12 +207,7 @@ def main():
             runs["novella"].append(novella_run(cloud))
             runs["qmp"].append(qmp_run(image, work, n))
     finally:
-        for mgr in cloud.aio.computes.values():
-            for uuid in mgr.driver.list_instances():
-                mgr.driver.guest({"uuid": uuid}).destroy()
-            shutil.rmtree(mgr.driver.hypervisor.run_dir, ignore_errors=True)
-        cloud.aio.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_cloud(cloud, work)
 
     def med(way, key):
         return statistics.median(r[key] for r in runs[way])
