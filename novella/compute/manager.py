@@ -201,6 +201,22 @@ class ComputeManager:
         self.rt.set_traits(disabled=not enabled)
         return "enabled" if enabled else "disabled"
 
+    def cache_images(self, ctxt, image_ids):
+        """An aggregate's image cache request: each image fetched into the driver's
+        cache, with the reference's result for it (``cached`` now, ``existing``,
+        ``unsupported`` by the driver, ``error``)."""
+        results = {}
+        for image_id in image_ids:
+            try:
+                results[image_id] = "cached" if self.driver.cache_image(ctxt, image_id) \
+                    else "existing"
+            except NotImplementedError:
+                results[image_id] = "unsupported"
+            except Exception:  # noqa: BLE001 - one image failing leaves the others cached
+                LOG.exception("caching image %s failed", image_id)
+                results[image_id] = "error"
+        return results
+
     def sync_power_states(self, ctxt=None):
         """Record the hypervisor's power state for guests not in the middle of a task."""
         self.sync_power_states_hosts([self])

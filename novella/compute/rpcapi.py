@@ -338,6 +338,11 @@ class ComputeAPI:
 
     # -- host ------------------------------------------------------------------------
 
+    def cache_images(self, ctxt, host, image_ids):
+        """Fetch the images into the host's image cache: {image id: result}."""
+        return self._call(ctxt, host, "cache_images", timeout=self.long_timeout,
+                          image_ids=image_ids)
+
     def set_host_enabled(self, ctxt, host, enabled):
         """Tell the host its service was enabled/disabled (COMPUTE_STATUS_DISABLED trait)."""
         return self._call(ctxt, host, "set_host_enabled", enabled=enabled)

@@ -22,6 +22,7 @@ from novella import rpc, service
 from novella.compute.states import migration_status as ms
 from novella.conductor import ends, journal, lost_requests, operations
 from novella.conductor.tasks import build as build_tasks
+from novella.conductor.tasks import common as task_common
 from novella.conductor.tasks import cross_cell as cross_cell_tasks
 from novella.context import get_admin_context
 from novella.db import cell_models as cm
@@ -198,6 +199,26 @@ class ConductorManager:
         unshelve = operations.load_unshelve(self, ctxt, instance_uuid, host=host)
         operations.run(self, ctxt, operations.named(operations.UNSHELVE), unshelve,
                        instance_uuid, str(ctxt.request_id))
+
+    # -- image cache ---------------------------------------------------------------------
+
+    def cache_images(self, ctxt, aggregate_id, hosts, image_ids):
+        """An aggregate's image cache request (Compute API 2.81): each host asked in
+        turn, over its cell's transport. Nothing changes state, so nothing is
+        recorded: a request lost with its conductor is asked again."""
+        for host in hosts:
+            cell = cells_mod.host_cell(self.api_db, host)
+            if cell is None:
+                LOG.warning("image cache of aggregate %s: host %s is in no cell",
+                            aggregate_id, host)
+                continue
+            try:
+                results = task_common.compute_api(self.conf, cell).cache_images(ctxt, host, image_ids)
+            except Exception as exc:  # noqa: BLE001 - a host down is skipped, as the reference
+                LOG.warning("image cache of aggregate %s: host %s failed: %s",
+                            aggregate_id, host, exc)
+                continue
+            LOG.info("image cache of aggregate %s on %s: %s", aggregate_id, host, results)
 
     # -- recovery ------------------------------------------------------------------------
 

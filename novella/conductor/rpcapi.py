@@ -68,3 +68,10 @@ class ConductorAPI:
         """Rebuild elsewhere in its cell a server whose host is down (cast)."""
         self.transport.cast(ctxt, TOPIC, None, "evacuate_instance", instance_uuid=instance_uuid,
                             migration_uuid=migration_uuid, host=host)
+
+    # -- image cache --------------------------------------------------------------------
+
+    def cache_images(self, ctxt, aggregate_id, hosts, image_ids):
+        """Ask each of an aggregate's hosts to fetch the images into its cache (cast)."""
+        self.transport.cast(ctxt, TOPIC, None, "cache_images", aggregate_id=aggregate_id,
+                            hosts=hosts, image_ids=image_ids)

@@ -415,6 +415,8 @@ _RULES = [
      [("DELETE", _AGG)], None),
     ("os_compute_api:os-aggregates:show", ADMIN, "Show a host aggregate.",
      [("GET", _AGG)], None),
+    ("compute:aggregates:images", ADMIN, "Ask the hosts of an aggregate to cache images.",
+     [("POST", _AGG + "/images")], None),
     ("compute:server:topology:index", READER, "Show the NUMA topology of a server.",
      [("GET", _SRV + "/topology")], None),
     ("compute:server:topology:host:index", ADMIN,

@@ -191,6 +191,11 @@ class ComputeDriver:
         """Send the guest a non-maskable interrupt (trigger_crash_dump)."""
         raise NotImplementedError
 
+    def cache_image(self, ctxt, image_id):
+        """Fetch an image into the host's image cache: True if fetched now, False if
+        it was there."""
+        raise NotImplementedError()
+
     def get_console_output(self, ctxt, instance):
         """The guest's serial console log, as text."""
         raise NotImplementedError

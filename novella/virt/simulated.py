@@ -296,6 +296,21 @@ class SimulatedDriver(driver_mod.ComputeDriver):
                 return f.read()
         return None
 
+    def cache_image(self, ctxt, image_id):
+        self._fault("cache_image")
+        if image_id in self._images:
+            self._images.move_to_end(image_id)
+            return False
+        if self.image_api is None:  # the images are the host's own files: always there
+            return False
+        if self._image_bytes(ctxt, image_id) is None:
+            raise LookupError(f"image {image_id} has no data to cache")
+        return True
+
+    def cached_images(self):
+        """The ids of the images in the host's cache, oldest first."""
+        return list(self._images)
+
     def _store_image(self, ctxt, image_id, data):
         if self.image_api is not None and hasattr(self.image_api, "upload"):
             self.image_api.upload(ctxt, image_id, data)

@@ -19,6 +19,16 @@ def schedule_and_build_instances(transport, ctxt, build_requests, request_specs,
     ConductorAPI(transport).schedule_and_build_instances(ctxt, **kwargs)
 
 
+def cache_images(transport, ctxt, aggregate_id, hosts, image_ids):
+    try:
+        from novella.conductor.rpcapi import ConductorAPI
+    except ImportError:
+        transport.cast(ctxt, "conductor", None, "cache_images", aggregate_id=aggregate_id,
+                       hosts=hosts, image_ids=image_ids)
+        return
+    ConductorAPI(transport).cache_images(ctxt, aggregate_id, hosts, image_ids)
+
+
 def cast_to_compute(ctxt, cell, host, method, **kwargs):
     """Cast ``method`` to the compute service on ``host`` over its cell's transport."""
     transport = rpc.get_transport(cell.transport_url)

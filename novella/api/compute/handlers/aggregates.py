@@ -3,11 +3,12 @@
 The ``availability_zone`` metadata key makes an aggregate an availability
 zone; a host may only be in one zone. When the API was built with an
 ``aggregate_hook`` the host membership is mirrored through it (placement
-aggregates).
+aggregates). ``POST /os-aggregates/{id}/images`` (2.81) asks its hosts to
+pre-cache images.
 """
 import uuid as uuid_mod
 
-from novella.api.compute import common, errors, hosts, validation as v
+from novella.api.compute import common, errors, hosts, rpcclients, validation as v
 from novella.db import aggregates as aggregates_db
 
 P = "os_compute_api:os-aggregates:"
@@ -169,6 +170,30 @@ def _refused(name, aggregate_id, agg_id, args, exc):
     return errors.BadRequest(_zones_taken("update metadata of", agg_id, exc))
 
 
+CACHE_IMAGES = v.obj({"cache": {"type": "array", "minItems": 1,
+                             "items": v.obj({"id": v.uuid}, ["id"])}}, ["cache"])
+
+
+def cache_images(req, aggregate_id):
+    """2.81: the aggregate's hosts asked to fetch images into their caches (by the
+    conductor, after the answer)."""
+    if not req.at_least("2.81"):
+        raise errors.NotFound("The resource could not be found.")
+    body = req.body_json(CACHE_IMAGES)
+    req.authorize("compute:aggregates:images", {})
+    if _id(aggregate_id) is None:
+        raise errors.BadRequest("Invalid input received: id must be an integer")
+    image_ids = [image["id"] for image in body["cache"]]
+    if len(set(image_ids)) != len(image_ids):
+        raise errors.BadRequest("Duplicate images in request")
+    agg = aggregates_db.get(req.api.api_db, _id(aggregate_id))
+    if agg is None:
+        raise _not_found(aggregate_id)
+    rpcclients.cache_images(req.api.transport, req.context, agg.id,
+                            [h.host for h in agg.hosts], image_ids)
+    return 202, None
+
+
 ROUTES = [
     ("GET", "/os-aggregates", index),
     ("POST", "/os-aggregates", create),
@@ -176,4 +201,5 @@ ROUTES = [
     ("PUT", "/os-aggregates/{aggregate_id}", update),
     ("DELETE", "/os-aggregates/{aggregate_id}", delete),
     ("POST", "/os-aggregates/{aggregate_id}/action", action),
+    ("POST", "/os-aggregates/{aggregate_id}/images", cache_images),
 ]
