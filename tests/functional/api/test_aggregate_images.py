@@ -3,15 +3,12 @@ import pytest
 
 from novella.virt import simulated
 
-from tests.functional.moves.conftest import MoveCloud
-from tests.functional.system.conftest import cloud_factory
+from tests.functional.moves.conftest import make_cloud  # noqa: F401 - the fixture
 
 
 @pytest.fixture
-def cloud(tmp_path):
-    factory = cloud_factory(tmp_path, MoveCloud, cells=1)
-    yield next(factory)(2)
-    next(factory, None)
+def cloud(make_cloud):  # noqa: F811
+    return make_cloud(hosts=2)
 
 
 def _cached(cloud):

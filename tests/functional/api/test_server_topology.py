@@ -6,15 +6,12 @@ import sqlalchemy as sa
 
 from novella.db import cell_models as cm, cells
 
-from tests.functional.moves.conftest import MoveCloud
-from tests.functional.system.conftest import cloud_factory
+from tests.functional.moves.conftest import make_cloud  # noqa: F401 - the fixture
 
 
 @pytest.fixture
-def cloud(tmp_path):
-    factory = cloud_factory(tmp_path, MoveCloud, cells=1)
-    yield next(factory)(1, simulated={"numa_cells": 2})
-    next(factory, None)
+def cloud(make_cloud):  # noqa: F811
+    return make_cloud(hosts=1, simulated={"numa_cells": 2})
 
 
 def _claimed(cloud, sid):
