@@ -297,11 +297,11 @@ class QEMUDriver(driver_mod.ComputeDriver):
                     os.remove(self._path(instance["uuid"], name))
 
     def power_off(self, instance, timeout=0, retry_interval=0):
-        """The ACPI power button, then the plug after ``timeout`` seconds (at once
-        with 0)."""
+        """The ACPI power button (pressed again every ``retry_interval`` seconds, 5 by
+        default), then the plug after ``timeout`` seconds (at once with 0)."""
         guest = self.guest(instance)
         if timeout:
-            guest.power_off(timeout)
+            guest.power_off(timeout, retry_interval or 5)
         else:
             guest.destroy()
         self._drop_saved_state(instance["uuid"])

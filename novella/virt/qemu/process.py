@@ -352,14 +352,18 @@ class Guest:
     def resume(self):
         self.monitor.command("cont")
 
-    def power_off(self, timeout=30):
-        """Press the ACPI power button and wait for the guest to power off; -> whether
-        it did within ``timeout`` (the process is stopped either way)."""
-        try:
-            self.monitor.command("system_powerdown")
-        except QMPError:
-            pass
-        clean = self.wait_exit(timeout)
+    def power_off(self, timeout=30, press_every=5):
+        """Press the ACPI power button (again every ``press_every`` seconds: a press
+        before the guest listens for it is lost) and wait for the guest to power off;
+        -> whether it did within ``timeout`` (the process is stopped either way)."""
+        deadline = time.monotonic() + timeout
+        clean = False
+        while not clean and time.monotonic() < deadline:
+            try:
+                self.monitor.command("system_powerdown")
+            except QMPError:
+                pass
+            clean = self.wait_exit(max(0.0, min(press_every, deadline - time.monotonic())))
         if not clean:
             self.destroy()
         return clean
