@@ -34,7 +34,10 @@ class GuestProbe:
             while True:
                 for line in buf.split(b"\n")[:-1]:
                     parts = line.strip(b"\r").split(b" ", 2)
-                    if parts[0] == request_id.encode() and len(parts) >= 2:
+                    # (A request echoed by the port before the guest's server set it
+                    # raw has the command where the status goes: not an answer.)
+                    if parts[0] == request_id.encode() and len(parts) >= 2 \
+                            and parts[1].lstrip(b"-").isdigit():
                         out = base64.b64decode(parts[2]) if len(parts) == 3 else b""
                         return int(parts[1]), out.decode(errors="replace")
                 buf = buf[buf.rfind(b"\n") + 1:]

@@ -22,6 +22,23 @@ def snapshot_leftovers(driver):
     return [name for name in os.listdir(root) if name.startswith(".snapshot-")]
 
 
+def dies_once_copied(cloud, monkeypatch, host):
+    """The compute services of ``cloud`` may die (the harness's HostDeath, returned);
+    ``host``'s dies once it has copied a disk (``qemu-img convert``)."""
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    copy = qemu_driver.qemu_img
+
+    def dies(*args):
+        out = copy(*args)
+        if args[0] == "convert" and threading.current_thread() is death.thread:
+            death.dead, death.dead_thread = host, death.thread
+            death.reached.set()
+            threading.Event().wait()  # the service's thread never runs another statement
+        return out
+    monkeypatch.setattr(qemu_driver, "qemu_img", dies)
+    return death
+
+
 def test_compute_killed_copying_the_root_disk_while_shelving(qemu_cloud, monkeypatch):
     cloud = qemu_cloud
     server_id = cloud.boot(name="vm-shelve-crash")
@@ -29,17 +46,7 @@ def test_compute_killed_copying_the_root_disk_while_shelving(qemu_cloud, monkeyp
     write_mark(cloud, server_id)
     source = cloud.host_of(server_id)
 
-    death = harness.arm_host_deaths(cloud, monkeypatch)
-    copy = qemu_driver.qemu_img
-
-    def dies_once_copied(*args):
-        out = copy(*args)
-        if args[0] == "convert" and threading.current_thread() is death.thread:
-            death.dead, death.dead_thread = source, death.thread
-            death.reached.set()
-            threading.Event().wait()  # the service's thread never runs another statement
-        return out
-    monkeypatch.setattr(qemu_driver, "qemu_img", dies_once_copied)
+    death = dies_once_copied(cloud, monkeypatch, source)
 
     cloud.action(server_id, {"shelve": None})
     assert death.reached.is_set(), "the disk copy never ran"

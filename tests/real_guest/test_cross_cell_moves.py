@@ -2,17 +2,14 @@
 carries the guest's disk to the other cell, also when the conductor dies once the
 disk is copied. An all-in-one of two cells of its own: one all-in-one runs in a
 process at a time (its transports are the process's)."""
-import threading
-
 import pytest
 
 from novella.conductor import journal
 from novella.conductor.manager import ConductorManager
 from novella.conf import CONF
-from novella.virt.qemu import driver as qemu_driver
 from tests.functional.moves import test_compute_crash_recovery as host_harness
 from tests.functional.moves import test_crash_recovery as harness
-from tests.real_guest.test_crash_moves import snapshot_leftovers
+from tests.real_guest.test_crash_moves import dies_once_copied, snapshot_leftovers
 from tests.real_guest.test_live_migration import qemu_processes
 from tests.real_guest.test_moves import TINY, delete, read_mark, resources, write_mark
 
@@ -135,17 +132,7 @@ def test_source_compute_killed_copying_the_disk(qemu_cells_cloud, monkeypatch):
     source = cloud.host_of(server_id)
     source_driver = cloud.aio.computes[source].driver
 
-    death = host_harness.arm_host_deaths(cloud, monkeypatch)
-    copy = qemu_driver.qemu_img
-
-    def dies_once_copied(*args):
-        out = copy(*args)
-        if args[0] == "convert" and threading.current_thread() is death.thread:
-            death.dead, death.dead_thread = source, death.thread
-            death.reached.set()
-            threading.Event().wait()  # the service's thread never runs another statement
-        return out
-    monkeypatch.setattr(qemu_driver, "qemu_img", dies_once_copied)
+    death = dies_once_copied(cloud, monkeypatch, source)
 
     cloud.action(server_id, {"resize": {"flavorRef": "2"}})
     assert death.reached.is_set(), "the disk copy never ran"

@@ -30,6 +30,21 @@ def read_mark(cloud, server_id):
     return cloud.probe(server_id).check("cat /root/mark").strip()
 
 
+def unshelve_elsewhere(cloud, server_id, source, boot_id):
+    """Unshelve on the host that is not ``source`` (2.91 ``host``); -> that host, once
+    the guest booted there."""
+    dest = next(h for h in cloud.aio.computes if h != source)
+    status, body = cloud.api("POST", f"/servers/{server_id}/action",
+                             {"unshelve": {"host": dest}}, version="2.91")
+    assert status == 202, body
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    return dest
+
+
 def delete(cloud, server_id):
     guest = cloud.guest(server_id)
     status, _ = cloud.api("DELETE", f"/servers/{server_id}")
@@ -62,15 +77,7 @@ def test_shelve_offload_unshelve_on_another_host(qemu_cloud, tmp_path):
                     cloud.aio.image_api.data_path(image["id"]), str(raw)], check=True)
     assert b"before-the-move" in raw.read_bytes()  # the guest's root disk, flattened
 
-    dest = next(h for h in cloud.aio.computes if h != source)
-    status, body = cloud.api("POST", f"/servers/{server_id}/action",
-                             {"unshelve": {"host": dest}}, version="2.91")
-    assert status == 202, body
-    cloud.aio.wait_idle()
-    server = cloud.server(server_id)
-    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
-        server.get("fault")
-    cloud.wait_boot(server_id, seen={boot_id})
+    dest = unshelve_elsewhere(cloud, server_id, source, boot_id)
     assert read_mark(cloud, server_id) == "before-the-move"
     assert resources(cloud, server_id) == {dest: TINY}
     # The shelved image is gone; the guest stands on this host's cache of it.
@@ -89,6 +96,20 @@ def force_down(cloud, host, down=True):
     assert status == 200, body
 
 
+def evacuate(cloud, server_id):
+    """-> the server once evacuated (its host is down), or not."""
+    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
+    assert status == 200, body
+    cloud.aio.wait_idle()
+    return cloud.server(server_id)
+
+
+def host_back(cloud, host):
+    """The host's compute service starts again, and is no longer forced down."""
+    cloud.aio.computes[host].init_host()
+    force_down(cloud, host, down=False)
+
+
 def test_evacuate_rebuilds_from_the_image_and_the_source_destroys_its_guest_when_back(
         qemu_cloud):
     cloud = qemu_cloud
@@ -101,10 +122,7 @@ def test_evacuate_rebuilds_from_the_image_and_the_source_destroys_its_guest_when
     # The compute service is down; its QEMU runs on (a host cut off, not powered off).
     force_down(cloud, source)
 
-    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
-    assert status == 200, body
-    cloud.aio.wait_idle()
-    server = cloud.server(server_id)
+    server = evacuate(cloud, server_id)
     assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
         server.get("fault")
     cloud.wait_boot(server_id, seen={boot_id})
@@ -114,8 +132,7 @@ def test_evacuate_rebuilds_from_the_image_and_the_source_destroys_its_guest_when
     assert resources(cloud, server_id) == {dest: TINY}
     assert resources(cloud, migration["uuid"]) == {source: TINY}  # until the source is back
 
-    cloud.aio.computes[source].init_host()  # the source's compute service starts again
-    force_down(cloud, source, down=False)
+    host_back(cloud, source)
     assert source_guest.pid() is None and not os.path.exists(source_guest.dir)
     assert cloud.aio.computes[source].driver.list_disks() == []
     (migration,) = cloud.migrations(server_id)
@@ -162,15 +179,7 @@ def test_boot_from_a_volume_made_from_the_image_shelved_and_unshelved_elsewhere(
     cloud.action(server_id, {"shelve": None})
     assert cloud.server(server_id)["status"] == "SHELVED_OFFLOADED"
     assert cloud.aio.computes[source].driver.list_disks() == []
-    dest = next(h for h in cloud.aio.computes if h != source)
-    status, body = cloud.api("POST", f"/servers/{server_id}/action",
-                             {"unshelve": {"host": dest}}, version="2.91")
-    assert status == 202, body
-    cloud.aio.wait_idle()
-    server = cloud.server(server_id)
-    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
-        server.get("fault")
-    cloud.wait_boot(server_id, seen={boot_id})
+    dest = unshelve_elsewhere(cloud, server_id, source, boot_id)
     assert read_mark(cloud, server_id) == "on-the-volume"
     assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 256}}
 
@@ -230,10 +239,7 @@ def test_evacuate_a_server_booted_from_a_volume_once_its_host_is_fenced(qemu_clo
     source_guest = cloud.guest(server_id)
     force_down(cloud, source)
 
-    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
-    assert status == 200, body
-    cloud.aio.wait_idle()
-    server = cloud.server(server_id)
+    server = evacuate(cloud, server_id)
     assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", source)
     assert [m["status"] for m in cloud.migrations(server_id)] == ["error"]
     assert "exited 1: qemu-system-x86_64: -device virtio-b" in cloud.fault(server_id)  # locked
@@ -242,16 +248,12 @@ def test_evacuate_a_server_booted_from_a_volume_once_its_host_is_fenced(qemu_clo
 
     os.kill(source_guest.pid(), signal.SIGKILL)  # fenced
     wait_for(lambda: qemu_processes(server_id) == 0, "the source's QEMU did not end")
-    status, body = cloud.api("POST", f"/servers/{server_id}/action", {"evacuate": {}})
-    assert status == 200, body
-    cloud.aio.wait_idle()
-    server = cloud.server(server_id)
+    server = evacuate(cloud, server_id)
     assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
         server.get("fault")
     cloud.wait_boot(server_id, seen={boot_id})
     assert read_mark(cloud, server_id) == "on-the-volume"  # its own disk
-    cloud.aio.computes[source].init_host()
-    force_down(cloud, source, down=False)
+    host_back(cloud, source)
     assert not os.path.exists(source_guest.dir) and qemu_processes(server_id) == 1
     assert resources(cloud, server_id) == {dest: {"VCPU": 1, "MEMORY_MB": 256}}
     assert all(cloud.allocations(m["uuid"]) == {} for m in cloud.migrations(server_id))
