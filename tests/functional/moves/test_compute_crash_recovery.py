@@ -34,6 +34,7 @@ COMPUTE_METHODS = ("build_and_run_instance", "terminate_instance", "shelve_insta
                    "prepare_live_migration_at_destination", "live_migration",
                    "post_live_migration_at_destination", "post_live_migration_at_source",
                    "rollback_live_migration_at_destination", "rebuild_instance",
+                   "abandon_rebuild",
                    "unshelve_instance",
                    # the guest actions
                    "pause_instance", "unpause_instance", "suspend_instance",

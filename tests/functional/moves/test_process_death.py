@@ -7,7 +7,8 @@ test_compute_crash_recovery.py) and the conductor waiting for that host's
 answer never runs another statement either (no retry on an alternate, no
 undo). The process then starts again as `novella up` does: the compute
 service first (``init_host``), then a fresh conductor that takes over what
-the dead one left (``recover_operations(previous_owners=True)``).
+the dead one left (``recover_operations(previous_owners=True)``); and as
+separate services may, the conductor first while the host is still down.
 
 The server is volume-backed, so its books are: the server's state and host,
 Placement allocations by consumer (server and migration) and every
@@ -101,9 +102,12 @@ def _delete_and_check_empty(cloud, death, sid, source, where):
     assert cloud.aio.volume_api.attachment_list(ctxt, instance_uuid=sid) == [], where
 
 
+@pytest.mark.parametrize("host_first", [True, False], ids=["all-in-one", "conductor-first"])
 @pytest.mark.parametrize("move", sorted(MOVES))
 def test_the_process_dying_inside_a_hosts_step_leaves_exact_books_when_it_starts(
-        cloud, monkeypatch, move):
+        cloud, monkeypatch, move, host_first):
+    """``host_first``: as `novella up` starts; else as separate services may, the
+    conductor taking the operation over while the host is still down."""
     death = host_death.arm_host_deaths(cloud, monkeypatch)
     crash = harness.arm_crashes(cloud, monkeypatch)
     process = ProcessDeath(monkeypatch, type(next(iter(cloud.aio.computes.values())).transport))
@@ -118,17 +122,22 @@ def test_the_process_dying_inside_a_hosts_step_leaves_exact_books_when_it_starts
         sid, source, before = _move(cloud, death, process, crash, move, at)
         where = (move, at, effects[at - 1])
         assert death.reached.is_set() and process.dead.is_set(), where
-        # Started again: the host's compute service, then the conductor (an
+        # Started again: the host's compute service and a fresh conductor (an
         # evacuation's source stays down).
         process.armed = False
         host = death.dead
         death.arm(-1)
-        host_death._restart(cloud, death, host)
+        death.dead = host  # it answers nothing until it starts
+        if host_first:
+            host_death._restart(cloud, death, host)
         fresh = ConductorManager(CONF, cloud.aio.api_db, cloud.aio.placement,
                                  network_api=cloud.aio.network_api,
                                  volume_api=cloud.aio.volume_api, image_api=cloud.aio.image_api)
         fresh.recover_operations(previous_owners=True)
         cloud.aio.wait_idle()
+        if not host_first:
+            host_death._restart(cloud, death, host)
+            cloud.aio.wait_idle()
         after = _books(cloud, sid, source)
         ends = [finished, dict(before, migration="error") if move == "evacuate" else before]
         if move == "unshelve":  # it may run on either host
