@@ -310,6 +310,7 @@ class AllInOne:
         self.compute_api_app = make_app(CONF, self.api_db, self.transport,
                                         network_api=self.network_api, image_api=self.image_api,
                                         volume_api=self.volume_api, placement=self.placement)
+        self.volume_api.compute_events = self._send_compute_events
         self._make_service_apps()
         self._start_optimize()
         if not self.http:
@@ -351,6 +352,15 @@ class AllInOne:
         if self.optimize_engine.has_work():
             self.log("Resuming the drains a previous run left going.")
             self.optimize_engine.start()
+
+    def _send_compute_events(self, events):
+        """The volume service's external events (volume-extended) to the Compute API,
+        as the service user Cinder sends them with."""
+        from novella.context import get_admin_context
+        from novella.optimize.applier import ComputeClient
+        return ComputeClient(self.compute_api_app).call(
+            get_admin_context(), "POST", "/os-server-external-events", {"events": events},
+            expect=(200, 207))
 
     def _make_service_apps(self):
         """The image, network and volume HTTP APIs over the embedded services."""

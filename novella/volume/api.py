@@ -20,6 +20,7 @@ its connection_info names the ``path`` and ``format``, which the QEMU driver of 
 host on this machine opens. A volume made from an image (or reimaged) gets the
 image's bytes, converted to raw, when it is made, so a server boots from it.
 """
+import logging
 import os
 import tempfile
 import uuid
@@ -32,6 +33,7 @@ from novella.db.timestamps import isotime, utcnow
 from novella.virt.qemu.process import to_raw
 from novella.volume import models
 
+LOG = logging.getLogger(__name__)
 ATTACHABLE = ("available", "reserved", "attaching", "in-use")
 DEFAULT_TYPE = "__DEFAULT__"  # the one volume type, given to a volume that names none
 
@@ -71,6 +73,10 @@ def _attachment_dict(a):
 
 class VolumeAPI:
     chooses_ids = True  # ``create`` may be given the new volume's id
+    # callable(events): sends external events to the Compute API (set by who wires the
+    # services together; None: no compute service to tell).
+    compute_events = None
+
     def __init__(self, db, image_api=None, volumes_dir=None):
         self.db = db if isinstance(db, Database) else Database(db)
         self.image_api = image_api
@@ -301,6 +307,39 @@ class VolumeAPI:
             if migration_status is not None:
                 v.migration_status = None if migration_status == "none" else migration_status
             return self._volume_dict(s, v)
+
+    def extend(self, ctxt, volume_id, new_size, in_use_ok=False):
+        """Cinder's ``os-extend``: the volume grows to ``new_size`` GiB (its file, if it
+        has one, too). An attached volume only when ``in_use_ok`` (3.42); then each
+        server it is attached to is told through ``compute_events`` (the Compute
+        API's ``volume-extended`` event) so its host can grow the disk."""
+        allowed = ("available", "in-use") if in_use_ok else ("available",)
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            if ctxt is not None and not ctxt.is_admin and v.project_id != ctxt.project_id:
+                raise VolumeNotFound(f"volume {volume_id} could not be found")
+            if v.status not in allowed:
+                raise InvalidVolume(f"Invalid volume: Volume {volume_id} status must be "
+                                    f"{' or '.join(repr(a) for a in allowed)} to extend, "
+                                    f"currently {v.status}.")
+            if int(new_size) <= v.size:
+                raise VolumeError(f"Invalid input received: New size for extend must be "
+                                  f"greater than current size. (current: {v.size}, "
+                                  f"extended: {new_size}).")
+            path = os.path.join(self.volumes_dir, v.id) if self.volumes_dir else None
+            if path and os.path.exists(path):
+                # Before the new size is recorded: a file larger than its volume is harmless.
+                os.truncate(path, int(new_size) << 30)
+            v.size, v.updated_at = int(new_size), utcnow()
+            volume = self._volume_dict(s, v)
+        servers = sorted({a["server_id"] for a in volume["attachments"]})
+        if servers and self.compute_events is not None:
+            try:
+                self.compute_events([{"name": "volume-extended", "server_uuid": server,
+                                      "tag": volume_id} for server in servers])
+            except Exception:  # noqa: BLE001 - as Cinder: the volume is extended regardless
+                LOG.exception("The volume-extended event of volume %s was not sent", volume_id)
+        return volume
 
     def reimage(self, ctxt, volume_id, image_id, reimage_reserved=False):
         """The volume's content made anew from ``image_id`` (Cinder's ``os-reimage``):

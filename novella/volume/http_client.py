@@ -119,6 +119,11 @@ class VolumeHTTPClient:
         self._action(ctxt, volume_id, "os-reset_status", body, admin=True)
         return self.get(None, volume_id)
 
+    def extend(self, ctxt, volume_id, new_size, in_use_ok=False):
+        self._action(ctxt, volume_id, "os-extend", {"new_size": int(new_size)},
+                     version="3.42" if in_use_ok else "3.41")
+        return self.get(ctxt, volume_id)
+
     def reimage(self, ctxt, volume_id, image_id, reimage_reserved=False):
         self._action(ctxt, volume_id, "os-reimage", {
             "image_id": image_id, "reimage_reserved": reimage_reserved}, version="3.68")

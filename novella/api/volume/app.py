@@ -8,6 +8,7 @@ Every path works with and without the project id after ``/v3``:
     GET|DELETE /v3[/{project_id}]/volumes/{id}
     POST /v3[/{project_id}]/volumes/{id}/action   os-set_bootable, os-reset_status,
                                          os-migrate_volume_completion, os-reimage (3.68+),
+                                         os-extend (in-use too from 3.42),
                                          os-begin_detaching, os-roll_detaching
     /v3[/{project_id}]/snapshots[/detail|/{id}]   create (volume_id, force, name,
                                          description), list, show, delete
@@ -267,6 +268,17 @@ def _reimage(req, volume_id, args):
     return 202, None
 
 
+def _extend(req, volume_id, args):
+    new_size = args.get("new_size")
+    try:
+        new_size = int(new_size)
+    except (TypeError, ValueError):
+        raise rest.bad_request(f"New size for extend must be specified as an integer: "
+                               f"{new_size!r}.")
+    _api(req).extend(req.context, volume_id, new_size, in_use_ok=req.version >= (3, 42))
+    return 202, None
+
+
 def _begin_detaching(req, volume_id, args):
     _api(req).begin_detaching(req.context, volume_id)
     return 202, None
@@ -279,7 +291,8 @@ def _roll_detaching(req, volume_id, args):
 
 _ACTIONS = {"os-set_bootable": _set_bootable, "os-reset_status": _reset_status,
             "os-migrate_volume_completion": _migrate_volume_completion,
-            "os-reimage": _reimage, "os-begin_detaching": _begin_detaching,
+            "os-reimage": _reimage, "os-extend": _extend,
+            "os-begin_detaching": _begin_detaching,
             "os-roll_detaching": _roll_detaching}
 
 
