@@ -1,9 +1,11 @@
 """Crashes in the disk copy of a real guest's move (QEMU driver, TCG): the compute
-service killed while shelving copies the root disk into its image; after recovery
-one copy of the guest (none running while offloaded, one after unshelve), its disk
-intact, the books exact. The harness of tests/functional/moves (a dead thread never
-runs another statement; a fresh service starts on the same databases and disks)."""
+service killed while shelving copies the root disk into its image, or while a resize
+copies the disks to the destination; after recovery one copy of the guest (none
+running while offloaded, one after unshelve), its disk intact, the books exact. The
+harness of tests/functional/moves (a dead thread never runs another statement; a
+fresh service starts on the same databases and disks)."""
 import os
+import shutil
 import threading
 
 import pytest
@@ -11,10 +13,25 @@ import pytest
 from novella.context import get_admin_context
 from novella.virt.qemu import driver as qemu_driver
 from tests.functional.moves import test_compute_crash_recovery as harness
-from tests.real_guest.test_live_migration import qemu_processes
+from tests.real_guest.test_live_migration import books, migrations, qemu_processes
 from tests.real_guest.test_moves import TINY, delete, read_mark, resources, write_mark
 
 pytestmark = pytest.mark.real_guest
+
+
+@pytest.fixture(autouse=True)
+def own_methods(qemu_cloud):
+    """After each test the compute services' methods are their own again (the
+    harness wraps them)."""
+    yield
+    for compute in qemu_cloud.aio.computes.values():
+        for name in harness.COMPUTE_METHODS:
+            compute.__dict__.pop(name, None)
+
+
+def used(cloud):
+    """{host: usages} of every provider something is used on."""
+    return {host: u for host, u in cloud.usages().items() if any(u.values())}
 
 
 def snapshot_leftovers(driver):
@@ -75,5 +92,59 @@ def test_compute_killed_copying_the_root_disk_while_shelving(qemu_cloud, monkeyp
     assert read_mark(cloud, server_id) == "before-the-move"  # the disk intact
     assert qemu_processes(server_id) == 1
     assert resources(cloud, server_id) == {server["OS-EXT-SRV-ATTR:host"]: TINY}
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0
+
+
+def test_source_killed_copying_the_disks_while_resizing(qemu_cloud, monkeypatch):
+    """The source's compute service dies half-way through copying the root disk to the
+    destination, the guest powered off. The conductor undoes the move; the restarted
+    source finds its step unfinished and puts the guest back as it was (running, from
+    its kept disks): one running copy, its file, no half-made copy on the destination,
+    the books the source's alone."""
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-resize-crash")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+    dest = next(h for h in cloud.aio.computes if h != source)
+    dest_driver = cloud.aio.computes[dest].driver
+    landing = os.path.join(dest_driver.hypervisor.instances_path, server_id)
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    copy = shutil.copyfile
+
+    def dies_half_way(src, dst, *args, **kwargs):
+        if (threading.current_thread() is death.thread and dst.startswith(landing)
+                and os.path.basename(src) == qemu_driver.DISK_FILES["root"]):
+            with open(src, "rb") as whole, open(dst, "wb") as half:
+                half.write(whole.read(os.path.getsize(src) // 2))
+            death.dead, death.dead_thread = source, death.thread
+            death.reached.set()
+            threading.Event().wait()  # the service's thread never runs another statement
+        return copy(src, dst, *args, **kwargs)
+    monkeypatch.setattr(shutil, "copyfile", dies_half_way)
+
+    status, body = cloud.api("POST", f"/servers/{server_id}/action",
+                             {"resize": {"flavorRef": "2"}})
+    assert status == 202, body
+    cloud.aio.wait_idle()  # the conductor's undo, the source not answering
+    assert death.reached.is_set(), "the disk copy never ran"
+    assert qemu_processes(server_id) == 0  # powered off for the copy
+    (migration,) = migrations(cloud, server_id)
+
+    harness._restart(cloud, death, source)  # init_host: the step undone
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, source), server.get("fault")
+    (migration,) = migrations(cloud, server_id)
+    assert migration["status"] in ("error", "failed"), migration
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert qemu_processes(server_id) == 1
+    assert read_mark(cloud, server_id) == "before-the-move"  # the disk intact
+    assert dest_driver.list_disks() == [] and not os.path.exists(landing)
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [source], "migration": []}
+    assert resources(cloud, server_id) == {source: TINY} and used(cloud) == {source: TINY}
     delete(cloud, server_id)
     assert qemu_processes(server_id) == 0
