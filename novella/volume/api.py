@@ -20,8 +20,10 @@ its connection_info names the ``path`` and ``format``, which the QEMU driver of 
 host on this machine opens. A volume made from an image (or reimaged) gets the
 image's bytes, converted to raw, when it is made, so a server boots from it.
 """
+import hashlib
 import logging
 import os
+import secrets
 import tempfile
 import uuid
 
@@ -54,6 +56,10 @@ class AttachmentNotFound(VolumeError):
     code = 404
 
 
+class TransferNotFound(VolumeError):
+    code = 404
+
+
 class InvalidVolume(VolumeError):
     """Refused for the volume's state where Cinder answers 400 (a delete)."""
 
@@ -61,6 +67,10 @@ class InvalidVolume(VolumeError):
 class VolumeConflict(VolumeError):
     """The volume or attachment is not in a state that allows the operation."""
     code = 409
+
+
+def _key_hash(salt, auth_key):
+    return hashlib.sha256((salt + auth_key).encode()).hexdigest()
 
 
 def _attachment_dict(a):
@@ -274,6 +284,82 @@ class VolumeAPI:
         with self.db.session(write=True) as s:
             sn = self._snapshot(s, ctxt, snapshot_id)
             sn.status, sn.deleted, sn.deleted_at = "deleted", True, utcnow()
+
+    # --- transfers ------------------------------------------------------------------
+    @staticmethod
+    def _transfer_dict(t, auth_key=None):
+        out = {"id": t.id, "volume_id": t.volume_id, "name": t.name,
+               "created_at": isotime(t.created_at)}
+        if auth_key is not None:
+            out["auth_key"] = auth_key
+        return out
+
+    def create_transfer(self, ctxt, volume_id, name=None):
+        """Offer an available volume to other projects: it is ``awaiting-transfer`` until
+        the transfer is accepted or deleted; the auth key is shown only now."""
+        auth_key = secrets.token_hex(8)
+        salt = secrets.token_hex(8)
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            if ctxt is not None and not ctxt.is_admin and v.project_id != ctxt.project_id:
+                raise VolumeNotFound(f"volume {volume_id} could not be found")
+            if v.status != "available":
+                raise InvalidVolume(f"Invalid volume: status must be available (volume "
+                                    f"{volume_id} is {v.status}).")
+            v.status = "awaiting-transfer"
+            t = models.Transfer(id=str(uuid.uuid4()), volume_id=v.id, name=name, salt=salt,
+                                crypt_hash=_key_hash(salt, auth_key), project_id=v.project_id)
+            s.add(t)
+            s.flush()
+            return self._transfer_dict(t, auth_key)
+
+    def _transfer(self, s, ctxt, transfer_id, any_project=False):
+        t = s.get(models.Transfer, transfer_id)
+        if t is None or t.deleted or not (any_project or ctxt is None or ctxt.is_admin
+                                          or t.project_id == ctxt.project_id):
+            raise TransferNotFound(f"Transfer {transfer_id} could not be found.")
+        return t
+
+    def get_transfer(self, ctxt, transfer_id):
+        with self.db.session() as s:
+            return self._transfer_dict(self._transfer(s, ctxt, transfer_id))
+
+    def list_transfers(self, ctxt):
+        with self.db.session() as s:
+            q = sa.select(models.Transfer).where(models.Transfer.deleted.is_(False))
+            if ctxt is not None and not ctxt.is_admin:
+                q = q.where(models.Transfer.project_id == ctxt.project_id)
+            return [self._transfer_dict(t) for t in
+                    s.scalars(q.order_by(models.Transfer.created_at, models.Transfer.id))]
+
+    def delete_transfer(self, ctxt, transfer_id):
+        """Cancel a transfer: the volume is available to its project again."""
+        with self.db.session(write=True) as s:
+            t = self._transfer(s, ctxt, transfer_id)
+            v = self._volume(s, t.volume_id, lock=True)
+            if v.status == "awaiting-transfer":
+                v.status = "available"
+            t.deleted, t.deleted_at = True, utcnow()
+
+    def accept_transfer(self, ctxt, transfer_id, auth_key):
+        """The caller's project takes the volume and its snapshots, given the right key;
+        one transaction, so a transfer is either done or still offered."""
+        with self.db.session(write=True) as s:
+            t = self._transfer(s, ctxt, transfer_id, any_project=True)
+            if not isinstance(auth_key, str) or not secrets.compare_digest(
+                    _key_hash(t.salt, auth_key), t.crypt_hash):
+                raise VolumeError(f"Invalid auth key: Attempt to transfer {transfer_id} with "
+                                  "invalid auth key.")
+            v = self._volume(s, t.volume_id, lock=True)
+            if v.status != "awaiting-transfer":
+                raise InvalidVolume(f"Invalid volume: status must be awaiting-transfer "
+                                    f"(volume {v.id} is {v.status}).")
+            v.project_id, v.user_id = ctxt.project_id, ctxt.user_id
+            v.status = "available"
+            for sn in self._snapshots_of(s, v.id):
+                sn.project_id = ctxt.project_id
+            t.deleted, t.deleted_at = True, utcnow()
+            return self._transfer_dict(t)
 
     def set_bootable(self, ctxt, volume_id, bootable):
         with self.db.session(write=True) as s:

@@ -150,6 +150,27 @@ class VolumeHTTPClient:
         self._call(ctxt, "DELETE", f"/snapshots/{snapshot_id}",
                    not_found=vol_api.SnapshotNotFound)
 
+    # --- transfers --------------------------------------------------------------------
+    def create_transfer(self, ctxt, volume_id, name=None):
+        return self._call(ctxt, "POST", "/os-volume-transfer",
+                          {"transfer": {"volume_id": volume_id, "name": name}})["transfer"]
+
+    def get_transfer(self, ctxt, transfer_id):
+        return self._call(ctxt, "GET", f"/os-volume-transfer/{transfer_id}",
+                          not_found=vol_api.TransferNotFound)["transfer"]
+
+    def list_transfers(self, ctxt):
+        return self._call(ctxt, "GET", "/os-volume-transfer/detail")["transfers"]
+
+    def delete_transfer(self, ctxt, transfer_id):
+        self._call(ctxt, "DELETE", f"/os-volume-transfer/{transfer_id}",
+                   not_found=vol_api.TransferNotFound)
+
+    def accept_transfer(self, ctxt, transfer_id, auth_key):
+        return self._call(ctxt, "POST", f"/os-volume-transfer/{transfer_id}/accept",
+                          {"accept": {"auth_key": auth_key}},
+                          not_found=vol_api.TransferNotFound)["transfer"]
+
     # --- attachments ------------------------------------------------------------------
     def attachment_create(self, ctxt, volume_id, instance_uuid, connector=None, mountpoint=None):
         body = {"volume_uuid": volume_id, "instance_uuid": instance_uuid}

@@ -69,3 +69,19 @@ class Snapshot(Timestamps, Base):
     project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
     deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class Transfer(Timestamps, Base):
+    """A volume offered to another project: whoever shows the auth key (kept only as
+    its salted hash) takes the volume and its snapshots into their project."""
+    __tablename__ = "transfers"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    volume_id: orm.Mapped[str] = orm.mapped_column(sa.ForeignKey("volumes.id"), index=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    salt: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    crypt_hash: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    # The project offering the volume (who sees and may cancel the transfer).
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    deleted: orm.Mapped[bool] = orm.mapped_column(default=False)

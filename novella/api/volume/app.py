@@ -15,6 +15,9 @@ Every path works with and without the project id after ``/v3``:
     /v3[/{project_id}]/attachments[/{id}]      (3.27+) create, list, show, update
                                          (connector), delete; POST .../{id}/action
                                          {"os-complete": null} (3.44+)
+    /v3[/{project_id}]/os-volume-transfer[/detail|/{id}[/accept]]   (volume-transfers
+                                         from 3.55) create (the auth key shown once),
+                                         list, show, accept (by another project), delete
     GET  /v3[/{project_id}]/types[/{id}|/default]   the default type and ``multiattach``
 
 Another project's volume is not found; the microversion is negotiated with
@@ -226,7 +229,7 @@ def _admin(req):
         raise rest.HTTPError(403, "Policy doesn't allow this action to be performed.")
 
 
-_STATUSES = ("creating", "available", "deleting", "error", "error_deleting", "error_managing",
+_STATUSES = ("creating", "available", "awaiting-transfer", "deleting", "error", "error_deleting", "error_managing",
              "managing", "attaching", "in-use", "detaching", "maintenance", "reserved",
              "restoring-backup", "error_restoring", "error_extending", "downloading",
              "uploading", "retyping", "extending")
@@ -339,6 +342,56 @@ def show_snapshot(req, snapshot_id):
 
 def delete_snapshot(req, snapshot_id):
     _api(req).delete_snapshot(req.context, snapshot_id)
+    return 202, None
+
+
+# --- transfers (os-volume-transfer; volume-transfers from 3.55) ---------------------------
+def _transfer_links(req, tid):
+    base = req.host_url + req.script_name
+    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/os-volume-transfer/{tid}"},
+            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/os-volume-transfer/{tid}"}]
+
+
+def _transfer(req, t, detail=True):
+    doc = {"id": t["id"], "name": t["name"], "volume_id": t["volume_id"],
+           "links": _transfer_links(req, t["id"])}
+    if detail:
+        doc["created_at"] = t["created_at"]
+    return doc
+
+
+def create_transfer(req):
+    body = req.field("transfer")
+    if not body.get("volume_id"):
+        raise rest.bad_request("Incorrect request body format: a transfer needs a volume_id.")
+    _get_volume(req, body["volume_id"])
+    t = _api(req).create_transfer(req.context, body["volume_id"], name=body.get("name"))
+    return 202, {"transfer": dict(_transfer(req, t), auth_key=t["auth_key"])}
+
+
+def list_transfers(req, detail=False):
+    return 200, {"transfers": [_transfer(req, t, detail)
+                               for t in _api(req).list_transfers(req.context)]}
+
+
+def list_transfers_detail(req):
+    return list_transfers(req, detail=True)
+
+
+def show_transfer(req, transfer_id):
+    return 200, {"transfer": _transfer(req, _api(req).get_transfer(req.context, transfer_id))}
+
+
+def accept_transfer(req, transfer_id):
+    body = req.field("accept")
+    if "auth_key" not in body:
+        raise rest.bad_request("Incorrect request body format: accept needs an auth_key.")
+    t = _api(req).accept_transfer(req.context, transfer_id, body["auth_key"])
+    return 202, {"transfer": _transfer(req, t, detail=False)}
+
+
+def delete_transfer(req, transfer_id):
+    _api(req).delete_transfer(req.context, transfer_id)
     return 202, None
 
 
@@ -466,6 +519,12 @@ _RESOURCE_ROUTES = [
     ("PUT", "/attachments/{attachment_id}", update_attachment),
     ("DELETE", "/attachments/{attachment_id}", delete_attachment),
     ("POST", "/attachments/{attachment_id}/action", attachment_action),
+    *[(method, prefix + path, fn) for prefix in ("/os-volume-transfer", "/volume-transfers")
+      for method, path, fn in (("POST", "", create_transfer), ("GET", "", list_transfers),
+                               ("GET", "/detail", list_transfers_detail),
+                               ("GET", "/{transfer_id}", show_transfer),
+                               ("POST", "/{transfer_id}/accept", accept_transfer),
+                               ("DELETE", "/{transfer_id}", delete_transfer))],
     ("GET", "/types", list_types),
     ("GET", "/types/{type_id}", show_type),
 ]

@@ -72,3 +72,43 @@ def test_extend_in_use_from_3_42_sends_volume_extended(aio, cinder):  # noqa: F8
     assert events == [{"name": "volume-extended", "server_uuid": sid, "tag": vid}]
     assert [(e["server_uuid"], e["tag"], e["code"]) for e in answer["events"]] == \
         [(sid, vid, 200)]
+
+
+def test_transfer_between_projects(aio, cinder):  # noqa: F811
+    alice, bob = cinder("3.0"), cinder("3.0", "bob:p2", "p2")
+    vol = alice.volumes.create(1, name="moving")
+    alice.volume_snapshots.create(vol.id, name="snap")
+    t = alice.transfers.create(vol.id, name="to-bob")
+    assert t.auth_key and t.volume_id == vol.id
+    assert alice.volumes.get(vol.id).status == "awaiting-transfer"
+    assert [x.id for x in alice.transfers.list()] == [t.id]
+    assert bob.transfers.list() == []
+    # The wrong key is refused and changes nothing.
+    with pytest.raises(cinder_exc.BadRequest):
+        bob.transfers.accept(t.id, "wrong")
+    v = aio.volume_api.get(None, vol.id)
+    assert (v["project_id"], v["status"]) == ("p1", "awaiting-transfer")
+    accepted = bob.transfers.accept(t.id, t.auth_key)
+    assert accepted.volume_id == vol.id
+    v = aio.volume_api.get(None, vol.id)
+    assert (v["project_id"], v["status"]) == ("p2", "available")
+    assert [s["project_id"] for s in aio.volume_api.list_snapshots(None)] == ["p2"]
+    assert bob.volumes.get(vol.id).name == "moving"
+    with pytest.raises(cinder_exc.NotFound):
+        alice.volumes.get(vol.id)
+    assert alice.transfers.list() == [] and aio.volume_api.list_transfers(None) == []
+    with pytest.raises(cinder_exc.NotFound):
+        alice.transfers.accept(t.id, t.auth_key)
+
+    # A transfer deleted gives the volume back; an attached volume cannot be offered.
+    t2 = bob.transfers.create(vol.id)
+    bob.transfers.delete(t2.id)
+    assert aio.volume_api.get(None, vol.id)["status"] == "available"
+    assert aio.volume_api.list_transfers(None) == []
+    sid, attached = _server_with_volume(aio, cinder)
+    with pytest.raises(cinder_exc.BadRequest):
+        cinder("3.0", ADMIN, "admin").transfers.create(attached)
+    assert aio.volume_api.list_transfers(None) == []
+    # The 3.55 path serves the same transfers.
+    t3 = cinder("3.55", "bob:p2", "p2").transfers.create(vol.id)
+    assert [x.id for x in cinder("3.57", "bob:p2", "p2").transfers.list()] == [t3.id]
