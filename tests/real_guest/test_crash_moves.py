@@ -14,7 +14,8 @@ from novella.context import get_admin_context
 from novella.virt.qemu import driver as qemu_driver
 from tests.functional.moves import test_compute_crash_recovery as harness
 from tests.real_guest.test_live_migration import books, migrations, qemu_processes
-from tests.real_guest.test_moves import TINY, delete, read_mark, resources, write_mark
+from tests.real_guest.test_moves import (TINY, delete, evacuate, force_down, host_back,
+                                         read_mark, resources, write_mark)
 
 pytestmark = pytest.mark.real_guest
 
@@ -146,5 +147,71 @@ def test_source_killed_copying_the_disks_while_resizing(qemu_cloud, monkeypatch)
     assert dest_driver.list_disks() == [] and not os.path.exists(landing)
     assert books(cloud, server_id, migration["uuid"]) == {"instance": [source], "migration": []}
     assert resources(cloud, server_id) == {source: TINY} and used(cloud) == {source: TINY}
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0
+
+
+def dies_once_started(death, driver, host):
+    """``host``'s service dies once its ``driver`` has started a guest's QEMU, the
+    first time (the spawn not returned yet)."""
+    start = driver._start
+
+    def dies(domain):
+        out = start(domain)
+        if threading.current_thread() is death.thread and not death.reached.is_set():
+            death.dead, death.dead_thread = host, death.thread
+            death.reached.set()
+            threading.Event().wait()  # the service's thread never runs another statement
+        return out
+    driver._start = dies
+
+
+def test_destination_killed_spawning_an_evacuated_guest(qemu_cloud, monkeypatch):
+    """The destination's compute service dies once it has started the evacuated guest's
+    QEMU, before the server's row names it. The conductor, without an answer, undoes
+    the evacuation (the server its down host's, where its QEMU runs on); the
+    destination, started again, removes the QEMU it had started. Evacuated again, the
+    guest runs on the destination, and the source destroys its own when it is back:
+    one running copy each time, the books exact."""
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-evacuate-crash")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    source = cloud.host_of(server_id)
+    dest = next(h for h in cloud.aio.computes if h != source)
+    source_guest = cloud.guest(server_id)
+    force_down(cloud, source)  # cut off: its QEMU runs on
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    dies_once_started(death, cloud.aio.computes[dest].driver, dest)
+    server = evacuate(cloud, server_id)
+    assert death.reached.is_set(), "the destination never started the guest"
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, source)
+    assert qemu_processes(server_id) == 2  # the destination's, until its service is back
+    (undone,) = migrations(cloud, server_id)
+    assert undone["status"] == "error"
+    assert books(cloud, server_id, undone["uuid"]) == {"instance": [source], "migration": []}
+
+    harness._restart(cloud, death, dest)  # init_host: the guest of another host's server
+    cloud.aio.wait_idle()
+    assert qemu_processes(server_id) == 1 and source_guest.pid() is not None
+    assert cloud.aio.computes[dest].driver.list_disks() == []
+    assert read_mark(cloud, server_id) == "before-the-move"  # the source's guest, untouched
+    assert cloud.count(server_id)[0] == boot_id
+    assert books(cloud, server_id, undone["uuid"]) == {"instance": [source], "migration": []}
+    assert used(cloud) == {source: TINY}
+
+    server = evacuate(cloud, server_id)  # the source still down: evacuated this time
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", dest), \
+        server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    host_back(cloud, source)  # its guest destroyed
+    assert source_guest.pid() is None and not os.path.exists(source_guest.dir)
+    assert qemu_processes(server_id) == 1
+    (migration,) = [m for m in migrations(cloud, server_id) if m["uuid"] != undone["uuid"]]
+    assert migration["status"] == "completed"
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [dest], "migration": []}
+    assert used(cloud) == {dest: TINY}
     delete(cloud, server_id)
     assert qemu_processes(server_id) == 0
