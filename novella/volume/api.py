@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import secrets
+import shutil
 import tempfile
 import uuid
 
@@ -53,6 +54,10 @@ class SnapshotNotFound(VolumeError):
 
 
 class AttachmentNotFound(VolumeError):
+    code = 404
+
+
+class BackupNotFound(VolumeError):
     code = 404
 
 
@@ -284,6 +289,103 @@ class VolumeAPI:
         with self.db.session(write=True) as s:
             sn = self._snapshot(s, ctxt, snapshot_id)
             sn.status, sn.deleted, sn.deleted_at = "deleted", True, utcnow()
+
+    # --- backups --------------------------------------------------------------------
+    @staticmethod
+    def _backup_dict(b):
+        return {"id": b.id, "volume_id": b.volume_id, "name": b.name,
+                "description": b.description, "size": b.size, "status": b.status,
+                "container": b.container, "project_id": b.project_id,
+                "created_at": isotime(b.created_at), "updated_at": isotime(b.updated_at)}
+
+    def _backup_file(self, backup_id):
+        return os.path.join(self.volumes_dir, "backups", backup_id) if self.volumes_dir else None
+
+    def create_backup(self, ctxt, volume_id, name=None, description=None, force=False,
+                      container=None):
+        """A backup of the volume, ``available`` at once; an attached volume only with
+        ``force``. The data is copied before the backup is recorded."""
+        with self.db.session() as s:
+            v = self._volume(s, volume_id)
+            if ctxt is not None and not ctxt.is_admin and v.project_id != ctxt.project_id:
+                raise VolumeNotFound(f"volume {volume_id} could not be found")
+            if v.status != "available" and not (force and v.status == "in-use"):
+                raise InvalidVolume(f"Invalid volume: Volume to be backed up must be available "
+                                    f"or in-use with force, but the current status is "
+                                    f"\"{v.status}\".")
+        backup_id = str(uuid.uuid4())
+        source = os.path.join(self.volumes_dir, volume_id) if self.volumes_dir else None
+        if source and os.path.exists(source):
+            os.makedirs(os.path.dirname(self._backup_file(backup_id)), exist_ok=True)
+            shutil.copyfile(source, self._backup_file(backup_id))
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            b = models.Backup(id=backup_id, volume_id=v.id, name=name, description=description,
+                              size=v.size, status="available", container=container,
+                              project_id=getattr(ctxt, "project_id", None) or v.project_id)
+            s.add(b)
+            s.flush()
+            return self._backup_dict(b)
+
+    def _backup(self, s, ctxt, backup_id):
+        b = s.get(models.Backup, backup_id)
+        if b is None or b.deleted or (ctxt is not None and not ctxt.is_admin
+                                      and b.project_id != ctxt.project_id):
+            raise BackupNotFound(f"Backup {backup_id} could not be found.")
+        return b
+
+    def get_backup(self, ctxt, backup_id):
+        with self.db.session() as s:
+            return self._backup_dict(self._backup(s, ctxt, backup_id))
+
+    def list_backups(self, ctxt):
+        with self.db.session() as s:
+            q = sa.select(models.Backup).where(models.Backup.deleted.is_(False))
+            if ctxt is not None and not ctxt.is_admin:
+                q = q.where(models.Backup.project_id == ctxt.project_id)
+            return [self._backup_dict(b) for b in
+                    s.scalars(q.order_by(models.Backup.created_at, models.Backup.id))]
+
+    def delete_backup(self, ctxt, backup_id):
+        with self.db.session(write=True) as s:
+            b = self._backup(s, ctxt, backup_id)
+            if b.status not in ("available", "error"):
+                raise InvalidVolume(f"Invalid backup: Backup status must be available or "
+                                    f"error (it is {b.status}).")
+            b.status, b.deleted, b.deleted_at = "deleted", True, utcnow()
+        path = self._backup_file(backup_id)
+        if path and os.path.exists(path):
+            os.remove(path)
+
+    def restore_backup(self, ctxt, backup_id, volume_id=None, name=None):
+        """The backup's data written to ``volume_id`` (available, at least the backup's
+        size) or to a new volume of its size; -> the volume."""
+        with self.db.session() as s:
+            b = self._backup_dict(self._backup(s, ctxt, backup_id))
+        if b["status"] != "available":
+            raise InvalidVolume(f"Invalid backup: Backup status must be available (it is "
+                                f"{b['status']}).")
+        if volume_id is None:
+            volume_id = self.create(ctxt, b["size"], name=name or f"restore_backup_{backup_id}",
+                                    description="auto-created_from_restore_from_backup")["id"]
+        with self.db.session(write=True) as s:
+            v = self._volume(s, volume_id, lock=True)
+            if ctxt is not None and not ctxt.is_admin and v.project_id != ctxt.project_id:
+                raise VolumeNotFound(f"volume {volume_id} could not be found")
+            if v.status != "available":
+                raise InvalidVolume(f"Invalid volume: Volume to be restored to must be "
+                                    f"available, but the current status is \"{v.status}\".")
+            if v.size < b["size"]:
+                raise InvalidVolume(f"Invalid volume: volume size {v.size} GB is smaller than "
+                                    f"the backup's {b['size']} GB.")
+            source = self._backup_file(backup_id)
+            if source and os.path.exists(source):
+                target = os.path.join(self.volumes_dir, v.id)
+                shutil.copyfile(source, target + ".restoring")
+                with open(target + ".restoring", "ab") as f:
+                    f.truncate(v.size << 30)
+                os.replace(target + ".restoring", target)
+            return self._volume_dict(s, v)
 
     # --- transfers ------------------------------------------------------------------
     @staticmethod

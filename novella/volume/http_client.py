@@ -150,6 +150,30 @@ class VolumeHTTPClient:
         self._call(ctxt, "DELETE", f"/snapshots/{snapshot_id}",
                    not_found=vol_api.SnapshotNotFound)
 
+    # --- backups ----------------------------------------------------------------------
+    def create_backup(self, ctxt, volume_id, name=None, description=None, force=False,
+                      container=None):
+        made = self._call(ctxt, "POST", "/backups", {"backup": {
+            "volume_id": volume_id, "name": name, "description": description, "force": force,
+            "container": container}})["backup"]
+        return self.get_backup(ctxt, made["id"])
+
+    def get_backup(self, ctxt, backup_id):
+        return self._call(ctxt, "GET", f"/backups/{backup_id}",
+                          not_found=vol_api.BackupNotFound)["backup"]
+
+    def list_backups(self, ctxt):
+        return self._call(ctxt, "GET", "/backups/detail")["backups"]
+
+    def delete_backup(self, ctxt, backup_id):
+        self._call(ctxt, "DELETE", f"/backups/{backup_id}", not_found=vol_api.BackupNotFound)
+
+    def restore_backup(self, ctxt, backup_id, volume_id=None, name=None):
+        body = {k: v for k, v in (("volume_id", volume_id), ("name", name)) if v}
+        restored = self._call(ctxt, "POST", f"/backups/{backup_id}/restore",
+                              {"restore": body}, not_found=vol_api.BackupNotFound)["restore"]
+        return self.get(ctxt, restored["volume_id"])
+
     # --- transfers --------------------------------------------------------------------
     def create_transfer(self, ctxt, volume_id, name=None):
         return self._call(ctxt, "POST", "/os-volume-transfer",

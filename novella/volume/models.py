@@ -85,3 +85,20 @@ class Transfer(Timestamps, Base):
     project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
     deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
     deleted: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class Backup(Timestamps, Base):
+    """A copy of a volume's data kept apart from it (with a volumes directory, a file
+    under its ``backups/``), from which a volume is restored."""
+    __tablename__ = "backups"
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    volume_id: orm.Mapped[str] = orm.mapped_column(sa.String(36), index=True)
+    name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    description: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    size: orm.Mapped[int] = orm.mapped_column()
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(255), default="available")
+    container: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255), index=True)
+    deleted_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(sa.DateTime)
+    deleted: orm.Mapped[bool] = orm.mapped_column(default=False)

@@ -15,6 +15,9 @@ Every path works with and without the project id after ``/v3``:
     /v3[/{project_id}]/attachments[/{id}]      (3.27+) create, list, show, update
                                          (connector), delete; POST .../{id}/action
                                          {"os-complete": null} (3.44+)
+    /v3[/{project_id}]/backups[/detail|/{id}[/restore]]   create (volume_id, name,
+                                         description, force, container), list, show,
+                                         delete, restore (to a volume, or a new one)
     /v3[/{project_id}]/os-volume-transfer[/detail|/{id}[/accept]]   (volume-transfers
                                          from 3.55) create (the auth key shown once),
                                          list, show, accept (by another project), delete
@@ -345,6 +348,68 @@ def delete_snapshot(req, snapshot_id):
     return 202, None
 
 
+# --- backups ---------------------------------------------------------------------------------
+def _backup_links(req, bid):
+    base = req.host_url + req.script_name
+    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/backups/{bid}"},
+            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/backups/{bid}"}]
+
+
+def _backup(req, b, detail=True):
+    doc = {"id": b["id"], "name": b["name"], "links": _backup_links(req, b["id"])}
+    if detail:
+        doc.update({k: b[k] for k in ("volume_id", "description", "size", "status", "container",
+                                      "created_at", "updated_at")},
+                   availability_zone="nova", snapshot_id=None, fail_reason=None,
+                   object_count=0, has_dependent_backups=False, is_incremental=False,
+                   data_timestamp=b["created_at"])
+    return doc
+
+
+def create_backup(req):
+    body = req.field("backup")
+    if not body.get("volume_id"):
+        raise rest.bad_request("Incorrect request body format: a backup needs a volume_id.")
+    for unsupported in ("incremental", "snapshot_id"):
+        if body.get(unsupported):
+            raise rest.bad_request(f"Backups with {unsupported} are not supported.")
+    force = str(body.get("force", False)).lower() in ("true", "1", "yes", "on")
+    _get_volume(req, body["volume_id"])
+    b = _api(req).create_backup(req.context, body["volume_id"], name=body.get("name"),
+                                description=body.get("description"), force=force,
+                                container=body.get("container"))
+    return 202, {"backup": _backup(req, b, detail=False)}
+
+
+def list_backups(req, detail=False):
+    return 200, {"backups": [_backup(req, b, detail)
+                             for b in _api(req).list_backups(req.context)]}
+
+
+def list_backups_detail(req):
+    return list_backups(req, detail=True)
+
+
+def show_backup(req, backup_id):
+    return 200, {"backup": _backup(req, _api(req).get_backup(req.context, backup_id))}
+
+
+def delete_backup(req, backup_id):
+    _api(req).delete_backup(req.context, backup_id)
+    return 202, None
+
+
+def restore_backup(req, backup_id):
+    body = req.field("restore")
+    _api(req).get_backup(req.context, backup_id)   # 404 before anything is made
+    if body.get("volume_id"):
+        _get_volume(req, body["volume_id"])
+    v = _api(req).restore_backup(req.context, backup_id, volume_id=body.get("volume_id"),
+                                 name=body.get("name"))
+    return 202, {"restore": {"backup_id": backup_id, "volume_id": v["id"],
+                             "volume_name": v["name"]}}
+
+
 # --- transfers (os-volume-transfer; volume-transfers from 3.55) ---------------------------
 def _transfer_links(req, tid):
     base = req.host_url + req.script_name
@@ -519,6 +584,12 @@ _RESOURCE_ROUTES = [
     ("PUT", "/attachments/{attachment_id}", update_attachment),
     ("DELETE", "/attachments/{attachment_id}", delete_attachment),
     ("POST", "/attachments/{attachment_id}/action", attachment_action),
+    ("POST", "/backups", create_backup),
+    ("GET", "/backups", list_backups),
+    ("GET", "/backups/detail", list_backups_detail),
+    ("GET", "/backups/{backup_id}", show_backup),
+    ("DELETE", "/backups/{backup_id}", delete_backup),
+    ("POST", "/backups/{backup_id}/restore", restore_backup),
     *[(method, prefix + path, fn) for prefix in ("/os-volume-transfer", "/volume-transfers")
       for method, path, fn in (("POST", "", create_transfer), ("GET", "", list_transfers),
                                ("GET", "/detail", list_transfers_detail),

@@ -1,6 +1,8 @@
 """Volume actions through python-cinderclient on an all-in-one: os-extend of an
 available volume, and of an attached one from 3.42 with the volume-extended
-event the Compute API takes for the server's host."""
+event the Compute API takes for the server's host; transfers; backups."""
+import os
+
 import pytest
 from cinderclient import api_versions, exceptions as cinder_exc
 from cinderclient.v3 import client as cinder_client
@@ -112,3 +114,95 @@ def test_transfer_between_projects(aio, cinder):  # noqa: F811
     # The 3.55 path serves the same transfers.
     t3 = cinder("3.55", "bob:p2", "p2").transfers.create(vol.id)
     assert [x.id for x in cinder("3.57", "bob:p2", "p2").transfers.list()] == [t3.id]
+
+
+
+@pytest.fixture
+def volumes_dir_cinder(tmp_path):
+    """A volume API over a service that keeps each volume as a file (``volumes``)."""
+    from oslo_config import cfg
+
+    from novella.api.volume.app import make_app
+    from novella.conf import api as api_conf
+    from novella.volume.api import VolumeAPI
+    from tests.schemas import synced
+    conf = cfg.ConfigOpts()
+    api_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    volume_api = VolumeAPI(synced(f"sqlite:///{tmp_path}/volume.db", "volume"),
+                           volumes_dir=str(tmp_path / "volumes"))
+    app = make_app(conf, volume_api)
+    with RequestsInterceptor(lambda: app, host="volume.test", port=8776):
+        yield _cinder, volume_api
+
+
+def test_backup_and_restore_keep_the_data(volumes_dir_cinder):
+    """The backup holds the volume's bytes; a restore writes them back, to the
+    volume or to a new one."""
+    cinder, volume_api = volumes_dir_cinder
+    c = cinder("3.0")
+    vol = c.volumes.create(1, name="data")
+    path = os.path.join(volume_api.volumes_dir, vol.id)
+    os.makedirs(volume_api.volumes_dir, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"first")
+        f.truncate(1 << 30)
+    backup = c.backups.create(vol.id, name="b1")
+    assert [b.id for b in c.backups.list()] == [backup.id]
+    shown = c.backups.get(backup.id)
+    assert (shown.status, shown.size, shown.volume_id) == ("available", 1, vol.id)
+    assert cinder("3.0", "bob:p2", "p2").backups.list() == []
+    with pytest.raises(cinder_exc.NotFound):
+        cinder("3.0", "bob:p2", "p2").backups.get(backup.id)
+
+    with open(path, "r+b") as f:
+        f.write(b"later")
+    assert c.restores.restore(backup.id, vol.id).volume_id == vol.id
+    with open(path, "rb") as f:
+        assert f.read(5) == b"first"
+    new = c.restores.restore(backup.id)
+    assert new.volume_id != vol.id and volume_api.get(None, new.volume_id)["size"] == 1
+    with open(os.path.join(volume_api.volumes_dir, new.volume_id), "rb") as f:
+        assert f.read(5) == b"first"
+
+    # A volume offered for transfer is not restored to; a missing backup is 404.
+    c.transfers.create(vol.id)
+    with pytest.raises(cinder_exc.BadRequest):
+        c.restores.restore(backup.id, vol.id)
+    with pytest.raises(cinder_exc.NotFound):
+        c.restores.restore("00000000-0000-4000-8000-000000000000")
+    assert len(volume_api.list(None)) == 2
+    c.backups.delete(backup.id)
+    assert c.backups.list() == [] and volume_api.list_backups(None) == []
+    assert not os.path.exists(os.path.join(volume_api.volumes_dir, "backups", backup.id))
+    with pytest.raises(cinder_exc.NotFound):
+        c.backups.get(backup.id)
+
+
+def test_backup_interrupted_after_the_copy_records_nothing(volumes_dir_cinder, monkeypatch):
+    """A crash once the data is copied but before the backup is recorded leaves no
+    backup and the volume as it was; the backup made again is whole."""
+    cinder, volume_api = volumes_dir_cinder
+    c = cinder("3.0")
+    vol = c.volumes.create(1)
+    os.makedirs(volume_api.volumes_dir, exist_ok=True)
+    with open(os.path.join(volume_api.volumes_dir, vol.id), "wb") as f:
+        f.write(b"bytes")
+    from novella.volume import api as volume_mod
+    copy = volume_mod.shutil.copyfile
+
+    def copy_then_die(src, dst):
+        copy(src, dst)
+        raise KeyboardInterrupt   # the process ends here
+
+    monkeypatch.setattr(volume_mod.shutil, "copyfile", copy_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        volume_api.create_backup(None, vol.id)
+    monkeypatch.setattr(volume_mod.shutil, "copyfile", copy)
+    assert volume_api.list_backups(None) == []
+    assert volume_api.get(None, vol.id)["status"] == "available"
+    backup = c.backups.create(vol.id)
+    assert [b["id"] for b in volume_api.list_backups(None)] == [backup.id]
+    with open(os.path.join(volume_api.volumes_dir, "backups", backup.id), "rb") as f:
+        assert f.read() == b"bytes"
