@@ -41,12 +41,18 @@ class Client:
         return resp
 
 
-@pytest.fixture
-def apis(tmp_path):
+def noauth_conf():
+    """The APIs' configuration: noauth2 tokens."""
     conf = cfg.ConfigOpts()
     api_conf.register_opts(conf)
     conf([], default_config_files=[])
     conf.set_override("auth_strategy", "noauth2", group="api")
+    return conf
+
+
+@pytest.fixture
+def apis(tmp_path):
+    conf = noauth_conf()
     url = synced(f"sqlite:///{tmp_path}/services.db")
     image_api = ImageAPI(url, str(tmp_path / "images"))
     network_api = NetworkAPI(url)

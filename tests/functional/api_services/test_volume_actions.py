@@ -9,7 +9,11 @@ from cinderclient.v3 import client as cinder_client
 from keystoneauth1 import session as ks_session, token_endpoint
 from wsgi_intercept.interceptor import RequestsInterceptor
 
+from novella.api.volume.app import make_app
+from novella.volume.api import VolumeAPI
+from tests.functional.api_services.test_service_apis import noauth_conf
 from tests.functional.api_services.test_volume_attachments import ADMIN, _call, aio  # noqa: F401
+from tests.schemas import synced
 
 
 def _cinder(version, token="alice:p1", project="p1"):
@@ -120,19 +124,9 @@ def test_transfer_between_projects(aio, cinder):  # noqa: F811
 @pytest.fixture
 def volumes_dir_cinder(tmp_path):
     """A volume API over a service that keeps each volume as a file (``volumes``)."""
-    from oslo_config import cfg
-
-    from novella.api.volume.app import make_app
-    from novella.conf import api as api_conf
-    from novella.volume.api import VolumeAPI
-    from tests.schemas import synced
-    conf = cfg.ConfigOpts()
-    api_conf.register_opts(conf)
-    conf([], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
     volume_api = VolumeAPI(synced(f"sqlite:///{tmp_path}/volume.db", "volume"),
                            volumes_dir=str(tmp_path / "volumes"))
-    app = make_app(conf, volume_api)
+    app = make_app(noauth_conf(), volume_api)
     with RequestsInterceptor(lambda: app, host="volume.test", port=8776):
         yield _cinder, volume_api
 
