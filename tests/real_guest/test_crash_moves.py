@@ -215,3 +215,47 @@ def test_destination_killed_spawning_an_evacuated_guest(qemu_cloud, monkeypatch)
     assert used(cloud) == {dest: TINY}
     delete(cloud, server_id)
     assert qemu_processes(server_id) == 0
+
+
+def test_compute_killed_spawning_an_unshelved_guest(qemu_cloud, monkeypatch):
+    """The compute service the scheduler picked dies once it has started the unshelved
+    guest's QEMU. The conductor, without an answer, undoes the unshelve: the server
+    SHELVED_OFFLOADED, nothing held; that host, started again, gives its part back (the
+    QEMU and its files). Unshelved again, the guest runs once, with its file."""
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-unshelve-crash")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    cloud.action(server_id, {"shelve": None})  # offloaded at once
+    assert cloud.server(server_id)["status"] == "SHELVED_OFFLOADED"
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    for host, compute in cloud.aio.computes.items():
+        dies_once_started(death, compute.driver, host)
+    cloud.action(server_id, {"unshelve": None})
+    assert death.reached.is_set(), "no host started the guest"
+    host = death.dead
+    assert qemu_processes(server_id) == 1  # the dead service's, until it is back
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("SHELVED_OFFLOADED", None)
+    assert cloud.allocations(server_id) == {} and used(cloud) == {}
+
+    harness._restart(cloud, death, host)  # init_host: its part of the unshelve given back
+    cloud.aio.wait_idle()
+    assert qemu_processes(server_id) == 0
+    assert all(c.driver.list_disks() == [] for c in cloud.aio.computes.values())
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("SHELVED_OFFLOADED", None, None)
+    assert cloud.allocations(server_id) == {} and used(cloud) == {}
+
+    cloud.action(server_id, {"unshelve": None})
+    server = cloud.server(server_id)
+    assert server["status"] == "ACTIVE", server.get("fault")
+    cloud.wait_boot(server_id, seen={boot_id})
+    assert read_mark(cloud, server_id) == "before-the-move"  # the shelved disk intact
+    assert qemu_processes(server_id) == 1
+    assert resources(cloud, server_id) == {server["OS-EXT-SRV-ATTR:host"]: TINY}
+    assert used(cloud) == {server["OS-EXT-SRV-ATTR:host"]: TINY}
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0
