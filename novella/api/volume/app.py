@@ -85,10 +85,10 @@ def _api(req):
     return req.state["volume_api"]
 
 
-def _links(req, vid):
+def _links(req, rid, collection="volumes"):
     base = req.host_url + req.script_name
-    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/volumes/{vid}"},
-            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/volumes/{vid}"}]
+    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/{collection}/{rid}"},
+            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/{collection}/{rid}"}]
 
 
 def _volume(req, v, extended=True):
@@ -232,8 +232,8 @@ def _admin(req):
         raise rest.HTTPError(403, "Policy doesn't allow this action to be performed.")
 
 
-_STATUSES = ("creating", "available", "awaiting-transfer", "deleting", "error", "error_deleting", "error_managing",
-             "managing", "attaching", "in-use", "detaching", "maintenance", "reserved",
+_STATUSES = ("creating", "available", "awaiting-transfer", "deleting", "error",
+             "error_deleting", "error_managing", "managing", "attaching", "in-use", "detaching", "maintenance", "reserved",
              "restoring-backup", "error_restoring", "error_extending", "downloading",
              "uploading", "retyping", "extending")
 
@@ -349,14 +349,8 @@ def delete_snapshot(req, snapshot_id):
 
 
 # --- backups ---------------------------------------------------------------------------------
-def _backup_links(req, bid):
-    base = req.host_url + req.script_name
-    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/backups/{bid}"},
-            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/backups/{bid}"}]
-
-
 def _backup(req, b, detail=True):
-    doc = {"id": b["id"], "name": b["name"], "links": _backup_links(req, b["id"])}
+    doc = {"id": b["id"], "name": b["name"], "links": _links(req, b["id"], "backups")}
     if detail:
         doc.update({k: b[k] for k in ("volume_id", "description", "size", "status", "container",
                                       "created_at", "updated_at")},
@@ -411,15 +405,9 @@ def restore_backup(req, backup_id):
 
 
 # --- transfers (os-volume-transfer; volume-transfers from 3.55) ---------------------------
-def _transfer_links(req, tid):
-    base = req.host_url + req.script_name
-    return [{"rel": "self", "href": f"{base}/v3/{req.context.project_id}/os-volume-transfer/{tid}"},
-            {"rel": "bookmark", "href": f"{base}/{req.context.project_id}/os-volume-transfer/{tid}"}]
-
-
 def _transfer(req, t, detail=True):
     doc = {"id": t["id"], "name": t["name"], "volume_id": t["volume_id"],
-           "links": _transfer_links(req, t["id"])}
+           "links": _links(req, t["id"], "os-volume-transfer")}
     if detail:
         doc["created_at"] = t["created_at"]
     return doc
