@@ -343,9 +343,15 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 f"A default external network already exists: {other}.")
 
     def update_network(self, ctxt, network_id, changes):
-        """``name``, ``description``, ``admin_state_up``, ``is_default`` (of an
-        external network)."""
-        unknown = set(changes) - {"name", "description", "admin_state_up", "is_default"}
+        """``name``, ``description``, ``admin_state_up``, ``mtu``, ``shared``,
+        ``is_default`` (of an external network)."""
+        unknown = set(changes) - {"name", "description", "admin_state_up", "is_default", "mtu",
+                                  "shared"}
+        if "mtu" in changes and (not isinstance(changes["mtu"], int)
+                                 or isinstance(changes["mtu"], bool)
+                                 or not 68 <= changes["mtu"] <= 9000):
+            raise InvalidInput(f"Invalid input for mtu: '{changes['mtu']}' is not an integer "
+                               "from 68 to 9000.")
         if unknown:
             raise InvalidInput(f"Cannot update read-only attribute {sorted(unknown)[0]}")
         with self.db.session(write=True) as s:
@@ -358,6 +364,10 @@ class NetworkAPI(QosMixin, SecurityGroupMixin, FloatingIPMixin, TrunkMixin, Rout
                 n.description = changes["description"] or ""
             if "admin_state_up" in changes:
                 n.admin_state_up = bool(changes["admin_state_up"])
+            if "mtu" in changes:
+                n.mtu = changes["mtu"]
+            if "shared" in changes:
+                n.shared = bool(changes["shared"])
             if "is_default" in changes:
                 n.is_default = bool(changes["is_default"])
                 if n.is_default:

@@ -4,7 +4,7 @@
     GET /v2.0                  resources
     GET /v2.0/extensions[/{alias}]
     /v2.0/networks[/{id}]      list, create, show, update (name, description, admin_state_up,
-                               is_default), delete
+                               mtu, shared, is_default), delete
     /v2.0/subnets[/{id}]       list, create (a cidr, or a block of a subnet pool), show,
                                update, delete
     /v2.0/ports[/{id}]         list, create, show, update, delete; binding:* fields and
@@ -208,9 +208,9 @@ def create_network(req):
 
 
 def update_network(req, network_id):
-    body = _body(req, "network", {"name", "admin_state_up", "is_default", "description"},
-                 update=True)
-    _admin_only(req, body, ("is_default",), "update_network")
+    body = _body(req, "network", {"name", "admin_state_up", "is_default", "description", "mtu",
+                                  "shared"}, update=True)
+    _admin_only(req, body, ("is_default", "shared"), "update_network")
     return 200, {"network": _network(_api(req).update_network(req.context, network_id, body))}
 
 

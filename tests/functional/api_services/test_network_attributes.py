@@ -49,6 +49,16 @@ def test_subnet_keeps_every_create_attribute_and_updates(apis):  # noqa: F811
     r = net("PUT", f"/v2.0/networks/{network['id']}", {"network": {"description": "d2"}})
     assert r.status_int == 200 and r.data["network"]["description"] == "d2"
     assert net("GET", f"/v2.0/networks/{network['id']}").data["network"]["description"] == "d2"
+    r = net("PUT", f"/v2.0/networks/{network['id']}", {"network": {"mtu": 1400}})
+    assert r.status_int == 200 and net("GET", f"/v2.0/networks/{network['id']}").data[
+        "network"]["mtu"] == 1400
+    _refused(net, "PUT", f"/v2.0/networks/{network['id']}", {"network": {"mtu": 10}})
+    r = net("PUT", f"/v2.0/networks/{network['id']}", {"network": {"shared": True}})
+    assert r.status_int == 403 and r.data["NeutronError"]["type"] == "PolicyNotAuthorized"
+    r = net("PUT", f"/v2.0/networks/{network['id']}", {"network": {"shared": True}}, token=ADMIN)
+    assert r.status_int == 200
+    shown = net("GET", f"/v2.0/networks/{network['id']}", token=BOB).data["network"]
+    assert (shown["shared"], shown["mtu"]) == (True, 1400)
 
 
 def test_bad_subnet_input_is_400_and_changes_nothing(apis):  # noqa: F811
