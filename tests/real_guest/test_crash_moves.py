@@ -40,6 +40,13 @@ def snapshot_leftovers(driver):
     return [name for name in os.listdir(root) if name.startswith(".snapshot-")]
 
 
+def die(death, host):
+    """``host``'s service dies in the running thread: it never runs another statement."""
+    death.dead, death.dead_thread = host, death.thread
+    death.reached.set()
+    threading.Event().wait()
+
+
 def dies_once_copied(cloud, monkeypatch, host):
     """The compute services of ``cloud`` may die (the harness's HostDeath, returned);
     ``host``'s dies once it has copied a disk (``qemu-img convert``)."""
@@ -49,9 +56,7 @@ def dies_once_copied(cloud, monkeypatch, host):
     def dies(*args):
         out = copy(*args)
         if args[0] == "convert" and threading.current_thread() is death.thread:
-            death.dead, death.dead_thread = host, death.thread
-            death.reached.set()
-            threading.Event().wait()  # the service's thread never runs another statement
+            die(death, host)
         return out
     monkeypatch.setattr(qemu_driver, "qemu_img", dies)
     return death
@@ -120,9 +125,7 @@ def test_source_killed_copying_the_disks_while_resizing(qemu_cloud, monkeypatch)
                 and os.path.basename(src) == qemu_driver.DISK_FILES["root"]):
             with open(src, "rb") as whole, open(dst, "wb") as half:
                 half.write(whole.read(os.path.getsize(src) // 2))
-            death.dead, death.dead_thread = source, death.thread
-            death.reached.set()
-            threading.Event().wait()  # the service's thread never runs another statement
+            die(death, source)
         return copy(src, dst, *args, **kwargs)
     monkeypatch.setattr(shutil, "copyfile", dies_half_way)
 
@@ -159,9 +162,7 @@ def dies_once_started(death, driver, host):
     def dies(domain):
         out = start(domain)
         if threading.current_thread() is death.thread and not death.reached.is_set():
-            death.dead, death.dead_thread = host, death.thread
-            death.reached.set()
-            threading.Event().wait()  # the service's thread never runs another statement
+            die(death, host)
         return out
     driver._start = dies
 
