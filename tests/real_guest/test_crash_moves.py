@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from novella.compute import teardown
 from novella.context import get_admin_context
 from novella.virt.qemu import driver as qemu_driver
 from tests.functional.moves import test_compute_crash_recovery as harness
@@ -258,5 +259,53 @@ def test_compute_killed_spawning_an_unshelved_guest(qemu_cloud, monkeypatch):
     assert qemu_processes(server_id) == 1
     assert resources(cloud, server_id) == {server["OS-EXT-SRV-ATTR:host"]: TINY}
     assert used(cloud) == {server["OS-EXT-SRV-ATTR:host"]: TINY}
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0
+
+
+def test_destination_killed_once_it_took_the_evacuated_server(qemu_cloud, monkeypatch):
+    """The destination's compute service dies once the server's row names it (its guest
+    running: the point of no return), before it gave back its claim. The conductor
+    ends the evacuation forward; the destination, started again, finishes its part,
+    and the source destroys its guest when it is back: one running copy, on the
+    destination, the books its alone."""
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-evacuate-forward")
+    boot_id = cloud.wait_boot(server_id)
+    source = cloud.host_of(server_id)
+    dest = next(h for h in cloud.aio.computes if h != source)
+    source_guest = cloud.guest(server_id)
+    force_down(cloud, source)
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    give_back = teardown.give_back
+
+    def dies_giving_back_its_claim(compute, *args, **kwargs):
+        if compute.host == dest and kwargs.get("claim") == teardown.MOVE_CLAIM:
+            die(death, dest)
+        return give_back(compute, *args, **kwargs)
+    monkeypatch.setattr(teardown, "give_back", dies_giving_back_its_claim)
+    server = evacuate(cloud, server_id)
+    assert death.reached.is_set(), "the destination never took the server"
+    monkeypatch.setattr(teardown, "give_back", give_back)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, dest), server.get("fault")
+    assert qemu_processes(server_id) == 2  # the source's, until its service is back
+
+    harness._restart(cloud, death, dest)  # init_host: the rebuild's last part finished
+    cloud.aio.wait_idle()
+    (migration,) = migrations(cloud, server_id)
+    assert migration["status"] == "done"
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [dest],
+                                                          "migration": [source]}
+    cloud.wait_boot(server_id, seen={boot_id})
+
+    host_back(cloud, source)  # its guest destroyed
+    assert source_guest.pid() is None and not os.path.exists(source_guest.dir)
+    assert qemu_processes(server_id) == 1
+    (migration,) = migrations(cloud, server_id)
+    assert migration["status"] == "completed"
+    assert books(cloud, server_id, migration["uuid"]) == {"instance": [dest], "migration": []}
+    assert used(cloud) == {dest: TINY}
     delete(cloud, server_id)
     assert qemu_processes(server_id) == 0
