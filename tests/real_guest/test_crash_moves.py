@@ -309,3 +309,46 @@ def test_destination_killed_once_it_took_the_evacuated_server(qemu_cloud, monkey
     assert used(cloud) == {dest: TINY}
     delete(cloud, server_id)
     assert qemu_processes(server_id) == 0
+
+
+def test_compute_killed_once_the_unshelved_guest_runs(qemu_cloud, monkeypatch):
+    """The compute service dies once the server's row says the unshelved guest runs
+    (the point of no return), before it deleted the shelved image. The conductor, its
+    call unanswered, ends the unshelve forward: one running copy, with its file, the
+    books that host's."""
+    cloud = qemu_cloud
+    server_id = cloud.boot(name="vm-unshelve-forward")
+    boot_id = cloud.wait_boot(server_id)
+    write_mark(cloud, server_id)
+    cloud.action(server_id, {"shelve": None})
+
+    death = harness.arm_host_deaths(cloud, monkeypatch)
+    images = type(cloud.aio.image_api)
+    delete_image = images.delete
+
+    def dies_deleting_it(api, ctxt, image_id, *args, **kwargs):
+        if threading.current_thread() is death.thread and not death.reached.is_set():
+            die(death, cloud.host_of(server_id))
+        return delete_image(api, ctxt, image_id, *args, **kwargs)
+    monkeypatch.setattr(images, "delete", dies_deleting_it)
+    cloud.action(server_id, {"unshelve": None})
+    assert death.reached.is_set(), "the shelved image was never deleted"
+    host = death.dead
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, host), server.get("fault")
+    assert qemu_processes(server_id) == 1
+    assert resources(cloud, server_id) == {host: TINY} and used(cloud) == {host: TINY}
+
+    harness._restart(cloud, death, host)  # init_host: the server its own, running
+    cloud.aio.wait_idle()
+    server = cloud.server(server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"],
+            server["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", None, host), server.get("fault")
+    unshelved = cloud.wait_boot(server_id, seen={boot_id})
+    assert qemu_processes(server_id) == 1 and cloud.count(server_id)[0] == unshelved
+    assert read_mark(cloud, server_id) == "before-the-move"
+    assert resources(cloud, server_id) == {host: TINY} and used(cloud) == {host: TINY}
+    assert all(c.driver.list_disks() == [] for h, c in cloud.aio.computes.items() if h != host)
+    delete(cloud, server_id)
+    assert qemu_processes(server_id) == 0

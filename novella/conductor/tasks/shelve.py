@@ -20,6 +20,7 @@ the unshelve only goes forward.
 """
 import logging
 
+from novella import rpc
 from novella.compute import states as vm_states
 from novella.conductor.tasks import common
 from novella.conductor.tasks.base import Task
@@ -129,7 +130,17 @@ class UnshelveOnHost(UnshelveTask):
 
     def execute(self):
         u = self.unshelve
-        common.on_a_destination(u, "unshelve", lambda sel: u.compute.unshelve_instance(
-            u.ctxt, sel["service_host"], u.instance_uuid, image_id=u.image_id, flavor=u.flavor,
-            port_profiles=scheduler_utils.selection_port_profiles(u.request_spec, sel),
-            availability_zone=sel.get("availability_zone")))
+
+        def unshelve(sel):
+            try:
+                u.compute.unshelve_instance(
+                    u.ctxt, sel["service_host"], u.instance_uuid, image_id=u.image_id,
+                    flavor=u.flavor,
+                    port_profiles=scheduler_utils.selection_port_profiles(u.request_spec, sel),
+                    availability_zone=sel.get("availability_zone"))
+            except rpc.Timeout:
+                # A host that died once the server ran there took it: the unshelve goes
+                # forward, as a fresh conductor's would (no alternate is tried on it).
+                if not self.settled():
+                    raise
+        common.on_a_destination(u, "unshelve", unshelve)
