@@ -118,6 +118,7 @@ class ComputeManager:
         self._destroy_deleted_guests(ctxt)
         evacuate.clean_evacuated(self, ctxt)
         evacuate.finish_taken_over(self, ctxt)
+        shelve.finish_unshelved(self, ctxt or get_admin_context())
         recovery.adopt_notes(self)
         recovery.recover_interrupted(self, ctxt or get_admin_context())
         recovery.recover_host_operations(self, ctxt or get_admin_context())

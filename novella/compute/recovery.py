@@ -47,6 +47,10 @@ were recorded before the journal) becomes the journal's row before either
 (``adopt_notes``): a rebuild run again reads its image for the root volume
 from the journal.
 
+An unshelve that ran here but whose service died before it deleted the
+shelved image has it deleted as the service starts (shelve.py
+``finish_unshelved``, called from ``init_host``).
+
 A host that was down while the conductor undid a move could not take its own
 part of the undo; it takes it as it starts (``reconcile_moves``):
 

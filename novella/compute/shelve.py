@@ -154,11 +154,32 @@ def unshelve_instance(compute, ctxt, instance_uuid, image_id=None, flavor=None,
     else:
         _unshelve_here(compute, ctxt, instance_uuid, image_id, flavor or records.flavor_of(inst),
                             port_profiles, availability_zone)
-    records.set_system_metadata(compute.cell_db, instance_uuid, shelved_at=None,
-                                shelved_image_id=None, shelved_host=None)
+    _forget_shelved_image(compute, ctxt, instance_uuid, image_id)
+
+
+def _forget_shelved_image(compute, ctxt, instance_uuid, image_id):
+    """The shelved image deleted, then its notes (so a service that dies between finds
+    the image to delete as it starts: ``finish_unshelved``)."""
     if image_id and compute.image_api is not None:
         with cleanup.step("delete the shelved image"):
             compute.image_api.delete(ctxt, image_id)
+    records.set_system_metadata(compute.cell_db, instance_uuid, shelved_at=None,
+                                shelved_image_id=None, shelved_host=None)
+
+
+def finish_unshelved(compute, ctxt):
+    """Servers this host unshelved whose shelved image outlived the unshelve (the
+    service died once the server ran here, before deleting it): deleted now."""
+    sm = m.InstanceSystemMetadata
+    with compute.cell_db.read_session() as s:
+        left = s.execute(sa.select(m.Instance.uuid, sm.value).join(
+            sm, sm.instance_uuid == m.Instance.uuid).where(
+            m.Instance.host == compute.host, m.Instance.deleted == 0,
+            m.Instance.vm_state.notin_((vm_states.SHELVED, vm_states.SHELVED_OFFLOADED)),
+            m.Instance.task_state.is_(None), sm.key == "shelved_image_id")).all()
+    for instance_uuid, image_id in left:
+        with cleanup.step(f"finish the unshelve of {instance_uuid}"):
+            _forget_shelved_image(compute, ctxt, instance_uuid, image_id)
 
 
 def _unshelve_here(compute, ctxt, instance_uuid, image_id, flavor, port_profiles, zone):

@@ -36,6 +36,11 @@ def used(cloud):
     return {host: u for host, u in cloud.usages().items() if any(u.values())}
 
 
+def image_status(cloud, image):
+    return cloud.aio.image_api.get(get_admin_context(), image["id"],
+                                   include_deleted=True)["status"]
+
+
 def snapshot_leftovers(driver):
     root = driver.hypervisor.instances_path
     return [name for name in os.listdir(root) if name.startswith(".snapshot-")]
@@ -314,13 +319,15 @@ def test_destination_killed_once_it_took_the_evacuated_server(qemu_cloud, monkey
 def test_compute_killed_once_the_unshelved_guest_runs(qemu_cloud, monkeypatch):
     """The compute service dies once the server's row says the unshelved guest runs
     (the point of no return), before it deleted the shelved image. The conductor, its
-    call unanswered, ends the unshelve forward: one running copy, with its file, the
-    books that host's."""
+    call unanswered, ends the unshelve forward; the host, started again, deletes the
+    image: one running copy, with its file, the books that host's."""
     cloud = qemu_cloud
     server_id = cloud.boot(name="vm-unshelve-forward")
     boot_id = cloud.wait_boot(server_id)
     write_mark(cloud, server_id)
     cloud.action(server_id, {"shelve": None})
+    (image,) = cloud.aio.image_api.list(get_admin_context(),
+                                        {"name": "vm-unshelve-forward-shelved"})
 
     death = harness.arm_host_deaths(cloud, monkeypatch)
     images = type(cloud.aio.image_api)
@@ -340,7 +347,9 @@ def test_compute_killed_once_the_unshelved_guest_runs(qemu_cloud, monkeypatch):
     assert qemu_processes(server_id) == 1
     assert resources(cloud, server_id) == {host: TINY} and used(cloud) == {host: TINY}
 
-    harness._restart(cloud, death, host)  # init_host: the server its own, running
+    assert image_status(cloud, image) == "active"
+
+    harness._restart(cloud, death, host)  # init_host: the shelved image deleted
     cloud.aio.wait_idle()
     server = cloud.server(server_id)
     assert (server["status"], server["OS-EXT-STS:task_state"],
@@ -348,6 +357,7 @@ def test_compute_killed_once_the_unshelved_guest_runs(qemu_cloud, monkeypatch):
     unshelved = cloud.wait_boot(server_id, seen={boot_id})
     assert qemu_processes(server_id) == 1 and cloud.count(server_id)[0] == unshelved
     assert read_mark(cloud, server_id) == "before-the-move"
+    assert image_status(cloud, image) == "deleted"
     assert resources(cloud, server_id) == {host: TINY} and used(cloud) == {host: TINY}
     assert all(c.driver.list_disks() == [] for h, c in cloud.aio.computes.items() if h != host)
     delete(cloud, server_id)
