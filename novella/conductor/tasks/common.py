@@ -372,6 +372,17 @@ class SelectDestination(MoveTask):
         pass  # MigrationAllocation's undo replaces the instance's claim atomically
 
 
+def unless_settled(task, call, *args, **kwargs):
+    """``call(*args, **kwargs)``; a host that gives no answer but whose records show
+    it took the server (``task.settled()``: it died past its point of no return)
+    leaves the step done, the operation going forward as a fresh conductor's would."""
+    try:
+        return call(*args, **kwargs)
+    except rpc.Timeout:
+        if not task.settled():
+            raise
+
+
 def on_a_destination(state, what, prepare):
     """``prepare(selection)`` on the chosen destination, else on each alternate in turn.
 

@@ -45,21 +45,14 @@ class RebuildAtDestination(MoveTask):
             if move.notify is not None:
                 move.notify(move.ctxt, move.cell_db, move.instance_uuid,
                             notifications.REBUILD_SCHEDULED, host=sel["service_host"])
-        def rebuild(sel):
-            scheduled(sel)
-            try:
-                move.compute.rebuild_instance(
-                    move.ctxt, sel["service_host"], move.instance_uuid, move.migration_uuid,
-                    port_profiles=scheduler_utils.selection_port_profiles(move.request_spec,
-                                                                          sel),
-                    availability_zone=sel.get("availability_zone"))
-            except rpc.Timeout:
-                # A destination that died once the server's row named it (its guest runs
-                # there) took it over: the move goes forward, as a fresh conductor's
-                # would; that host finishes its part when it starts (finish_taken_over).
-                if not self.settled():
-                    raise
-        common.on_a_destination(move, "rebuild_instance", rebuild)
+        # A destination that died once the server's row named it (its guest runs there)
+        # took it over; it finishes its part when it starts (finish_taken_over).
+        common.on_a_destination(move, "rebuild_instance", lambda sel: scheduled(sel) or (
+            common.unless_settled(
+                self, move.compute.rebuild_instance,
+                move.ctxt, sel["service_host"], move.instance_uuid, move.migration_uuid,
+                port_profiles=scheduler_utils.selection_port_profiles(move.request_spec, sel),
+                availability_zone=sel.get("availability_zone"))))
 
     def undo(self, exc):
         """The rebuild stopped part-way (no host took the server, or the process died

@@ -109,15 +109,11 @@ class PostAtDestination(MoveTask):
 
     def execute(self):
         move = self.move
-        try:
-            move.compute.post_live_migration_at_destination(
-                move.ctxt, move.dest_host, move.instance_uuid, move.migration_uuid,
-                attachments=move.attachments)
-        except rpc.Timeout:
-            # A destination that died once the server's records were its own (its guest
-            # runs there) took over: the move goes forward, as a fresh conductor's would.
-            if not self.settled():
-                raise
+        # A destination that died once the server's records were its own (its guest
+        # runs there) took over.
+        common.unless_settled(self, move.compute.post_live_migration_at_destination,
+                              move.ctxt, move.dest_host, move.instance_uuid,
+                              move.migration_uuid, attachments=move.attachments)
 
     def settled(self):
         move = self.move

@@ -20,7 +20,6 @@ the unshelve only goes forward.
 """
 import logging
 
-from novella import rpc
 from novella.compute import states as vm_states
 from novella.conductor.tasks import common
 from novella.conductor.tasks.base import Task
@@ -130,17 +129,9 @@ class UnshelveOnHost(UnshelveTask):
 
     def execute(self):
         u = self.unshelve
-
-        def unshelve(sel):
-            try:
-                u.compute.unshelve_instance(
-                    u.ctxt, sel["service_host"], u.instance_uuid, image_id=u.image_id,
-                    flavor=u.flavor,
-                    port_profiles=scheduler_utils.selection_port_profiles(u.request_spec, sel),
-                    availability_zone=sel.get("availability_zone"))
-            except rpc.Timeout:
-                # A host that died once the server ran there took it: the unshelve goes
-                # forward, as a fresh conductor's would (no alternate is tried on it).
-                if not self.settled():
-                    raise
-        common.on_a_destination(u, "unshelve", unshelve)
+        # A host that died once the server ran there took it (no alternate is tried).
+        common.on_a_destination(u, "unshelve", lambda sel: common.unless_settled(
+            self, u.compute.unshelve_instance,
+            u.ctxt, sel["service_host"], u.instance_uuid, image_id=u.image_id, flavor=u.flavor,
+            port_profiles=scheduler_utils.selection_port_profiles(u.request_spec, sel),
+            availability_zone=sel.get("availability_zone")))
