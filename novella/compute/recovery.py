@@ -206,21 +206,30 @@ def reconcile_moves(compute, ctxt):
 
 
 def _drop_claims_of_ended_moves(compute, ctxt):
-    """A destination's claim (a migration context naming this host, not applied)
-    whose move ended while this host did not answer goes."""
+    """A destination's claim (a migration context naming this host) whose move ended
+    while this host did not answer goes: one not applied, whatever the end; one
+    applied (the host died once it took the server, before it let the source's part
+    of the claim go) when the move went forward to its end."""
     with compute.cell_db.read_session() as s:
-        claims = {}
+        claims, applied = {}, set()
+        # (an applied claim counts on its source's node: found by the server's host)
+        here = sa.select(m.Instance.uuid).where(m.Instance.host == compute.host,
+                                               m.Instance.deleted == 0)
         for uuid, text in s.execute(sa.select(
                 m.InstanceExtra.instance_uuid, m.InstanceExtra.migration_context).where(
-                m.InstanceExtra.move_claim_host == compute.host,
+                sa.or_(m.InstanceExtra.move_claim_host == compute.host,
+                       m.InstanceExtra.instance_uuid.in_(here)),
                 m.InstanceExtra.migration_context.is_not(None))):
             mc = json.loads(text)
-            if mc.get("dest_compute") == compute.host and not mc.get("applied") \
-                    and mc.get("migration_uuid"):
+            if mc.get("dest_compute") == compute.host and mc.get("migration_uuid"):
                 claims[mc["migration_uuid"]] = uuid
+                if mc.get("applied"):
+                    applied.add(mc["migration_uuid"])
         ended = set(s.scalars(sa.select(m.Migration.uuid).where(
             m.Migration.uuid.in_(claims),
-            m.Migration.status.not_in(ms.IN_PROGRESS + (ms.DONE,))))) if claims else set()
+            m.Migration.status.not_in(ms.IN_PROGRESS + (ms.DONE,))).where(sa.or_(
+                m.Migration.uuid.not_in(applied),
+                m.Migration.status == ms.COMPLETED)))) if claims else set()
     for migration_uuid in ended:
         teardown.give_back(compute, ctxt, claims[migration_uuid], claim=teardown.MOVE_CLAIM,
                            migration_uuid=migration_uuid)
