@@ -426,10 +426,12 @@ def test_destination_service_killed_after_the_copy(qemu_cloud, host_deaths, monk
         monkeypatch.setattr(dest_driver, "post_live_migration_at_destination",
                             lambda *a, **kw: die())
     else:
-        give_back = teardown.give_back
+        give_back, dying = teardown.give_back, [True]
 
         def dies_giving_back_its_claim(compute, *args, **kwargs):
-            if compute.host == dest and kwargs.get("claim") == teardown.MOVE_CLAIM:
+            # once: the service started again gives the claim back at its start
+            if compute.host == dest and kwargs.get("claim") == teardown.MOVE_CLAIM and dying:
+                dying.clear()
                 die()
             return give_back(compute, *args, **kwargs)
         monkeypatch.setattr(teardown, "give_back", dies_giving_back_its_claim)
